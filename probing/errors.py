@@ -1,0 +1,30 @@
+"""User-facing errors. Entry points print these without a traceback (see `probing.cli`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+class ProbingError(Exception):
+    """An error the user can fix; its message says what went wrong and what to do."""
+
+
+class DataFormatError(ProbingError):
+    """A data file cannot be read: names the file, the line and the fix."""
+
+    def __init__(self, path: str | Path, line: int | None, problem: str, fix: str):
+        self.path, self.line, self.problem, self.fix = str(path), line, problem, fix
+        where = f"{path}:{line}" if line is not None else str(path)
+        super().__init__(f"{where}: {problem}. Fix: {fix}")
+
+
+class ModelLoadError(ProbingError):
+    """An encoder or tokenizer cannot be loaded (unknown name offline, bad local path)."""
+
+
+class StoreMismatchError(ProbingError):
+    """A feature store exists but was built for a different request (model, pooling, data...)."""
+
+
+class ConfigError(ProbingError):
+    """A configuration value is invalid (unknown layer, unsupported option...)."""

