@@ -1,0 +1,100 @@
+"""Word-disjoint train/dev/test splits and per-combination context sampling (Zhao et al. 2020 §3.1).
+
+The paper keeps Wiki-PSE's own train/test word split, takes 20% of the training words as dev, and
+samples at most 100 contexts per word-s-class combination. Corpora without a word split (STREUSLE,
+CoNLL-2003) get a seeded random one over their sorted unique words, so no word type is shared
+between splits. Every random choice goes through one `random.Random(seed)` over sorted inputs, so
+the result depends only on the records and the config, never on Python's hash seed.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+
+from probing.data.records import WordInContext
+from probing.errors import ConfigError
+
+SPLIT_NAMES = ("train", "dev", "test")
+
+
+@dataclass
+class SplitConfig:
+    """How to split and sample; `max_contexts_per_combination=None` keeps every context."""
+
+    seed: int = 0
+    test_fraction: float = 0.2
+    dev_fraction: float = 0.2
+    max_contexts_per_combination: int | None = 100
+
+    def __post_init__(self) -> None:
+        for name in ("test_fraction", "dev_fraction"):
+            value = getattr(self, name)
+            if not 0.0 <= value < 1.0:
+                raise ConfigError(f"data.split.{name} must be in [0, 1), got {value}")
+        cap = self.max_contexts_per_combination
+        if cap is not None and cap < 1:
+            raise ConfigError(f"data.split.max_contexts_per_combination must be >= 1 or null, got {cap}")
+
+    @classmethod
+    def from_any(cls, value: SplitConfig | Mapping | None) -> SplitConfig:
+        """Accept a SplitConfig, a plain/Hydra mapping of its fields, or None (defaults)."""
+        if value is None:
+            return cls()
+        if isinstance(value, cls):
+            return value
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(value) - known)
+        if unknown:
+            raise ConfigError(f"data.split: unknown keys {unknown}; known keys are {sorted(known)}")
+        return cls(**dict(value))
+
+
+def make_splits(
+    records: list[WordInContext], config: SplitConfig, fixed_test_words: set[str] | None = None
+) -> dict[str, list[WordInContext]]:
+    """Split records word-disjointly into train/dev/test, then cap the contexts per combination.
+
+    Test words are `fixed_test_words` when given, else `round(test_fraction * n_words)` sampled words;
+    dev words are `round(dev_fraction * n_remaining_words)` of the rest. Each split keeps the records'
+    original order.
+    """
+    rng = random.Random(config.seed)
+    words = sorted({record.word for record in records})
+    if fixed_test_words is None:
+        test_words = set(rng.sample(words, round(config.test_fraction * len(words))))
+    else:
+        test_words = set(fixed_test_words)
+    remaining = [word for word in words if word not in test_words]
+    dev_words = set(rng.sample(remaining, round(config.dev_fraction * len(remaining))))
+    split_of = {word: "test" if word in test_words else "dev" if word in dev_words else "train" for word in words}
+    splits = {name: [r for r in records if split_of[r.word] == name] for name in SPLIT_NAMES}
+    return {name: cap_contexts(splits[name], config.max_contexts_per_combination, rng) for name in SPLIT_NAMES}
+
+
+def cap_contexts(records: list[WordInContext], cap: int | None, rng: random.Random) -> list[WordInContext]:
+    """Keep at most `cap` randomly chosen records per (word, sclass), preserving the input order."""
+    if cap is None:
+        return list(records)
+    positions = defaultdict(list)
+    for index, record in enumerate(records):
+        positions[record.combination].append(index)
+    kept = []
+    for combination in sorted(positions):
+        indices = positions[combination]
+        kept.extend(indices if len(indices) <= cap else rng.sample(indices, cap))
+    return [records[index] for index in sorted(kept)]
+
+
+def split_summary(splits: Mapping[str, list[WordInContext]]) -> dict[str, dict[str, int]]:
+    """Per split: number of distinct words, word-s-class combinations and contexts (cf. Table 2)."""
+    return {
+        name: {
+            "words": len({r.word for r in records}),
+            "combinations": len({r.combination for r in records}),
+            "contexts": len(records),
+        }
+        for name, records in splits.items()
+    }

@@ -1,0 +1,147 @@
+"""Reader for STREUSLE CoNLL-U-Lex files (Schneider et al.): WordNet supersenses of nouns (and verbs) in context.
+
+Each sentence is a block of 19 tab-separated columns: the 10 CoNLL-U columns, then SMWE LEXCAT LEXLEMMA SS SS2
+WMWE WCAT WLEMMA LEXTAG. A lexical unit's supersense (SS, column 14) sits on its first token; for a strong
+multiword expression the other tokens share its SMWE group ("group:position", column 11), possibly
+non-contiguously ("have ... check"). Weak MWEs (columns 16-18) are ignored: their parts keep their own units.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from probing.data.records import SkipCounter, WordInContext
+from probing.data.text import read_lines
+from probing.errors import DataFormatError
+
+N_COLUMNS = 19
+ID, FORM, SMWE, LEXLEMMA, SS = 0, 1, 10, 12, 13
+
+NOUN_SUPERSENSES = tuple(
+    f"n.{name}"
+    for name in (
+        "ACT ANIMAL ARTIFACT ATTRIBUTE BODY COGNITION COMMUNICATION EVENT FEELING FOOD GROUP LOCATION MOTIVE "
+        "NATURALOBJECT OTHER PERSON PHENOMENON PLANT POSSESSION PROCESS QUANTITY RELATION SHAPE STATE SUBSTANCE TIME"
+    ).split()
+)
+VERB_SUPERSENSES = tuple(
+    f"v.{name}"
+    for name in (
+        "body change cognition communication competition consumption contact creation emotion motion perception "
+        "possession social stative weather"
+    ).split()
+)
+STREUSLE_FILES = ("streusle.ud_dev.conllulex", "streusle.ud_test.conllulex")
+
+SKIP_VERB = "verb supersense (include_verbs=False)"
+SKIP_UNCERTAIN = "supersense '??' (annotator unsure)"
+FORMAT_FIX = "use CoNLL-U-Lex: 19 tab-separated columns, integer token IDs, SS (column 14) a STREUSLE supersense"
+
+
+@dataclass
+class _Token:
+    """One word line of a sentence (CoNLL-U word lines only)."""
+
+    form: str
+    smwe_group: str | None
+    lexlemma: str
+    supersense: str
+    line: int
+
+
+def streusle_classes(include_verbs: bool = False) -> list[str]:
+    """The class inventory: the 26 noun supersenses, then the 15 verb ones when `include_verbs`."""
+    return list(NOUN_SUPERSENSES) + (list(VERB_SUPERSENSES) if include_verbs else [])
+
+
+def read_streusle(
+    paths: list[str | Path], include_verbs: bool = False, config_key: str = "data.paths"
+) -> tuple[list[WordInContext], SkipCounter]:
+    """One record per noun-supersense lexical unit (and verb one when `include_verbs`) in the files.
+
+    word = LEXLEMMA lower-cased with spaces as "_" ("salad bar" -> "salad_bar"); the target is every token
+    of the unit's strong MWE group, else the token itself. Preposition supersenses (p.*), "`$" and "_"
+    are not targets; "??" and, without `include_verbs`, verb supersenses are counted as skips.
+    """
+    targets = set(streusle_classes(include_verbs))
+    records: list[WordInContext] = []
+    skips = SkipCounter()
+    for path in paths:
+        for sentence in _read_sentences(path, config_key):
+            records.extend(_sentence_records(sentence, targets, path, skips))
+    return records, skips
+
+
+def _read_sentences(path: str | Path, config_key: str):
+    """Yield each sentence as its list of word-line tokens; comments, multiword-token lines and empty nodes are left out."""
+    sentence: list[_Token] = []
+    for number, line in read_lines(path, config_key):
+        if not line.strip():
+            if sentence:
+                yield sentence
+            sentence = []
+        elif not line.startswith("#"):
+            token = _parse_token_line(line, path, number)
+            if token is not None:
+                sentence.append(token)
+    if sentence:
+        yield sentence
+
+
+def _parse_token_line(line: str, path: str | Path, number: int) -> _Token | None:
+    columns = line.split("\t")
+    if len(columns) != N_COLUMNS:
+        raise DataFormatError(path, number, f"expected {N_COLUMNS} tab-separated columns, got {len(columns)}", FORMAT_FIX)
+    token_id = columns[ID]
+    if _is_multiword_or_empty_node(token_id):
+        return None
+    if not token_id.isdigit():
+        raise DataFormatError(path, number, f"token ID {token_id!r} is not an integer", FORMAT_FIX)
+    supersense = columns[SS]
+    if supersense.startswith(("n.", "v.")) and supersense not in NOUN_SUPERSENSES + VERB_SUPERSENSES:
+        raise DataFormatError(path, number, f"unknown supersense {supersense!r}", FORMAT_FIX)
+    smwe = columns[SMWE]
+    if smwe != "_" and not _is_group_position(smwe):
+        raise DataFormatError(path, number, f"SMWE {smwe!r} is not 'group:position'", FORMAT_FIX)
+    group = smwe.split(":")[0] if smwe != "_" else None
+    return _Token(columns[FORM], group, columns[LEXLEMMA], supersense, number)
+
+
+def _is_multiword_or_empty_node(token_id: str) -> bool:
+    """CoNLL-U multiword-token ranges ("3-4") and empty nodes ("5.1")."""
+    for separator in ("-", "."):
+        parts = token_id.split(separator)
+        if len(parts) == 2 and all(part.isdigit() for part in parts):
+            return True
+    return False
+
+
+def _is_group_position(smwe: str) -> bool:
+    parts = smwe.split(":")
+    return len(parts) == 2 and all(part.isdigit() for part in parts)
+
+
+def _sentence_records(
+    sentence: list[_Token], targets: set[str], path: str | Path, skips: SkipCounter
+) -> list[WordInContext]:
+    forms = tuple(token.form for token in sentence)
+    records = []
+    for position, token in enumerate(sentence):
+        where = f"{path}:{token.line}"
+        if token.supersense in targets:
+            word = token.lexlemma.lower().replace(" ", "_")
+            records.append(WordInContext(forms, _unit_positions(sentence, position), word, token.supersense, where))
+        elif token.supersense in VERB_SUPERSENSES:
+            skips.skip(SKIP_VERB, where)
+        elif token.supersense == "??":
+            skips.skip(SKIP_UNCERTAIN, where)
+    return records
+
+
+def _unit_positions(sentence: list[_Token], position: int) -> tuple[int, ...]:
+    """Positions of the lexical unit at `position`: its whole strong-MWE group, or the token alone."""
+    group = sentence[position].smwe_group
+    if group is None:
+        return (position,)
+    return tuple(i for i, token in enumerate(sentence) if token.smwe_group == group)

@@ -1,0 +1,48 @@
+"""Reading text data files: strict UTF-8 line by line, and file hashes for store metadata."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+
+from probing.errors import DataFormatError
+
+UTF8_FIX = "re-encode the file as UTF-8 (e.g. iconv -f latin1 -t utf-8 IN > OUT)"
+
+
+def read_lines(path: str | Path, config_key: str = "the data path") -> Iterator[tuple[int, str]]:
+    """Yield (1-based line number, line without its trailing newline) from a UTF-8 file.
+
+    Each line is decoded strictly, so an invalid byte is reported with its line and byte column
+    instead of being replaced. A UTF-8 byte-order mark at the start of the file is dropped, and
+    Windows line ends ("\\r\\n") are stripped like "\\n". `config_key` is the setting named in the
+    fix when the file does not exist (e.g. "data.data_dir").
+    """
+    path = Path(path)
+    if not path.is_file():
+        problem = "is a directory, not a file" if path.is_dir() else "file not found"
+        raise DataFormatError(path, None, problem, f"set `{config_key}` to an existing file")
+    with path.open("rb") as handle:
+        for number, raw in enumerate(handle, start=1):
+            line = _decode_line(raw, path, number)
+            if number == 1:
+                line = line.removeprefix("\ufeff")
+            yield number, line.removesuffix("\n").removesuffix("\r")
+
+
+def _decode_line(raw: bytes, path: Path, number: int) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as error:
+        problem = f"byte 0x{raw[error.start]:02x} at byte column {error.start + 1} is not valid UTF-8"
+        raise DataFormatError(path, number, problem, UTF8_FIX) from None
+
+
+def sha256_file(path: str | Path, chunk_bytes: int = 1 << 20) -> str:
+    """Hex SHA-256 of a file's bytes, read in chunks so large corpora need little memory."""
+    digest = hashlib.sha256()
+    with Path(path).open("rb") as handle:
+        while chunk := handle.read(chunk_bytes):
+            digest.update(chunk)
+    return digest.hexdigest()

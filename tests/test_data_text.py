@@ -1,0 +1,65 @@
+"""Strict UTF-8 line reading and file hashing."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from probing.data.text import read_lines, sha256_file
+from probing.errors import DataFormatError
+
+
+def test_read_lines_numbers_from_one_and_strips_newlines(tmp_path):
+    path = tmp_path / "a.txt"
+    path.write_bytes("\ufeffalpha\r\n\nbeta gamma\nlast".encode("utf-8"))
+    assert list(read_lines(path)) == [(1, "alpha"), (2, ""), (3, "beta gamma"), (4, "last")]
+
+
+def test_read_lines_keeps_non_ascii_utf8(tmp_path):
+    path = tmp_path / "a.txt"
+    path.write_text("café\nZürich\n", encoding="utf-8")
+    assert [line for _, line in read_lines(path)] == ["café", "Zürich"]
+
+
+def test_invalid_utf8_names_file_line_and_byte_column(tmp_path):
+    path = tmp_path / "latin1.txt"
+    path.write_bytes(b"fine\nalso fine\ncaf\xe9 au lait\n")
+    with pytest.raises(DataFormatError) as caught:
+        list(read_lines(path))
+    error = caught.value
+    assert (error.path, error.line) == (str(path), 3)
+    assert "byte 0xe9 at byte column 4" in error.problem
+    assert "iconv -f latin1 -t utf-8" in error.fix
+
+
+def test_lines_before_a_bad_byte_are_yielded(tmp_path):
+    path = tmp_path / "mixed.txt"
+    path.write_bytes(b"one\n\xff\n")
+    lines = read_lines(path)
+    assert next(lines) == (1, "one")
+    with pytest.raises(DataFormatError, match=":2:"):
+        next(lines)
+
+
+def test_missing_file_names_the_config_key(tmp_path):
+    with pytest.raises(DataFormatError) as caught:
+        list(read_lines(tmp_path / "nope.txt", config_key="data.corpus"))
+    assert caught.value.line is None
+    assert caught.value.problem == "file not found"
+    assert "data.corpus" in caught.value.fix
+
+
+def test_directory_is_not_a_file(tmp_path):
+    with pytest.raises(DataFormatError, match="is a directory"):
+        list(read_lines(tmp_path, config_key="data.paths"))
+
+
+def test_sha256_file_matches_hashlib_across_chunks(tmp_path):
+    path = tmp_path / "blob.bin"
+    data = bytes(range(256)) * 10
+    path.write_bytes(data)
+    assert sha256_file(path, chunk_bytes=100) == hashlib.sha256(data).hexdigest()
+    empty = tmp_path / "empty"
+    empty.write_bytes(b"")
+    assert sha256_file(empty) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
