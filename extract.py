@@ -1,0 +1,18 @@
+"""Fill the HDF5 feature store for every split of a data set: `python extract.py model=minilm data=streusle`."""
+
+import hydra
+from omegaconf import DictConfig
+
+from probing.cli import user_errors_exit_cleanly
+from probing.config import CONFIG_DIR
+from probing.pipeline import run_extract
+
+
+@hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="extract")
+@user_errors_exit_cleanly
+def main(cfg: DictConfig) -> None:
+    run_extract(cfg)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,18 @@
+"""S-class probing of one encoder layer: `python probe.py model=minilm data=streusle layer=6` (see README)."""
+
+import hydra
+from omegaconf import DictConfig
+
+from probing.cli import user_errors_exit_cleanly
+from probing.config import CONFIG_DIR
+from probing.pipeline import run_probe
+
+
+@hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="probe")
+@user_errors_exit_cleanly
+def main(cfg: DictConfig) -> float:
+    return run_probe(cfg)["dev"]["micro_f1"]
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,38 @@
+"""Lightning callbacks of the probing runs."""
+
+from __future__ import annotations
+
+import copy
+
+import lightning as L
+
+
+class KeepBestWeights(L.Callback):
+    """Keep, in memory, the weights of the epoch with the best value of `monitor`; load them back when fitting ends.
+
+    The test split is then evaluated with the best-dev weights without writing checkpoints to disk (a probe is small;
+    a checkpoint per layer and seed would only fill the run folders).
+    """
+
+    def __init__(self, monitor: str = "dev/micro_f1", mode: str = "max"):
+        self.monitor, self.mode = monitor, mode
+        self.best_score: float | None = None
+        self.best_epoch: int | None = None
+        self._best_state: dict | None = None
+
+    def _improved(self, score: float) -> bool:
+        if self.best_score is None:
+            return True
+        return score > self.best_score if self.mode == "max" else score < self.best_score
+
+    def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.sanity_checking or self.monitor not in trainer.callback_metrics:
+            return
+        score = float(trainer.callback_metrics[self.monitor])
+        if self._improved(score):
+            self.best_score, self.best_epoch = score, trainer.current_epoch
+            self._best_state = copy.deepcopy(pl_module.state_dict())
+
+    def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self._best_state is not None:
+            pl_module.load_state_dict(self._best_state)

@@ -1,0 +1,101 @@
+"""The entry scripts as a user runs them: configs compose, user errors are one clear line, the sweep reports."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from probing.config import CONFIG_DIR
+from probing.errors import ConfigError
+from probing.pipeline import resolve_layer
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURE_STREUSLE = REPO / "tests" / "fixtures" / "data" / "streusle" / "mini.conllulex"
+
+
+def run_script(script: str, *overrides: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline", "PROBING_STORE_DIR": str(cwd / "stores")}
+    return subprocess.run([sys.executable, str(REPO / script), *overrides], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.parametrize("config,overrides", [
+    ("probe", []),
+    ("probe", ["experiment=quickstart"]),
+    ("probe", ["model=bert", "data=conll2003", "trainer=gpu", "logger=wandb"]),
+    ("probe", ["model=roberta", "data=wikipse", "trainer=ddp", "logger=none"]),
+    ("probe", ["model=gpt2", "experiment=layer_sweep", "logger=csv", "trainer=cpu"]),
+    ("extract", ["data=conll2003"]),
+])
+def test_configs_compose(config, overrides):
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        cfg = compose(config, overrides=overrides)
+    assert cfg.model.name_or_path and cfg.data.source._target_.startswith("probing.data.sources.")
+    if config == "probe":
+        assert cfg.probe.module.hidden_dim == 1024 and cfg.probe.module.lr == pytest.approx(1e-3)
+
+
+@pytest.mark.parametrize("layer,expected", [(0, 0), (6, 6), (-1, 6), (-7, 0)])
+def test_resolve_layer(layer, expected):
+    assert resolve_layer(layer, num_layers=7) == expected
+
+
+@pytest.mark.parametrize("layer", [7, -8, "mix", 2.5, True])
+def test_resolve_layer_rejects(layer):
+    with pytest.raises(ConfigError, match="0..6"):
+        resolve_layer(layer, num_layers=7)
+
+
+def test_layer_out_of_range_is_one_clear_line(tmp_path, tiny_bert_path):
+    result = run_script("probe.py", f"model.name_or_path={tiny_bert_path}", f"data.source.paths=[{FIXTURE_STREUSLE}]",
+                        "layer=5", "logger=none", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "layer=5 is out of range" in result.stderr and "0..2" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_unknown_model_offline_is_one_clear_line(tmp_path):
+    result = run_script("probe.py", "model=bert", "logger=none", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "bert-base-uncased" in result.stderr and "model=minilm" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_missing_data_file_names_file_and_key(tmp_path):
+    missing = tmp_path / "nope.conllulex"
+    result = run_script("extract.py", f"data.source.paths=[{missing}]", cwd=tmp_path)
+    assert result.returncode == 2
+    assert str(missing) in result.stderr and "data.source.paths" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.slow
+def test_minilm_sweep_end_to_end(tmp_path, minilm_path):
+    """Two layers of the packaged MiniLM on the bundled sample: results.json, stores, report; then a refused store."""
+    sweep = tmp_path / "sweep"
+    result = run_script("probe.py", "-m", "layer=0,4", "trainer.max_epochs=25", "probe.early_stopping.enabled=true",
+                        "probe.early_stopping.patience=8", "logger=csv", f"hydra.sweep.dir={sweep}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    results = {r["layer"]: r for r in (json.loads(p.read_text()) for p in sweep.glob("*/results.json"))}
+    assert sorted(results) == [0, 4]
+    for r in results.values():
+        assert r["model"] == "minilm" and r["data"] == "streusle" and r["probe"] == "sclass_mlp" and r["seed"] == 0
+        assert len(r["classes"]) == 26 and len(r["test"]["per_class_f1"]) == 26
+        assert 0.0 < r["test"]["micro_f1"] <= 1.0 and r["test"]["n_combinations"] > 150
+        assert r["test"]["n_contexts"] == r["data_summary"]["test"]["contexts"]
+        assert all(Path(p).is_file() for p in r["stores"].values())
+    # The middle layer beats the uncontextualised embeddings (the paper's shape; margin seen here is ~0.1).
+    assert results[4]["test"]["micro_f1"] > results[0]["test"]["micro_f1"]
+    assert (sweep / "report.csv").is_file() and (sweep / "micro_f1_by_layer.png").is_file()
+    assert "| 4 |" in result.stdout
+    assert (sweep / "0" / "csv" / "metrics.csv").is_file()
+
+    refused = run_script("probe.py", "layer=4", "features.max_length=64", "logger=none", cwd=tmp_path)
+    assert refused.returncode == 2, refused.stderr[-2000:]
+    assert "max_length" in refused.stderr and "64" in refused.stderr and "128" in refused.stderr
