@@ -15,6 +15,11 @@ def resources_dir() -> str:
     return str(Path(__file__).resolve().parent / "resources")
 
 
+def launch_dir() -> str:
+    """The directory the command was started from (jobs never chdir: `hydra.job.chdir=false`)."""
+    return os.getcwd()
+
+
 def wandb_offline() -> bool:
     """W&B runs offline unless the user has a key in the environment or asked for online mode explicitly."""
     mode = os.environ.get("WANDB_MODE", "").lower()
@@ -26,7 +31,7 @@ def wandb_offline() -> bool:
 
 
 def register_resolvers() -> None:
-    for name, fn in {"probing_resources": resources_dir, "wandb_offline": wandb_offline}.items():
+    for name, fn in {"probing_resources": resources_dir, "launch_dir": launch_dir, "wandb_offline": wandb_offline}.items():
         if not OmegaConf.has_resolver(name):
             OmegaConf.register_new_resolver(name, fn)
 

@@ -144,7 +144,7 @@ def plot_by_layer(rows: list[dict], path: Path) -> bool:
             color = bars[0].get_color()
     ax.set_xlabel("layer (0 = embeddings)")
     ax.set_ylabel("micro-F1 (Zhao et al. 2020)")
-    ax.set_title(f"S-class probing by layer — {fixed_settings(rows)}", fontsize=9)
+    ax.set_title(f"S-class probing by layer\n{fixed_settings(rows)}", fontsize=9)
     ax.set_xticks(sorted({r["layer"] for r in rows if isinstance(r["layer"], int)}))
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
