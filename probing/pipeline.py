@@ -20,7 +20,7 @@ from probing.datamodule import StoreDataModule
 from probing.encoder import WordEncoder
 from probing.errors import ConfigError
 from probing.extraction import extract_split
-from probing.store import store_path
+from probing.store import FeatureStore, store_path
 
 log = logging.getLogger("probing")
 
@@ -93,6 +93,12 @@ def build_trainer(cfg: DictConfig, keep_best: KeepBestWeights) -> L.Trainer:
     return instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
 
 
+def stored_skips(path: Path) -> int:
+    """Rows the encoder could not encode (e.g. a target longer than max_length), kept and flagged in the store."""
+    with FeatureStore(path) as store:
+        return store.num_skipped
+
+
 def finish_loggers(trainer: L.Trainer, results: dict[str, Any]) -> None:
     """Put the final scores in the W&B run summary and close the run, so the next job of a multirun starts its own."""
     for logger in trainer.loggers:
@@ -130,6 +136,7 @@ def run_probe(cfg: DictConfig) -> dict[str, Any]:
         "best_epoch": keep_best.best_epoch, "epochs_trained": trainer.current_epoch,
         "stores": {split: str(path) for split, path in stores.items()},
         "data_summary": split_summary(data.splits), "data_skips": data.skips.as_dict(),
+        "extraction_skipped_rows": {split: stored_skips(path) for split, path in stores.items()},
         "duration_s": round(time.time() - started, 2),
     }
     out = Path(cfg.paths.output_dir) / "results.json"
