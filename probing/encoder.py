@@ -210,21 +210,27 @@ def centred_window(first: int, stop: int, total: int, width: int) -> tuple[int, 
     return start, start + width
 
 
-def pooling_weights(target_pieces: Sequence[Sequence[int]], width: int, pooling: str) -> torch.Tensor:
-    """(B, width) weights: 1/n on each of a record's n target pieces (mean) or 1 on its last piece (last)."""
-    batch = len(target_pieces)
+def pooling_index(target_pieces: Sequence[Sequence[int]], pooling: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Which (record, piece) positions are pooled, and with what weight: 1/n on each of a record's n target
+    pieces (mean) or 1 on its last piece (last). Returns (rows, cols, weights), one entry per pooled piece."""
     if pooling == "last":
-        rows = torch.arange(batch)
-        cols = torch.tensor([pieces[-1] for pieces in target_pieces])
-        values = torch.ones(batch)
-    else:
-        counts = torch.tensor([len(pieces) for pieces in target_pieces])
-        rows = torch.repeat_interleave(torch.arange(batch), counts)
-        cols = torch.tensor([piece for pieces in target_pieces for piece in pieces])
-        values = (1.0 / counts)[rows]
-    weights = torch.zeros(batch, width)
-    weights[rows, cols] = values
-    return weights
+        target_pieces = [pieces[-1:] for pieces in target_pieces]
+    counts = torch.tensor([len(pieces) for pieces in target_pieces])
+    rows = torch.repeat_interleave(torch.arange(len(target_pieces)), counts)
+    cols = torch.tensor([piece for pieces in target_pieces for piece in pieces])
+    return rows, cols, (1.0 / counts)[rows]
+
+
+def pool_layers(hidden_states: Sequence[torch.Tensor], rows: torch.Tensor, cols: torch.Tensor,
+                weights: torch.Tensor, batch_size: int) -> torch.Tensor:
+    """(B, num_layers, D): the weighted sum of each record's pooled pieces, at every layer.
+
+    Only the pooled pieces are gathered from each layer (P rows, not the B x T x D states), then summed per
+    record with one index_add over all layers at once.
+    """
+    pieces = torch.stack([layer[rows, cols] for layer in hidden_states], dim=1).float()  # (P, L, D)
+    pooled = torch.zeros(batch_size, *pieces.shape[1:], dtype=pieces.dtype, device=pieces.device)
+    return pooled.index_add_(0, rows, pieces * weights[:, None, None])
 
 
 class WordEncoder:
@@ -315,12 +321,12 @@ class WordEncoder:
         )
         lengths = torch.tensor([len(prepared.input_ids) for prepared in batch])
         attention_mask = (torch.arange(input_ids.shape[1]) < lengths[:, None]).long()
-        weights = pooling_weights([prepared.target_pieces for prepared in batch], input_ids.shape[1], self.pooling)
+        rows, cols, weights = pooling_index([prepared.target_pieces for prepared in batch], self.pooling)
         with torch.inference_mode():
             with torch.autocast(self.device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None):
                 output = self.model(input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device))
-            hidden = torch.stack(output.hidden_states).float()
-            pooled = torch.einsum("bt,lbtd->bld", weights.to(self.device), hidden)
+            pooled = pool_layers(output.hidden_states, rows.to(self.device), cols.to(self.device), weights.to(self.device),
+                                 len(batch))
         return pooled.cpu()
 
 
