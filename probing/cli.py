@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import functools
-import logging
 import sys
+import warnings
 from typing import Callable
 
 from probing.errors import ProbingError
 
-log = logging.getLogger("probing")
+# Library noise that says nothing about the run: a deprecation inside Lightning's own code.
+warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
 
 
 def user_errors_exit_cleanly(main: Callable) -> Callable:
