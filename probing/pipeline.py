@@ -109,8 +109,27 @@ def finish_loggers(trainer: L.Trainer, results: dict[str, Any]) -> None:
             logger.experiment.finish()
 
 
+def finished_results(path: Path, config: dict[str, Any]) -> dict[str, Any] | None:
+    """The results.json at `path` if an earlier run wrote it for exactly this configuration, else None."""
+    if path.is_file():
+        previous = json.loads(path.read_text(encoding="utf-8"))
+        if previous.get("config") == config:
+            return previous
+    return None
+
+
 def run_probe(cfg: DictConfig) -> dict[str, Any]:
-    """Train the batched s-class probes on one layer, evaluate dev/test with Zhao's metric, write results.json."""
+    """Train the batched s-class probes on one layer, evaluate dev/test with Zhao's metric, write results.json.
+
+    A job whose run folder already holds the results of the same configuration is not run again, so a sweep
+    interrupted and relaunched into its folder (`hydra.sweep.dir=...`) only runs the jobs that had not finished.
+    """
+    out = Path(cfg.paths.output_dir) / "results.json"
+    config = OmegaConf.to_container(cfg, resolve=True)
+    previous = finished_results(out, config)
+    if previous is not None:
+        log.info("%s already holds the results of this configuration; not running it again (delete it to rerun)", out)
+        return previous
     started = time.time()
     L.seed_everything(cfg.seed, workers=True)
     data = load_data(cfg.data)
@@ -137,9 +156,8 @@ def run_probe(cfg: DictConfig) -> dict[str, Any]:
         "stores": {split: str(path) for split, path in stores.items()},
         "data_summary": split_summary(data.splits), "data_skips": data.skips.as_dict(),
         "extraction_skipped_rows": {split: stored_skips(path) for split, path in stores.items()},
-        "duration_s": round(time.time() - started, 2),
+        "duration_s": round(time.time() - started, 2), "config": config,
     }
-    out = Path(cfg.paths.output_dir) / "results.json"
     out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     finish_loggers(trainer, results)
     log.info("layer %d: dev micro-F1 %.3f, test micro-F1 %.3f -> %s", layer,

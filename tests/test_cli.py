@@ -99,3 +99,24 @@ def test_minilm_sweep_end_to_end(tmp_path, minilm_path):
     refused = run_script("probe.py", "layer=4", "features.max_length=64", "logger=none", cwd=tmp_path)
     assert refused.returncode == 2, refused.stderr[-2000:]
     assert "max_length" in refused.stderr and "64" in refused.stderr and "128" in refused.stderr
+
+
+def test_finished_job_is_not_run_again(tmp_path, tiny_bert_path):
+    """A relaunched run into a folder that holds its results.json skips; another configuration there runs."""
+    common = [f"model.name_or_path={tiny_bert_path}", "trainer.max_epochs=2", "logger=csv",
+              f"hydra.run.dir={tmp_path / 'run'}"]
+    first = run_script("probe.py", "layer=1", *common, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr[-3000:]
+    results_file = tmp_path / "run" / "results.json"
+    results = json.loads(results_file.read_text())
+    assert results["config"]["layer"] == 1 and results["config"]["trainer"]["max_epochs"] == 2
+    assert results["epochs_trained"] == 2
+    written = results_file.stat().st_mtime_ns
+
+    again = run_script("probe.py", "layer=1", *common, cwd=tmp_path)
+    assert again.returncode == 0 and "not running it again" in again.stderr + again.stdout
+    assert results_file.stat().st_mtime_ns == written
+
+    other = run_script("probe.py", "layer=2", *common, cwd=tmp_path)
+    assert other.returncode == 0
+    assert json.loads(results_file.read_text())["layer"] == 2
