@@ -1,4 +1,5 @@
-"""Collect the results.json files of a sweep into a per-layer table (printed, CSV, Markdown) and a plot.
+"""Collect the results.json files of a sweep into a per-layer table (printed, CSV, Markdown) and plots
+(micro-F1 by layer; per-class test F1 by layer as a heatmap).
 
 Runs automatically at the end of every Hydra multirun (see conf/hydra/default.yaml) and by hand on any folder:
 
@@ -154,8 +155,54 @@ def plot_by_layer(rows: list[dict], path: Path) -> bool:
     return True
 
 
+def per_class_by_layer(results: list[dict[str, Any]]) -> tuple[list[str], list[int], list[list[float | None]]] | None:
+    """Mean test F1 of each class at each integer layer, when the results differ only in layer and seed."""
+    layered = [r for r in results if isinstance(r.get("layer"), int) and "per_class_f1" in r.get("test", {})]
+    settings = {tuple(str(r.get(k)) for k in SETTING_KEYS if k != "layer") for r in layered}
+    class_lists = {tuple(r.get("classes", ())) for r in layered}
+    if len(settings) != 1 or len(class_lists) != 1 or not next(iter(class_lists)):
+        return None
+    classes = list(next(iter(class_lists)))
+    layers = sorted({r["layer"] for r in layered})
+    grid = []
+    for k in range(len(classes)):
+        row = []
+        for layer in layers:
+            scores = [r["test"]["per_class_f1"][k] for r in layered if r["layer"] == layer]
+            scores = [x for x in scores if x is not None]
+            row.append(statistics.fmean(scores) if scores else None)
+        grid.append(row)
+    return classes, layers, grid
+
+
+def plot_per_class(results: list[dict[str, Any]], path: Path) -> bool:
+    """Heatmap of per-class test F1 (rows: classes, columns: layers); False if the sweep is not a layer sweep."""
+    table = per_class_by_layer(results)
+    if table is None:
+        return False
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    classes, layers, grid = table
+    values = np.array([[np.nan if x is None else x for x in row] for row in grid], dtype=float)
+    fig, ax = plt.subplots(figsize=(1.2 + 0.55 * len(layers), 1.0 + 0.28 * len(classes)))
+    image = ax.imshow(values, vmin=0.0, vmax=1.0, cmap="viridis", aspect="auto")
+    ax.set_xticks(range(len(layers)), [str(layer) for layer in layers])
+    ax.set_yticks(range(len(classes)), classes, fontsize=7)
+    ax.set_xlabel("layer")
+    ax.set_title("test F1 per class (blank: undefined)", fontsize=9)
+    fig.colorbar(image, ax=ax, fraction=0.05)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True
+
+
 def write_report(folder: Path, out_dir: Path | None = None) -> list[dict] | None:
-    """Aggregate the results below `folder`; write report.csv, report.md and micro_f1_by_layer.png; print the table."""
+    """Aggregate the results below `folder`; write report.csv, report.md and the plots; print the table."""
     folder = Path(folder)
     out_dir = Path(out_dir or folder)
     results = find_results(folder)
@@ -168,9 +215,11 @@ def write_report(folder: Path, out_dir: Path | None = None) -> list[dict] | None
     write_csv(rows, out_dir / "report.csv")
     heading = f"# S-class probing report\n\n{len(results)} runs from `{folder}`; {fixed_settings(rows)}.\n\n"
     (out_dir / "report.md").write_text(heading + table + "\n", encoding="utf-8")
-    plotted = plot_by_layer(rows, out_dir / "micro_f1_by_layer.png")
+    plots = [name for name, plot, data in (("micro_f1_by_layer.png", plot_by_layer, rows),
+                                           ("per_class_f1_by_layer.png", plot_per_class, results))
+             if plot(data, out_dir / name)]
     print(f"\nS-class probing, {len(results)} runs ({fixed_settings(rows)}):\n{table}\n")
-    print(f"Report written to {out_dir}/report.csv, report.md" + (", micro_f1_by_layer.png" if plotted else ""))
+    print(f"Report written to {out_dir}: " + ", ".join(["report.csv", "report.md", *plots]))
     return rows
 
 

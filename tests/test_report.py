@@ -60,3 +60,18 @@ def test_varying_settings_become_columns(tmp_path):
 def test_cli_on_empty_folder_fails(tmp_path):
     with pytest.raises(SystemExit):
         main([str(tmp_path)])
+
+
+def test_per_class_f1_by_layer_averages_seeds_and_keeps_undefined(tmp_path):
+    from probing.report import per_class_by_layer
+
+    def result(layer, seed, per_class):
+        return {"model": "m", "data": "d", "probe": "p", "pooling": "mean", "context_size": None, "layer": layer,
+                "seed": seed, "classes": ["a", "b"], "test": {"micro_f1": 0.5, "per_class_f1": per_class}}
+
+    results = [result(0, 1, [0.2, None]), result(0, 2, [0.4, None]), result(1, 1, [1.0, 0.5]), result(1, 2, [0.0, None])]
+    classes, layers, grid = per_class_by_layer(results)
+    assert classes == ["a", "b"] and layers == [0, 1]
+    assert grid[0] == pytest.approx([0.3, 0.5])
+    assert grid[1][0] is None and grid[1][1] == pytest.approx(0.5)
+    assert per_class_by_layer(results + [{**result(0, 1, [0.1, 0.1]), "model": "other"}]) is None
