@@ -93,6 +93,7 @@ def test_minilm_sweep_end_to_end(tmp_path, minilm_path):
     # The middle layer beats the uncontextualised embeddings (the paper's shape; margin seen here is ~0.1).
     assert results[4]["test"]["micro_f1"] > results[0]["test"]["micro_f1"]
     assert (sweep / "report.csv").is_file() and (sweep / "micro_f1_by_layer.png").is_file()
+    assert (sweep / "per_class_f1_by_layer.png").is_file()
     assert "| 4 |" in result.stdout
     assert (sweep / "0" / "csv" / "metrics.csv").is_file()
 
