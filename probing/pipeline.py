@@ -143,6 +143,8 @@ def run_probe(cfg: DictConfig) -> dict[str, Any]:
     module = instantiate(cfg.probe.module)(input_dim=datamodule.feature_dim, class_names=data.classes)
     keep_best = KeepBestWeights(monitor="dev/micro_f1")
     trainer = build_trainer(cfg, keep_best)
+    for logger in trainer.loggers:  # the whole resolved config, so runs can be filtered by layer, model, data...
+        logger.log_hyperparams({**config, "resolved_layer": layer})
     trainer.fit(module, datamodule=datamodule)
     trainer.validate(module, datamodule=datamodule, verbose=False)
     trainer.test(module, datamodule=datamodule, verbose=False)
