@@ -12,11 +12,12 @@ from probing.store import FeatureStore
 
 
 class LayerFeatures(Dataset):
-    """One layer of one split, held in memory: {"features", "label", "combination"} per context."""
+    """One layer of one split, held in memory in the store's dtype (float16 by default, half the memory of
+    float32) and served as float32: {"features", "label", "combination"} per context."""
 
     def __init__(self, path: str | Path, layer: int):
         with FeatureStore(path) as store:
-            self.features = torch.from_numpy(store.read_layer(layer))
+            self.features = torch.from_numpy(store.read_layer(layer, dtype=None))
             self.labels = torch.from_numpy(store.labels()).long()
             self.combinations = torch.from_numpy(store.combination_ids()).long()
             self.class_names = store.class_names
@@ -26,7 +27,8 @@ class LayerFeatures(Dataset):
 
     def __getitem__(self, index: int | list[int]) -> dict[str, torch.Tensor]:
         """One context, or a whole batch when `index` is a list (one gather instead of a Python-level collate)."""
-        return {"features": self.features[index], "label": self.labels[index], "combination": self.combinations[index]}
+        return {"features": self.features[index].float(), "label": self.labels[index],
+                "combination": self.combinations[index]}
 
 
 class StoreDataModule(L.LightningDataModule):

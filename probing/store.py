@@ -247,8 +247,10 @@ class FeatureStore:
         """The record index (position in the split) of each kept row."""
         return np.flatnonzero(self._kept)
 
-    def read_layer(self, layer: int) -> np.ndarray:
-        """Features of one layer, (num_rows, hidden_size) float32; refuses an unfinished store."""
+    def read_layer(self, layer: int, dtype: str | None = "float32") -> np.ndarray:
+        """Features of one layer, (num_rows, hidden_size), in record order; refuses an unfinished store.
+
+        `dtype=None` keeps the storage dtype (half the memory for a float16 store)."""
         if not 0 <= layer < self.num_layers:
             raise ProbingError(
                 f"{self.path}: layer {layer} does not exist. Fix: choose a layer in 0..{self.num_layers - 1}")
@@ -256,7 +258,8 @@ class FeatureStore:
             raise ProbingError(
                 f"{self.path}: extraction is unfinished. Fix: run the extraction again; it resumes where it stopped")
         slots = self.file["slots"][()][self._kept]
-        return self.file["features"][layer].astype(np.float32)[slots]
+        features = self.file["features"][layer][slots]
+        return features if dtype is None else features.astype(dtype, copy=False)
 
     @property
     def _kept(self) -> np.ndarray:
