@@ -58,8 +58,10 @@ class ExtractionReport:
 
 
 def request_metadata(records: Sequence[WordInContext], encoder: WordEncoder, dtype: str,
-                     extra: Mapping[str, Any]) -> dict[str, Any]:
-    """The attributes a store for this request must carry: encoder identity, settings, records, `extra`."""
+                     extra: Mapping[str, Any], records_sha256: str | None = None) -> dict[str, Any]:
+    """The attributes a store for this request must carry: encoder identity, settings, records, `extra`.
+
+    `records_sha256`: the records' fingerprint when the caller has it already (it is computed otherwise)."""
     info = encoder.info
     metadata = {
         "model_name": info.model_name, "model_path": info.model_path, "weights_sha256": info.weights_sha256,
@@ -67,7 +69,7 @@ def request_metadata(records: Sequence[WordInContext], encoder: WordEncoder, dty
         "architecture": info.architecture, "num_layers": info.num_layers, "hidden_size": info.hidden_size,
         "pooling": encoder.pooling, "context_size": "all" if encoder.context_size is None else encoder.context_size,
         "max_length": encoder.max_length, "dtype": dtype,
-        "records_sha256": records_fingerprint(records), "num_rows": len(records),
+        "records_sha256": records_sha256 or records_fingerprint(records), "num_rows": len(records),
     }
     clashes = sorted(metadata.keys() & extra.keys())
     if clashes:
@@ -92,7 +94,8 @@ def plan_batches(lengths: Sequence[int], max_tokens_per_batch: int) -> list[list
 
 def extract_split(records: Sequence[WordInContext], encoder: WordEncoder, path: str | Path, *,
                   class_names: Sequence[str], metadata_extra: Mapping[str, Any] | None = None,
-                  dtype: str = "float16", max_tokens_per_batch: int = 8192, progress: bool = True) -> ExtractionReport:
+                  dtype: str = "float16", max_tokens_per_batch: int = 8192, progress: bool = True,
+                  records_sha256: str | None = None) -> ExtractionReport:
     """Make `path` hold the features of every record, computing only the rows not yet written.
 
     A new store is created; an existing one must match the request (model, settings, data: else
@@ -104,7 +107,7 @@ def extract_split(records: Sequence[WordInContext], encoder: WordEncoder, path: 
     if not records:
         raise ProbingError(
             f"{path}: no records to extract features for. Fix: check the data files and the split settings")
-    request = request_metadata(records, encoder, dtype, metadata_extra or {})
+    request = request_metadata(records, encoder, dtype, metadata_extra or {}, records_sha256)
     if not path.exists():
         FeatureStore.create(path, request, records, class_names)
     skips_before = Counter(encoder.skips.counts)

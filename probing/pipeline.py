@@ -20,7 +20,7 @@ from probing.datamodule import StoreDataModule
 from probing.encoder import WordEncoder
 from probing.errors import ConfigError
 from probing.extraction import extract_split
-from probing.store import FeatureStore, store_path
+from probing.store import FeatureStore, records_fingerprint, store_path
 
 log = logging.getLogger("probing")
 
@@ -53,10 +53,11 @@ def ensure_features(cfg: DictConfig, data: WordInContextData, encoder: WordEncod
     file_hashes = {Path(f).name: sha256_file(f) for f in data.files}
     paths = {}
     for split in splits:
+        records_sha256 = records_fingerprint(data.splits[split])
         path = store_path(cfg.features.store_dir, cfg.model.name_or_path, data.name, split,
-                          cfg.features.pooling, cfg.context_size)
+                          cfg.features.pooling, cfg.context_size, records_sha256)
         extract_split(
-            data.splits[split], encoder, path, class_names=data.classes,
+            data.splits[split], encoder, path, class_names=data.classes, records_sha256=records_sha256,
             metadata_extra={"data": data.name, "split": split, "data_files": file_hashes,
                             "split_config": OmegaConf.to_container(cfg.data.split)},
             dtype=cfg.features.dtype, max_tokens_per_batch=cfg.features.max_tokens_per_batch,

@@ -74,10 +74,14 @@ def slugify(text: str) -> str:
 
 
 def store_path(root: str | Path, model_name: str, data_name: str, split: str, pooling: str,
-               context_size: int | None) -> Path:
-    """`root/<model>/<data>/<split>.<pooling>.ctx-<size|all>.h5`, every part slugified."""
+               context_size: int | None, records_sha256: str | None = None) -> Path:
+    """`root/<model>/<data>/<split>.<pooling>.ctx-<size|all>[.<records>].h5`, every part slugified.
+
+    With `records_sha256`, its first 10 hex digits name the data selection, so that another split seed or
+    reader option gets a store of its own instead of being refused by the store of the first one."""
     context = "all" if context_size is None else str(context_size)
-    name = f"{slugify(split)}.{slugify(pooling)}.ctx-{context}.h5"
+    records = f".{records_sha256[:10]}" if records_sha256 else ""
+    name = f"{slugify(split)}.{slugify(pooling)}.ctx-{context}{records}.h5"
     return Path(root) / slugify(model_name) / slugify(data_name) / name
 
 
