@@ -123,3 +123,15 @@ def test_real_files_have_about_a_thousand_noun_units_each(shared_data):
     both, _ = read_streusle(paths, include_verbs=True)
     assert len(both) == 1040 + 986 + 660 + 697
     assert {r.sclass for r in both} <= set(NOUN_SUPERSENSES + VERB_SUPERSENSES)
+
+
+def test_empty_sentence_is_a_counted_skip(tmp_path):
+    from probing.data.streusle import SKIP_EMPTY_SENTENCE
+
+    token = "1\tcars\tcar\tNOUN\tNNS\t_\t0\troot\t0:root\t_\t_\tN\tcar\tn.ARTIFACT\t_\t_\t_\t_\tO-N-n.ARTIFACT"
+    path = tmp_path / "empty.conllulex"
+    path.write_text(f"# sent_id = a\n# text =\n\n# sent_id = b\n{token}\n\n# sent_id = c\n", encoding="utf-8")
+    records, skips = read_streusle([path])
+    assert [r.word for r in records] == ["car"]
+    assert skips.counts[SKIP_EMPTY_SENTENCE] == 2
+    assert skips.examples[SKIP_EMPTY_SENTENCE] == f"{path}:1"

@@ -36,6 +36,7 @@ STREUSLE_FILES = ("streusle.ud_dev.conllulex", "streusle.ud_test.conllulex")
 
 SKIP_VERB = "verb supersense (include_verbs=False)"
 SKIP_UNCERTAIN = "supersense '??' (annotator unsure)"
+SKIP_EMPTY_SENTENCE = "empty sentence (no token lines)"
 FORMAT_FIX = "use CoNLL-U-Lex: 19 tab-separated columns, integer token IDs, SS (column 14) a STREUSLE supersense"
 
 
@@ -68,25 +69,34 @@ def read_streusle(
     records: list[WordInContext] = []
     skips = SkipCounter()
     for path in paths:
-        for sentence in _read_sentences(path, config_key):
+        for sentence in _read_sentences(path, config_key, skips):
             records.extend(_sentence_records(sentence, targets, path, skips))
     return records, skips
 
 
-def _read_sentences(path: str | Path, config_key: str):
-    """Yield each sentence as its list of word-line tokens; comments, multiword-token lines and empty nodes are left out."""
+def _read_sentences(path: str | Path, config_key: str, skips: SkipCounter):
+    """Yield each sentence as its list of word-line tokens; comments, multiword-token lines and empty nodes are left out.
+
+    A sentence block with comments but no token line is counted as the skip "empty sentence"."""
     sentence: list[_Token] = []
+    block_start: int | None = None
     for number, line in read_lines(path, config_key):
         if not line.strip():
             if sentence:
                 yield sentence
-            sentence = []
-        elif not line.startswith("#"):
+            elif block_start is not None:
+                skips.skip(SKIP_EMPTY_SENTENCE, f"{path}:{block_start}")
+            sentence, block_start = [], None
+            continue
+        block_start = number if block_start is None else block_start
+        if not line.startswith("#"):
             token = _parse_token_line(line, path, number)
             if token is not None:
                 sentence.append(token)
     if sentence:
         yield sentence
+    elif block_start is not None:
+        skips.skip(SKIP_EMPTY_SENTENCE, f"{path}:{block_start}")
 
 
 def _parse_token_line(line: str, path: str | Path, number: int) -> _Token | None:
