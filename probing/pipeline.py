@@ -14,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from probing.callbacks import KeepBestWeights
 from probing.data.sources import WordInContextData
-from probing.data.splits import split_summary
+from probing.data.splits import SPLIT_NAMES, split_summary
 from probing.data.text import sha256_file
 from probing.datamodule import StoreDataModule
 from probing.encoder import WordEncoder
@@ -23,8 +23,6 @@ from probing.extraction import extract_split
 from probing.store import FeatureStore, records_fingerprint, store_path
 
 log = logging.getLogger("probing")
-
-SPLITS = ("train", "dev", "test")
 
 
 def load_data(data_cfg: DictConfig) -> WordInContextData:
@@ -48,7 +46,7 @@ def build_encoder(cfg: DictConfig) -> WordEncoder:
 
 
 def ensure_features(cfg: DictConfig, data: WordInContextData, encoder: WordEncoder,
-                    splits: tuple[str, ...] = SPLITS) -> dict[str, Path]:
+                    splits: tuple[str, ...] = SPLIT_NAMES) -> dict[str, Path]:
     """Extract (or resume, or verify) the store of each split; a store built for another request is refused."""
     file_hashes = {Path(f).name: sha256_file(f) for f in data.files}
     paths = {}
