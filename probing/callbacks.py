@@ -25,7 +25,9 @@ class KeepBestWeights(L.Callback):
             return True
         return score > self.best_score if self.mode == "max" else score < self.best_score
 
-    def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        # Not on_validation_epoch_end: Lightning runs callbacks' epoch-end hooks before the module's, which is
+        # where the epoch's score is computed and logged (EarlyStopping waits for on_validation_end too).
         if trainer.sanity_checking or self.monitor not in trainer.callback_metrics:
             return
         score = float(trainer.callback_metrics[self.monitor])
