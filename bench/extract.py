@@ -21,13 +21,13 @@ import json
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from importlib.resources import files
 from pathlib import Path
 
 import torch
 from torch.nn.utils.rnn import pad_sequence
 
-from probing.data.streusle import STREUSLE_FILES, read_streusle, streusle_classes
+from probing.data.sources import packaged_streusle_paths
+from probing.data.streusle import read_streusle, streusle_classes
 from probing.encoder import PreparedInput, WordEncoder
 from probing.extraction import extract_split, plan_batches
 
@@ -46,8 +46,7 @@ def parse_args() -> argparse.Namespace:
 
 
 def bundled_streusle(limit: int):
-    folder = files("probing") / "resources" / "streusle"
-    records, _ = read_streusle([Path(str(folder / name)) for name in STREUSLE_FILES])
+    records, _ = read_streusle(packaged_streusle_paths())
     return records[:limit]
 
 

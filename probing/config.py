@@ -10,11 +10,6 @@ from omegaconf import OmegaConf
 CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "conf")
 
 
-def resources_dir() -> str:
-    """Folder of the data bundled with the package (the STREUSLE sample)."""
-    return str(Path(__file__).resolve().parent / "resources")
-
-
 def launch_dir() -> str:
     """The directory the command was started from (jobs never chdir: `hydra.job.chdir=false`)."""
     return os.getcwd()
@@ -31,7 +26,7 @@ def wandb_offline() -> bool:
 
 
 def register_resolvers() -> None:
-    for name, fn in {"probing_resources": resources_dir, "launch_dir": launch_dir, "wandb_offline": wandb_offline}.items():
+    for name, fn in {"launch_dir": launch_dir, "wandb_offline": wandb_offline}.items():
         if not OmegaConf.has_resolver(name):
             OmegaConf.register_new_resolver(name, fn)
 

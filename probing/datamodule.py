@@ -34,10 +34,9 @@ class LayerFeatures(Dataset):
 class StoreDataModule(L.LightningDataModule):
     """Train/dev/test features of one layer; dev is Lightning's validation set, shuffled batches for training only."""
 
-    def __init__(self, stores: dict[str, str | Path], layer: int, batch_size: int = 256, num_workers: int = 0):
+    def __init__(self, stores: dict[str, str | Path], layer: int, batch_size: int = 256):
         super().__init__()
-        self.stores, self.layer = stores, layer
-        self.batch_size, self.num_workers = batch_size, num_workers
+        self.stores, self.layer, self.batch_size = stores, layer, batch_size
         self.splits: dict[str, LayerFeatures] = {}
 
     def setup(self, stage: str | None = None) -> None:
@@ -55,7 +54,7 @@ class StoreDataModule(L.LightningDataModule):
         dataset = self.splits[split]
         order = RandomSampler(dataset) if shuffle else SequentialSampler(dataset)
         batches = BatchSampler(order, batch_size=self.batch_size, drop_last=False)
-        return DataLoader(dataset, sampler=batches, batch_size=None, num_workers=self.num_workers)
+        return DataLoader(dataset, sampler=batches, batch_size=None)
 
     def train_dataloader(self) -> DataLoader:
         return self._loader("train", shuffle=True)

@@ -48,7 +48,7 @@ def build_encoder(cfg: DictConfig) -> WordEncoder:
 def ensure_features(cfg: DictConfig, data: WordInContextData, encoder: WordEncoder,
                     splits: tuple[str, ...] = SPLIT_NAMES) -> dict[str, Path]:
     """Extract (or resume, or verify) the store of each split; a store built for another request is refused."""
-    file_hashes = {Path(f).name: sha256_file(f) for f in data.files}
+    file_hashes = [[Path(f).name, sha256_file(f)] for f in data.files]  # in reading order; names may repeat
     paths = {}
     for split in splits:
         records_sha256 = records_fingerprint(data.splits[split])
@@ -56,8 +56,7 @@ def ensure_features(cfg: DictConfig, data: WordInContextData, encoder: WordEncod
                           cfg.features.pooling, cfg.context_size, records_sha256)
         extract_split(
             data.splits[split], encoder, path, class_names=data.classes, records_sha256=records_sha256,
-            metadata_extra={"data": data.name, "split": split, "data_files": file_hashes,
-                            "split_config": OmegaConf.to_container(cfg.data.split)},
+            metadata_extra={"data": data.name, "split": split, "data_files": file_hashes},
             dtype=cfg.features.dtype, max_tokens_per_batch=cfg.features.max_tokens_per_batch,
         )
         paths[split] = path

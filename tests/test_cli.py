@@ -29,7 +29,7 @@ def run_script(script: str, *overrides: str, cwd: Path) -> subprocess.CompletedP
     ("probe", []),
     ("probe", ["experiment=quickstart"]),
     ("probe", ["model=bert", "data=conll2003", "trainer=gpu", "logger=wandb"]),
-    ("probe", ["model=roberta", "data=wikipse", "trainer=ddp", "logger=none"]),
+    ("probe", ["model=roberta", "data=wikipse", "trainer=gpu", "logger=none"]),
     ("probe", ["model=gpt2", "experiment=layer_sweep", "logger=csv", "trainer=cpu"]),
     ("extract", ["data=conll2003"]),
 ])
