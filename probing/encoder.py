@@ -19,7 +19,7 @@ import hashlib
 import importlib
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,6 +29,7 @@ from torch.nn.utils.rnn import pad_sequence
 from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerFast
 
 from probing.data.records import SkipCounter, WordInContext
+from probing.data.text import sha256_files
 from probing.errors import ConfigError, ModelLoadError
 
 PACKAGED_PREFIX = "packaged:"
@@ -165,17 +166,8 @@ def _weights_sha256(path: str, model: PreTrainedModel, random_init: bool) -> str
         return _state_dict_sha256(model)
     folder = Path(path)
     if folder.is_dir():
-        return _files_sha256(sorted(folder.glob("*.safetensors")) or sorted(folder.glob("*.bin")))
+        return sha256_files(sorted(folder.glob("*.safetensors")) or sorted(folder.glob("*.bin")))
     return str(model.config._commit_hash)
-
-
-def _files_sha256(files: Iterable[Path]) -> str:
-    digest = hashlib.sha256()
-    for file in files:
-        with file.open("rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-    return digest.hexdigest()
 
 
 def _state_dict_sha256(model: PreTrainedModel) -> str:

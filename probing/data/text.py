@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from probing.errors import DataFormatError
@@ -41,8 +41,14 @@ def _decode_line(raw: bytes, path: Path, number: int) -> str:
 
 def sha256_file(path: str | Path, chunk_bytes: int = 1 << 20) -> str:
     """Hex SHA-256 of a file's bytes, read in chunks so large corpora need little memory."""
+    return sha256_files([path], chunk_bytes)
+
+
+def sha256_files(paths: Iterable[str | Path], chunk_bytes: int = 1 << 20) -> str:
+    """Hex SHA-256 of the files' bytes read one after another (e.g. a model's weight shards, in order)."""
     digest = hashlib.sha256()
-    with Path(path).open("rb") as handle:
-        while chunk := handle.read(chunk_bytes):
-            digest.update(chunk)
+    for path in paths:
+        with Path(path).open("rb") as handle:
+            while chunk := handle.read(chunk_bytes):
+                digest.update(chunk)
     return digest.hexdigest()
