@@ -336,7 +336,8 @@ class StoreWriter:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.file = open_store_file(self.path, "r+")
-        committed = (self.file["written"][()] == 1) & (self.file["skipped"][()] == 0)
+        self._written = self.file["written"][()] == 1  # kept in step with the file by _mark_written
+        committed = self._written & (self.file["skipped"][()] == 0)
         self._next_slot = int(self.file["slots"][()][committed].max(initial=-1)) + 1
 
     def close(self) -> None:
@@ -353,28 +354,32 @@ class StoreWriter:
 
     def pending_rows(self) -> np.ndarray:
         """Rows whose `written` flag is not set, ascending."""
-        return np.flatnonzero(self.file["written"][()] == 0)
+        return np.flatnonzero(~self._written)
 
     def write_rows(self, rows: Sequence[int], features: np.ndarray) -> None:
         """Store `features` (len(rows), num_layers, D) of the unwritten rows `rows` in the next free slots."""
         rows = np.asarray(rows, dtype=np.int64)
-        if len(set(rows.tolist())) != len(rows) or self.file["written"][()][rows].any():
+        if len(np.unique(rows)) != len(rows) or self._written[rows].any():
             raise ValueError(f"{self.path}: rows to write must be distinct and not yet written")
         first, dataset = self._next_slot, self.file["features"]
         dataset[:, first:first + len(rows), :] = np.asarray(features, dtype=dataset.dtype).transpose(1, 0, 2)
         self.file.flush()
         order = np.argsort(rows)
         self._set_values("slots", rows[order], np.arange(first, first + len(rows))[order])
-        self._set_values("written", rows[order], 1)
+        self._mark_written(rows[order])
         self._next_slot = first + len(rows)
 
     def mark_skipped(self, rows: Sequence[int]) -> None:
         """Flag rows the encoder could not represent: `skipped` first, then `written`."""
         rows = np.sort(np.asarray(rows, dtype=np.int64))
         self._set_values("skipped", rows, 1)
-        self._set_values("written", rows, 1)
+        self._mark_written(rows)
 
     def _set_values(self, name: str, sorted_rows: np.ndarray, values) -> None:
         if len(sorted_rows):
             self.file[name][sorted_rows] = values
             self.file.flush()
+
+    def _mark_written(self, sorted_rows: np.ndarray) -> None:
+        self._set_values("written", sorted_rows, 1)
+        self._written[sorted_rows] = True
