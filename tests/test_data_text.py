@@ -63,3 +63,11 @@ def test_sha256_file_matches_hashlib_across_chunks(tmp_path):
     empty = tmp_path / "empty"
     empty.write_bytes(b"")
     assert sha256_file(empty) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+
+def test_sha256_file_sees_a_rewritten_file(tmp_path):
+    path = tmp_path / "corpus.txt"
+    path.write_bytes(b"first version\n")
+    first = sha256_file(path)
+    path.write_bytes(b"second version, longer\n")
+    assert sha256_file(path) == hashlib.sha256(b"second version, longer\n").hexdigest() != first

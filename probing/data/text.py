@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -40,7 +41,16 @@ def _decode_line(raw: bytes, path: Path, number: int) -> str:
 
 
 def sha256_file(path: str | Path, chunk_bytes: int = 1 << 20) -> str:
-    """Hex SHA-256 of a file's bytes, read in chunks so large corpora need little memory."""
+    """Hex SHA-256 of a file's bytes, read in chunks so large corpora need little memory.
+
+    Memoised per (path, size, modification time): the jobs of a Hydra multirun share one process, and a layer
+    sweep would otherwise re-read a multi-GB corpus once per job."""
+    stat = Path(path).stat()
+    return _sha256_of_version(str(Path(path).resolve()), stat.st_size, stat.st_mtime_ns, chunk_bytes)
+
+
+@functools.lru_cache(maxsize=256)
+def _sha256_of_version(path: str, size: int, mtime_ns: int, chunk_bytes: int) -> str:
     return sha256_files([path], chunk_bytes)
 
 
