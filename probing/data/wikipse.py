@@ -25,6 +25,8 @@ LISTED_CLASS = re.compile(r"^-(.+)=(.*)$")
 ANNOTATION_FIX = 'annotated occurrences are written "@word@-sclass", e.g. "@apple@-organization"'
 SKIP_EMPTY = "empty line"
 SKIP_UNLISTED = "annotated word in neither train.tsv nor test.tsv"
+SKIP_EMPTY_NAME = "word list line with an empty name"
+EMPTY_NAME_PREFIX = "@@\t"
 
 
 def read_sclasses(path: str | Path, config_key: str = "data.lists_dir") -> list[str]:
@@ -38,16 +40,37 @@ def read_sclasses(path: str | Path, config_key: str = "data.lists_dir") -> list[
     return classes
 
 
-def read_word_list(path: str | Path, classes: list[str], config_key: str = "data.lists_dir") -> dict[str, dict[str, int]]:
-    """word -> {s-class: corpus frequency} from a Wiki-PSE train.tsv/test.tsv, in file order."""
+def read_word_list(path: str | Path, classes: list[str], config_key: str = "data.lists_dir",
+                   skips: SkipCounter | None = None) -> dict[str, dict[str, int]]:
+    """word -> {s-class: corpus frequency} from a Wiki-PSE train.tsv/test.tsv, in file order.
+
+    The distributed train.tsv has one line with an empty name ("@@", line 42253); it is skipped and counted in
+    `skips` (without which Table 2's 35,399 + 8,850 training words would be one more)."""
     known = set(classes)
     words: dict[str, dict[str, int]] = {}
     for number, line in read_lines(path, config_key):
+        if line.startswith(EMPTY_NAME_PREFIX):
+            (skips or SkipCounter()).skip(SKIP_EMPTY_NAME, f"{path}:{number}")
+            continue
         word, sclasses = _parse_word_line(line, known, path, number)
         if word in words:
             raise DataFormatError(path, number, f"word {word!r} is listed twice", "keep one line per word")
         words[word] = sclasses
     return words
+
+
+def read_disjoint_lists(train_path: Path, test_path: Path, classes: list[str], skips: SkipCounter,
+                        config_key: str = "data.lists_dir") -> tuple[dict[str, dict[str, int]], dict[str, dict[str, int]]]:
+    """train.tsv and test.tsv, refusing a word listed in both (Wiki-PSE's split is word-disjoint)."""
+    train_words = read_word_list(train_path, classes, config_key, skips)
+    test_words = read_word_list(test_path, classes, config_key, skips)
+    shared = sorted(set(train_words) & set(test_words))
+    if shared:
+        raise DataFormatError(
+            test_path, None, f"{len(shared)} words are also in train.tsv (e.g. {shared[0]!r})",
+            "use word-disjoint train.tsv/test.tsv, as distributed with Wiki-PSE",
+        )
+    return train_words, test_words
 
 
 def _parse_word_line(line: str, known: set[str], path: str | Path, number: int) -> tuple[str, dict[str, int]]:
