@@ -11,11 +11,13 @@ class KeepBestWeights(L.Callback):
     """Keep, in memory, the weights of the epoch with the best value of `monitor`; load them back when fitting ends.
 
     The test split is then evaluated with the best-dev weights without writing checkpoints to disk (a probe is small;
-    a checkpoint per layer and seed would only fill the run folders).
+    a checkpoint per layer and seed would only fill the run folders). With `submodule`, only that attribute of the
+    LightningModule is kept and restored, so that two heads trained side by side (the real and the control task)
+    each get the weights of their own best epoch.
     """
 
-    def __init__(self, monitor: str = "dev/micro_f1", mode: str = "max"):
-        self.monitor, self.mode = monitor, mode
+    def __init__(self, monitor: str = "dev/micro_f1", mode: str = "max", submodule: str | None = None):
+        self.monitor, self.mode, self.submodule = monitor, mode, submodule
         self.best_score: float | None = None
         self.best_epoch: int | None = None
         self._best_state: dict | None = None
@@ -33,8 +35,11 @@ class KeepBestWeights(L.Callback):
         score = float(trainer.callback_metrics[self.monitor])
         if self._improved(score):
             self.best_score, self.best_epoch = score, trainer.current_epoch
-            self._best_state = copy.deepcopy(pl_module.state_dict())
+            self._best_state = copy.deepcopy(self._target(pl_module).state_dict())
 
     def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self._best_state is not None:
-            pl_module.load_state_dict(self._best_state)
+            self._target(pl_module).load_state_dict(self._best_state)
+
+    def _target(self, pl_module: L.LightningModule):
+        return getattr(pl_module, self.submodule) if self.submodule else pl_module

@@ -237,6 +237,8 @@ class WordEncoder:
         device: str = "cpu",
         revision: str | None = None,
         precision: str = "32",
+        random_init: bool = False,
+        init_seed: int = 0,
     ):
         _check_options(pooling, context_size, precision)
         self.pooling, self.context_size, self.max_length = pooling, context_size, max_length
@@ -247,7 +249,11 @@ class WordEncoder:
                 f"precision={precision} uses autocast on CUDA only, but the device is {self.device}. "
                 "Fix: features.precision=32"
             )
-        self.model, self.tokenizer, self.info = load_encoder(name_or_path, revision=revision)
+        self.random_init, self.init_seed = bool(random_init), int(init_seed)
+        with torch.random.fork_rng(devices=[]):  # a random-init encoder is a function of init_seed alone
+            torch.manual_seed(self.init_seed)
+            self.model, self.tokenizer, self.info = load_encoder(name_or_path, revision=revision,
+                                                                 random_init=self.random_init)
         self.model.to(self.device)
         self.piece_budget = max_length - self.tokenizer.num_special_tokens_to_add()
         if self.piece_budget < 1:
@@ -256,6 +262,31 @@ class WordEncoder:
                 " Fix: raise features.max_length"
             )
         self.skips = SkipCounter()
+
+    @property
+    def store_name(self) -> str:
+        """The store folder of this encoder's features: its name, tagged when the weights are re-initialised."""
+        name = self.info.model_name
+        return f"{name}-random-init-seed{self.init_seed}" if self.random_init else name
+
+    @property
+    def store_kind(self) -> str:
+        """What the features are, in the store's file name: the pooling of the target's wordpieces."""
+        return self.pooling
+
+    def store_metadata(self) -> dict:
+        """What identifies these features in a store's metadata (compared when a store is reused)."""
+        info = self.info
+        metadata = {
+            "model_name": info.model_name, "model_path": info.model_path, "weights_sha256": info.weights_sha256,
+            "tokenizer_class": info.tokenizer_class, "tokenizer_sha256": info.tokenizer_sha256,
+            "architecture": info.architecture, "num_layers": info.num_layers, "hidden_size": info.hidden_size,
+            "pooling": self.pooling, "context_size": "all" if self.context_size is None else self.context_size,
+            "max_length": self.max_length,
+        }
+        if self.random_init:
+            metadata |= {"random_init": True, "init_seed": self.init_seed}
+        return metadata
 
     def prepare_many(self, records: Sequence[WordInContext]) -> list[PreparedInput | None]:
         """Tokenise records in one batched call; None (with a counted skip) where the target cannot be encoded."""

@@ -59,18 +59,14 @@ class ExtractionReport:
 
 def request_metadata(records: Sequence[WordInContext], encoder: WordEncoder, dtype: str,
                      extra: Mapping[str, Any], records_sha256: str | None = None) -> dict[str, Any]:
-    """The attributes a store for this request must carry: encoder identity, settings, records, `extra`.
+    """The attributes a store for this request must carry: the features' identity and settings
+    (`encoder.store_metadata()`), the storage dtype, the records, and `extra`.
 
-    `records_sha256`: the records' fingerprint when the caller has it already (it is computed otherwise)."""
-    info = encoder.info
-    metadata = {
-        "model_name": info.model_name, "model_path": info.model_path, "weights_sha256": info.weights_sha256,
-        "tokenizer_class": info.tokenizer_class, "tokenizer_sha256": info.tokenizer_sha256,
-        "architecture": info.architecture, "num_layers": info.num_layers, "hidden_size": info.hidden_size,
-        "pooling": encoder.pooling, "context_size": "all" if encoder.context_size is None else encoder.context_size,
-        "max_length": encoder.max_length, "dtype": dtype,
-        "records_sha256": records_sha256 or records_fingerprint(records), "num_rows": len(records),
-    }
+    `encoder` is anything with WordEncoder's extraction interface (prepare_many, encode, skips,
+    store_metadata), e.g. a bag-of-embeddings baseline. `records_sha256`: the records' fingerprint when the
+    caller has it already (it is computed otherwise)."""
+    metadata = {**encoder.store_metadata(), "dtype": dtype,
+                "records_sha256": records_sha256 or records_fingerprint(records), "num_rows": len(records)}
     clashes = sorted(metadata.keys() & extra.keys())
     if clashes:
         raise ValueError(f"metadata_extra may not redefine {clashes}")

@@ -120,23 +120,67 @@ class SClassMetrics(Metric):
             prob >= POSITIVE_THRESHOLD, labels, dim_zero_cat(self.combination_ids), self.num_classes
         )
         return {
-            **self._decision_scores(decisions.long(), gold.long()),
+            **decision_scores(decisions, gold),
             "n_combinations": int(gold.shape[0]),
             "n_contexts": int(labels.numel()),
             "context_accuracy": float((prob.argmax(dim=1) == labels).float().mean()),
         }
 
-    def _decision_scores(self, decisions: Tensor, gold: Tensor) -> dict:
-        args = (decisions, gold, self.num_classes)
-        tp, fp, _, fn, _ = multilabel_stat_scores(*args, average="none").T
-        per_class_f1 = multilabel_f1_score(*args, average="none")
-        defined = (tp + fp + fn) > 0
+
+class TypeLevelMetrics(Metric):
+    """Micro F1 over all word x class decisions of type-level probing (Zhao et al. 2020 Fig. 1, §3.2.1).
+
+    One vector per word, so there is nothing to aggregate: probe k's decision on word w is
+    positive_prob[w, k] >= 0.5, gold is "k is one of w's s-classes" (a word may have several).
+    `update(positive_prob (N, C), targets (N, C) bool)`; `compute()` returns the keys of SClassMetrics, with
+    n_combinations = the number of gold (word, class) pairs, n_contexts = the number of words, and
+    context_accuracy = the share of words whose highest-scoring probe is one of their classes.
+    """
+
+    is_differentiable = False
+    higher_is_better = True
+    full_state_update = False
+
+    def __init__(self, num_classes: int, **kwargs):
+        super().__init__(**kwargs)
+        self.num_classes = num_classes
+        self.add_state("positive_prob", default=[], dist_reduce_fx="cat")
+        self.add_state("targets", default=[], dist_reduce_fx="cat")
+
+    def update(self, positive_prob: Tensor, targets: Tensor) -> None:
+        if positive_prob.shape != targets.shape or positive_prob.dim() != 2 or positive_prob.shape[1] != self.num_classes:
+            raise ValueError(f"expected predictions and targets of shape (N, {self.num_classes}), "
+                             f"got {tuple(positive_prob.shape)} and {tuple(targets.shape)}")
+        self.positive_prob.append(positive_prob.detach().float())
+        self.targets.append(targets.detach().bool())
+
+    def compute(self) -> dict:
+        if len(self.targets) == 0:
+            raise ValueError("TypeLevelMetrics.compute() called before any update(): the split has no words")
+        prob, gold = dim_zero_cat(self.positive_prob), dim_zero_cat(self.targets)
+        best = prob.argmax(dim=1)
         return {
-            "micro_f1": float(multilabel_f1_score(*args, average="micro")),
-            "micro_precision": float(multilabel_precision(*args, average="micro")),
-            "micro_recall": float(multilabel_recall(*args, average="micro")),
-            "per_class_f1": [float(f1) if ok else None for f1, ok in zip(per_class_f1, defined)],
-            "true_positives": int(tp.sum()),
-            "false_positives": int(fp.sum()),
-            "false_negatives": int(fn.sum()),
+            **decision_scores(prob >= POSITIVE_THRESHOLD, gold),
+            "n_combinations": int(gold.sum()),
+            "n_contexts": int(gold.shape[0]),
+            "context_accuracy": float(gold[torch.arange(gold.shape[0], device=gold.device), best].float().mean()),
         }
+
+
+def decision_scores(decisions: Tensor, gold: Tensor) -> dict:
+    """Micro precision/recall/F1, per-class F1 and TP/FP/FN of (M, C) boolean decisions against (M, C) gold.
+
+    Per-class F1 is None where class k has no gold pair and no positive decision (F1 undefined)."""
+    args = (decisions.long(), gold.long(), gold.shape[1])
+    tp, fp, _, fn, _ = multilabel_stat_scores(*args, average="none").T
+    per_class_f1 = multilabel_f1_score(*args, average="none")
+    defined = (tp + fp + fn) > 0
+    return {
+        "micro_f1": float(multilabel_f1_score(*args, average="micro")),
+        "micro_precision": float(multilabel_precision(*args, average="micro")),
+        "micro_recall": float(multilabel_recall(*args, average="micro")),
+        "per_class_f1": [float(f1) if ok else None for f1, ok in zip(per_class_f1, defined)],
+        "true_positives": int(tp.sum()),
+        "false_positives": int(fp.sum()),
+        "false_negatives": int(fn.sum()),
+    }

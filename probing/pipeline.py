@@ -1,28 +1,48 @@
-"""The two jobs behind the entry scripts: fill the feature store (extract.py) and probe one layer (probe.py)."""
+"""The two jobs behind the entry scripts: fill the feature store (extract.py) and run one probe (probe.py).
+
+A probe run probes one *representation* of the words:
+- context level (`probe.level=context`, Zhao §3.2.2): one encoder layer (`layer=3`), the scalar mix of all layers
+  (`layer=mix`), or a bag-of-embeddings baseline (`baseline=pbert|bertw|prand|pstatic`, or the same name as
+  `layer=`), each from its HDF5 feature store;
+- type level (`probe.level=type`, Zhao §3.2.1, Fig. 1): one vector per word from the space `embeddings=...`.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import lightning as L
+import numpy as np
+import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from probing.baselines import BASELINE_LABELS, WordpieceBaseline, check_baseline, oov_summary, rand_baseline, \
+    static_baseline
 from probing.callbacks import KeepBestWeights
+from probing.controls import class_distribution, control_classes
 from probing.data.sources import WordInContextData
 from probing.data.splits import SPLIT_NAMES, split_summary
 from probing.data.text import sha256_file
-from probing.datamodule import StoreDataModule
+from probing.data.types import TypeLevelData, type_summary
+from probing.datamodule import ALL_LAYERS, ProbingDataModule, StoreDataModule, TensorSplit
+from probing.embeddings import read_static_embeddings
 from probing.encoder import WordEncoder
 from probing.errors import ConfigError
 from probing.extraction import extract_split
 from probing.store import FeatureStore, records_fingerprint, store_path
+from probing.typelevel import SPACES, avg_vectors, average_by_word, bertw_vectors, rand_vectors, space_label, \
+    static_vectors
 
 log = logging.getLogger("probing")
+
+MIX = "mix"
+LEVELS = ("context", "type")
 
 
 def load_data(data_cfg: DictConfig) -> WordInContextData:
@@ -36,26 +56,57 @@ def load_data(data_cfg: DictConfig) -> WordInContextData:
     return data
 
 
+def context_size_of(cfg: DictConfig) -> int | None:
+    """`context_size` as the encoder takes it: words left and right of the target, None for the whole sentence."""
+    value = cfg.context_size
+    if value is None or value == "all":
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(f"context_size={value!r} is not a context size. Fix: context_size=0, 2, 4, 8, 16, 32 (any "
+                          "number of words >= 0 on each side of the target) or context_size=all (the whole sentence)")
+    return value
+
+
 def build_encoder(cfg: DictConfig) -> WordEncoder:
-    features = cfg.features
+    features, model = cfg.features, cfg.model
     return WordEncoder(
-        cfg.model.name_or_path, pooling=features.pooling, max_length=features.max_length,
-        context_size=cfg.context_size, device=features.device, revision=cfg.model.revision,
-        precision=str(features.precision),
+        model.name_or_path, pooling=features.pooling, max_length=features.max_length,
+        context_size=context_size_of(cfg), device=features.device, revision=model.revision,
+        precision=str(features.precision), random_init=bool(model.get("random_init", False)),
+        init_seed=int(model.get("init_seed", 0)),
     )
 
 
-def ensure_features(cfg: DictConfig, data: WordInContextData, encoder: WordEncoder,
+def build_featurizer(cfg: DictConfig, baseline: str | None):
+    """What fills the store: the encoder itself, or one of the bag-of-embeddings baselines (probing.baselines)."""
+    if baseline is None:
+        return build_encoder(cfg)
+    if baseline in ("pbert", "bertw"):
+        return WordpieceBaseline(baseline, build_encoder(cfg))
+    if baseline == "prand":
+        return rand_baseline(int(cfg.baselines.rand_dim), int(cfg.baselines.rand_seed), context_size_of(cfg))
+    return static_baseline(load_static(cfg, "baseline=pstatic"), int(cfg.baselines.oov_seed), context_size_of(cfg))
+
+
+def load_static(cfg: DictConfig, what: str):
+    space = cfg.get("embeddings")
+    if space is None or space.kind != "static" or not space.get("path"):
+        raise ConfigError(f"{what} needs a static embedding file. Fix: add embeddings=glove (or fasttext, word2vec, "
+                          "static) embeddings.path=/path/to/vectors.txt")
+    return read_static_embeddings(space.path, name=space.name)
+
+
+def ensure_features(cfg: DictConfig, data: WordInContextData, featurizer,
                     splits: tuple[str, ...] = SPLIT_NAMES) -> dict[str, Path]:
     """Extract (or resume, or verify) the store of each split; a store built for another request is refused."""
     file_hashes = [[Path(f).name, sha256_file(f)] for f in data.files]  # in reading order; names may repeat
     paths = {}
     for split in splits:
         records_sha256 = records_fingerprint(data.splits[split])
-        path = store_path(cfg.features.store_dir, cfg.model.name_or_path, data.name, split,
-                          cfg.features.pooling, cfg.context_size, records_sha256)
+        path = store_path(cfg.features.store_dir, featurizer.store_name, data.name, split, featurizer.store_kind,
+                          context_size_of(cfg), records_sha256)
         extract_split(
-            data.splits[split], encoder, path, class_names=data.classes, records_sha256=records_sha256,
+            data.splits[split], featurizer, path, class_names=data.classes, records_sha256=records_sha256,
             metadata_extra={"data": data.name, "split": split, "data_files": file_hashes},
             dtype=cfg.features.dtype, max_tokens_per_batch=cfg.features.max_tokens_per_batch,
         )
@@ -66,11 +117,21 @@ def ensure_features(cfg: DictConfig, data: WordInContextData, encoder: WordEncod
 def resolve_layer(layer: Any, num_layers: int) -> int:
     """`layer` as an index into the hidden states 0..L (negative counts from the top); out of range is an error."""
     if isinstance(layer, bool) or not isinstance(layer, int):
-        raise ConfigError(f"layer={layer!r} is not an integer; use 0..{num_layers - 1} (0 = embeddings) or -1 for the top layer")
+        raise ConfigError(f"layer={layer!r} is not an integer; use 0..{num_layers - 1} (0 = embeddings), -1 for the "
+                          f"top layer, mix, or a baseline ({', '.join(BASELINE_LABELS)})")
     if not -num_layers <= layer < num_layers:
         raise ConfigError(f"layer={layer} is out of range for this model: it has layers 0..{num_layers - 1} "
                           f"(0 = embeddings); use one of those, or -1 for the top layer")
     return layer % num_layers
+
+
+def requested_baseline(cfg: DictConfig) -> str | None:
+    """`baseline=...`, or a baseline name given as `layer=...` (so that one sweep axis covers layers and baselines)."""
+    if cfg.get("baseline"):
+        return check_baseline(str(cfg.baseline))
+    if isinstance(cfg.layer, str) and cfg.layer in BASELINE_LABELS:
+        return cfg.layer
+    return None
 
 
 def run_extract(cfg: DictConfig) -> dict[str, Path]:
@@ -82,11 +143,110 @@ def run_extract(cfg: DictConfig) -> dict[str, Path]:
     return paths
 
 
-def build_trainer(cfg: DictConfig, keep_best: KeepBestWeights) -> L.Trainer:
-    callbacks: list[L.Callback] = [keep_best]
+@dataclass
+class ProbeInputs:
+    """What a probe run trains on, and what its results.json says about where it came from."""
+
+    datamodule: ProbingDataModule
+    classes: list[str]
+    about: dict[str, Any] = field(default_factory=dict)  # layer, representation, stores, data sizes, skips...
+
+
+def context_inputs(cfg: DictConfig) -> ProbeInputs:
+    """Stores of one layer / all layers (mix) / a baseline, on the word-in-context splits."""
+    data = load_data(cfg.data)
+    baseline = requested_baseline(cfg)
+    if baseline is not None and cfg.layer == MIX:
+        raise ConfigError(f"layer=mix mixes the encoder's layers, but baseline={baseline} has a single vector per "
+                          "context. Fix: drop one of the two settings")
+    featurizer = build_featurizer(cfg, baseline)
+    num_layers = featurizer.info.num_layers if baseline is None else 1
+    if baseline is not None:
+        layer, reported, label = 0, baseline, BASELINE_LABELS[baseline]
+    elif cfg.layer == MIX:
+        layer, reported, label = ALL_LAYERS, MIX, MIX
+    else:
+        layer = reported = resolve_layer(cfg.layer, num_layers)
+        label = str(layer)
+    stores = ensure_features(cfg, data, featurizer)
+    about = {"layer": reported, "representation": label, "stores": {split: str(path) for split, path in stores.items()},
+             "data_summary": split_summary(data.splits), "data_skips": data.skips.as_dict(),
+             "extraction_skipped_rows": {split: stored_skips(path) for split, path in stores.items()}}
+    if baseline == "pstatic":
+        about |= {"embeddings": str(cfg.embeddings.name), "oov": oov_summary_of(featurizer, data)}
+    del featurizer  # free the encoder's memory before training
+    datamodule = StoreDataModule(stores, layer=layer, batch_size=cfg.probe.batch_size,
+                                 control_seed=control_seed(cfg), expected_layers=num_layers if layer == ALL_LAYERS else None)
+    datamodule.setup()
+    return ProbeInputs(datamodule, data.classes, about)
+
+
+def oov_summary_of(featurizer, data: WordInContextData) -> dict[str, Any]:
+    """P-static: how many words of the context windows the static file lacks (they got random vectors)."""
+    words = [word for records in data.splits.values() for record in records
+             for word in featurizer.window_words(record)[0]]
+    return oov_summary(featurizer.static, words)
+
+
+def control_seed(cfg: DictConfig) -> int | None:
+    control = cfg.probe.get("control_task")
+    return int(control.seed) if control is not None and control.enabled else None
+
+
+def type_inputs(cfg: DictConfig) -> ProbeInputs:
+    """One vector per word from the space `embeddings=...` on the type-level word splits (Fig. 1)."""
+    space = cfg.get("embeddings")
+    if space is None or space.kind not in SPACES:
+        raise ConfigError("probe.level=type needs a word space. Fix: add embeddings=rand, bertw, avg (with layer=l), "
+                          "or a static file: embeddings=glove embeddings.path=/path/to/glove.6B.300d.txt")
+    data = instantiate(cfg.data.source, _convert_="all").load_types()
+    layer, about = None, {}
+    if space.kind == "rand":
+        vectors = rand_vectors(space, data)
+    elif space.kind == "static":
+        vectors, about = static_vectors(space, data)
+    elif space.kind == "bertw":
+        vectors = bertw_vectors(build_encoder(cfg), data)
+    else:
+        data, vectors, about, layer = avg_space(cfg, data)
+    for split, types in data.splits.items():
+        log.info("%s %s: %d words, %d gold (word, class) pairs", data.name, split, len(types.words),
+                 int(types.targets.sum()))
+    splits = type_splits(data, vectors, control_seed(cfg))
+    about |= {"layer": layer, "embeddings": str(space.name), "representation": space_label(space, layer),
+              "data_summary": type_summary(data)}
+    return ProbeInputs(ProbingDataModule(splits, batch_size=cfg.probe.batch_size), data.classes, about)
+
+
+def avg_space(cfg: DictConfig, data: TypeLevelData):
+    """AVG-l: each word's mean vector at layer l over its contexts in the data's feature stores."""
+    contexts = load_data(cfg.data)
+    encoder = build_encoder(cfg)
+    layer = resolve_layer(cfg.layer, encoder.info.num_layers)
+    stores = ensure_features(cfg, contexts, encoder)
+    del encoder
+    data, vectors, about = avg_vectors(average_by_word(stores, layer), data)
+    return data, vectors, {**about, "stores": {split: str(path) for split, path in stores.items()}}, layer
+
+
+def type_splits(data: TypeLevelData, vectors: dict[str, np.ndarray], seed: int | None) -> dict[str, TensorSplit]:
+    """TensorSplits of word vectors and multi-hot targets; with a control seed, one random class per word."""
+    probabilities = class_distribution(data.splits["train"].targets.sum(axis=0)) if seed is not None else None
+    splits = {}
+    for split, types in data.splits.items():
+        tensors = {"features": torch.from_numpy(np.ascontiguousarray(vectors[split], dtype=np.float32)),
+                   "targets": torch.from_numpy(types.targets.astype(bool))}
+        if probabilities is not None:
+            control = torch.from_numpy(control_classes(types.words, probabilities, seed))
+            tensors["control_targets"] = control[:, None] == torch.arange(len(data.classes))
+        splits[split] = TensorSplit(tensors)
+    return splits
+
+
+def build_trainer(cfg: DictConfig, callbacks: list[L.Callback]) -> L.Trainer:
     if cfg.probe.early_stopping.enabled:
-        callbacks.append(L.pytorch.callbacks.EarlyStopping(
-            monitor="dev/micro_f1", mode="max", patience=cfg.probe.early_stopping.patience))
+        callbacks = [*callbacks, L.pytorch.callbacks.EarlyStopping(
+            monitor="dev/micro_f1", mode="max", patience=cfg.probe.early_stopping.patience)]
     loggers = [instantiate(lg) for lg in (cfg.get("logger") or {}).values()]
     return instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
 
@@ -99,11 +259,13 @@ def stored_skips(path: Path) -> int:
 
 def finish_loggers(trainer: L.Trainer, results: dict[str, Any]) -> None:
     """Put the final scores in the W&B run summary and close the run, so the next job of a multirun starts its own."""
+    keys = ("micro_f1", "n_combinations", "n_contexts", "selectivity", "control_micro_f1")
+    summary = {f"{split}/final_{key}": results[split][key] for split in ("dev", "test") for key in keys
+               if key in results[split]}
     for logger in trainer.loggers:
         if isinstance(logger, L.pytorch.loggers.WandbLogger):
-            summary = {f"{split}/final_{key}": results[split][key] for split in ("dev", "test")
-                       for key in ("micro_f1", "n_combinations", "n_contexts")}
-            logger.experiment.summary.update({**summary, "layer": results["layer"], "best_epoch": results["best_epoch"]})
+            logger.experiment.summary.update({**summary, "representation": results["representation"],
+                                              "best_epoch": results["best_epoch"]})
             logger.experiment.finish()
 
 
@@ -116,8 +278,28 @@ def finished_results(path: Path, config: dict[str, Any]) -> dict[str, Any] | Non
     return None
 
 
+def train_probe(cfg: DictConfig, inputs: ProbeInputs, config: dict[str, Any]):
+    """Fit the probes (and the control probes) keeping each head's best-dev weights; score dev and test."""
+    datamodule = inputs.datamodule
+    control = control_seed(cfg) is not None
+    module = instantiate(cfg.probe.module)(
+        input_dim=datamodule.feature_dim, class_names=inputs.classes, level=cfg.probe.level,
+        num_layers=datamodule.num_layers, mix=OmegaConf.to_container(cfg.probe.mix, resolve=True), control=control)
+    keep_best = KeepBestWeights(monitor="dev/micro_f1", submodule="probes")
+    callbacks: list[L.Callback] = [keep_best]
+    if control:
+        callbacks.append(KeepBestWeights(monitor="dev/control_micro_f1", submodule="control_probes"))
+    trainer = build_trainer(cfg, callbacks)
+    for logger in trainer.loggers:  # the whole resolved config, so runs can be filtered by layer, model, data...
+        logger.log_hyperparams({**config, "representation": inputs.about["representation"]})
+    trainer.fit(module, datamodule=datamodule)
+    trainer.validate(module, datamodule=datamodule, verbose=False)
+    trainer.test(module, datamodule=datamodule, verbose=False)
+    return module, keep_best, trainer
+
+
 def run_probe(cfg: DictConfig) -> dict[str, Any]:
-    """Train the batched s-class probes on one layer, evaluate dev/test with Zhao's metric, write results.json.
+    """Train the batched s-class probes on one representation, evaluate dev/test, write results.json.
 
     A job whose run folder already holds the results of the same configuration is not run again, so a sweep
     interrupted and relaunched into its folder (`hydra.sweep.dir=...`) only runs the jobs that had not finished.
@@ -128,38 +310,28 @@ def run_probe(cfg: DictConfig) -> dict[str, Any]:
     if previous is not None:
         log.info("%s already holds the results of this configuration; not running it again (delete it to rerun)", out)
         return previous
+    if cfg.probe.level not in LEVELS:
+        raise ConfigError(f"probe.level={cfg.probe.level!r} is unknown. Fix: probe.level=context or probe.level=type")
     started = time.time()
     L.seed_everything(cfg.seed, workers=True)
-    data = load_data(cfg.data)
-    encoder = build_encoder(cfg)
-    layer = resolve_layer(cfg.layer, encoder.info.num_layers)
-    stores = ensure_features(cfg, data, encoder)
-    del encoder  # free the encoder's memory before training
-
-    datamodule = StoreDataModule(stores, layer=layer, batch_size=cfg.probe.batch_size)
-    datamodule.setup()
-    module = instantiate(cfg.probe.module)(input_dim=datamodule.feature_dim, class_names=data.classes)
-    keep_best = KeepBestWeights(monitor="dev/micro_f1")
-    trainer = build_trainer(cfg, keep_best)
-    for logger in trainer.loggers:  # the whole resolved config, so runs can be filtered by layer, model, data...
-        logger.log_hyperparams({**config, "resolved_layer": layer})
-    trainer.fit(module, datamodule=datamodule)
-    trainer.validate(module, datamodule=datamodule, verbose=False)
-    trainer.test(module, datamodule=datamodule, verbose=False)
-
+    inputs = type_inputs(cfg) if cfg.probe.level == "type" else context_inputs(cfg)
+    module, keep_best, trainer = train_probe(cfg, inputs, config)
     results = {
-        "model": cfg.model.name, "model_name_or_path": cfg.model.name_or_path, "data": data.name,
-        "layer": layer, "probe": cfg.probe.name, "seed": cfg.seed, "pooling": cfg.features.pooling,
-        "context_size": cfg.context_size, "classes": data.classes,
-        "dev": module.split_metrics["dev"], "test": module.split_metrics["test"],
+        "model": cfg.model.name, "model_name_or_path": cfg.model.name_or_path,
+        "random_init": bool(cfg.model.get("random_init", False)), "data": cfg.data.name, "level": cfg.probe.level,
+        "embeddings": None, **inputs.about, "probe": cfg.probe.name, "seed": cfg.seed,
+        "pooling": cfg.features.pooling, "context_size": context_size_of(cfg), "classes": inputs.classes,
+        "dev": module.split_metrics["dev"], "test": module.split_metrics["test"], **module.mix_summary(),
         "best_epoch": keep_best.best_epoch, "epochs_trained": trainer.current_epoch,
-        "stores": {split: str(path) for split, path in stores.items()},
-        "data_summary": split_summary(data.splits), "data_skips": data.skips.as_dict(),
-        "extraction_skipped_rows": {split: stored_skips(path) for split, path in stores.items()},
         "duration_s": round(time.time() - started, 2), "config": config,
     }
     out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     finish_loggers(trainer, results)
-    log.info("layer %d: dev micro-F1 %.3f, test micro-F1 %.3f -> %s", layer,
-             results["dev"]["micro_f1"], results["test"]["micro_f1"], out)
+    log.info("%s: dev micro-F1 %.3f, test micro-F1 %.3f%s -> %s", results["representation"],
+             results["dev"]["micro_f1"], results["test"]["micro_f1"], selectivity_note(results), out)
     return results
+
+
+def selectivity_note(results: dict[str, Any]) -> str:
+    test = results["test"]
+    return f" (selectivity {test['selectivity']:+.3f})" if "selectivity" in test else ""

@@ -258,12 +258,22 @@ class FeatureStore:
         if not 0 <= layer < self.num_layers:
             raise ProbingError(
                 f"{self.path}: layer {layer} does not exist. Fix: choose a layer in 0..{self.num_layers - 1}")
-        if not self.is_complete:
-            raise ProbingError(
-                f"{self.path}: extraction is unfinished. Fix: run the extraction again; it resumes where it stopped")
+        self._check_complete()
         slots = self.file["slots"][()][self._kept]
         features = self.file["features"][layer][slots]
         return features if dtype is None else features.astype(dtype, copy=False)
+
+    def read_all_layers(self, dtype: str | None = "float32") -> np.ndarray:
+        """Features of every layer, (num_rows, num_layers, hidden_size), in record order (for the scalar mix)."""
+        self._check_complete()
+        slots = self.file["slots"][()][self._kept]
+        features = np.stack([self.file["features"][layer][slots] for layer in range(self.num_layers)], axis=1)
+        return features if dtype is None else features.astype(dtype, copy=False)
+
+    def _check_complete(self) -> None:
+        if not self.is_complete:
+            raise ProbingError(
+                f"{self.path}: extraction is unfinished. Fix: run the extraction again; it resumes where it stopped")
 
     @property
     def _kept(self) -> np.ndarray:

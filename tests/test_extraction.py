@@ -48,8 +48,10 @@ class FakeEncoder:
     def __init__(self, pooling: str = "mean", max_length: int = 128):
         self.info = EncoderInfo("fake", "/models/fake", "f" * 64, "FakeTokenizer", "t" * 64, "FakeModel", 3, 4)
         self.skips = SkipCounter()
-        self.pooling, self.max_length, self.context_size = pooling, max_length, None
+        self.pooling, self.max_length, self.context_size, self.random_init = pooling, max_length, None, False
         self.batches: list[list[int]] = []
+
+    store_metadata = WordEncoder.store_metadata
 
     def prepare_many(self, records):
         prepared = []

@@ -81,9 +81,9 @@ def test_loss_is_sum_of_each_probes_own_mean_cross_entropy():
     model = SClassProbe(input_dim=DIM, class_names=CLASSES, hidden_dim=8)
     features, labels = torch.randn(5, DIM), torch.tensor([0, 2, 2, 3, 1])
     by_hand = sum(
-        F.cross_entropy(model.probes.as_sequential(k)(features), (labels == k).long()) for k in range(len(CLASSES))
+        F.cross_entropy(model.probes.mlps.as_sequential(k)(features), (labels == k).long()) for k in range(len(CLASSES))
     )
-    torch.testing.assert_close(model.probe_loss(model(features), labels), by_hand)
+    torch.testing.assert_close(model.probe_loss(model(features), model.one_hot(labels)), by_hand)
 
 
 def test_predict_positive_prob_is_softmax_of_positive_logit():
@@ -94,3 +94,95 @@ def test_predict_positive_prob_is_softmax_of_positive_logit():
     logits = model(features)
     assert prob.shape == (3, len(CLASSES))
     torch.testing.assert_close(prob, torch.sigmoid(logits[..., 1] - logits[..., 0]))
+
+
+def with_control(contexts: list[dict], seed: int) -> list[dict]:
+    """Each word gets a random control class (here the combination stands for the word), as probing.controls does."""
+    generator = torch.Generator().manual_seed(seed)
+    classes: dict[int, int] = {}
+    out = []
+    for context in contexts:
+        word = context["combination"]
+        classes.setdefault(word, int(torch.randint(len(CLASSES), (1,), generator=generator)))
+        out.append({**context, "control_label": classes[word], "control_combination": word})
+    return out
+
+
+def test_control_head_learns_alongside_and_selectivity_is_the_difference(splits):
+    lightning.seed_everything(0, verbose=False)
+    data = {name: with_control(contexts, seed) for seed, (name, contexts) in enumerate(splits.items())}
+    model = SClassProbe(input_dim=DIM, class_names=CLASSES, hidden_dim=32, lr=1e-2, control=True)
+    run = trainer(max_epochs=10)
+    run.fit(model, loader(data["train"], shuffle=True), loader(data["dev"]))
+    assert {"dev/control_micro_f1", "dev/selectivity"} <= set(run.callback_metrics)
+    run.test(model, loader(data["test"]), verbose=False)
+    test = model.split_metrics["test"]
+    assert test["selectivity"] == pytest.approx(test["micro_f1"] - test["control_micro_f1"])
+    assert test["selectivity_context_accuracy"] == pytest.approx(
+        test["context_accuracy"] - test["control_context_accuracy"])
+    # Unseen words' random classes cannot be read off the features: the control probes fail where the real succeed.
+    assert test["micro_f1"] >= 0.99 and test["control_micro_f1"] < 0.5 and test["selectivity"] > 0.5
+    # The heads share no parameter, and each has its own optimizer state.
+    real, control = set(map(id, model.probes.parameters())), set(map(id, model.control_probes.parameters()))
+    assert not real & control
+
+
+def layered(contexts: list[dict], signal_layer: int, num_layers: int, seed: int) -> list[dict]:
+    """(num_layers, DIM) features per context: the class clusters at `signal_layer`, pure noise elsewhere."""
+    generator = torch.Generator().manual_seed(seed)
+    out = []
+    for context in contexts:
+        layers = 3.0 * torch.randn(num_layers, DIM, generator=generator)
+        layers[signal_layer] = context["features"]
+        out.append({**context, "features": layers})
+    return out
+
+
+def test_mix_learns_to_weight_the_informative_layer(splits):
+    lightning.seed_everything(0, verbose=False)
+    data = {name: layered(contexts, 2, 4, seed) for seed, (name, contexts) in enumerate(splits.items())}
+    mix = {"l2_lambda": 0.0, "lr": 0.05}
+    model = SClassProbe(input_dim=DIM, class_names=CLASSES, hidden_dim=32, lr=1e-2, num_layers=4, mix=mix)
+    assert model.mix_summary()["mix_weights"] == pytest.approx([0.25] * 4)  # uniform before training
+    run = trainer(max_epochs=15)
+    run.fit(model, loader(data["train"], shuffle=True), loader(data["dev"]))
+    summary = model.mix_summary()
+    assert max(range(4), key=summary["mix_weights"].__getitem__) == 2
+    assert summary["mix_weights"][2] > 0.4 and sum(summary["mix_weights"]) == pytest.approx(1.0)
+    assert {f"mix/weight_{j}" for j in range(4)} | {"mix/gamma"} <= set(run.callback_metrics)
+
+
+def test_mix_parameters_form_their_own_group_without_weight_decay():
+    model = SClassProbe(input_dim=DIM, class_names=CLASSES, hidden_dim=8, lr=1e-3, weight_decay=0.1, num_layers=3,
+                        mix={"lr": 0.05, "l2_lambda": 0.5})
+    groups = model.configure_optimizers().param_groups
+    mix_group = next(g for g in groups if any(p is model.probes.mix.weights for p in g["params"]))
+    assert mix_group["lr"] == 0.05 and mix_group["weight_decay"] == 0.0
+    assert any(g["weight_decay"] == 0.1 and g["lr"] == 1e-3 for g in groups)
+    with torch.no_grad():
+        model.probes.mix.weights.copy_(torch.tensor([1.0, -2.0, 0.0]))
+    assert float(model.probes.penalty()) == pytest.approx(0.5 * 5.0)  # lambda * sum w^2 on pre-softmax weights
+
+
+def test_type_level_probe_scores_every_word_class_decision():
+    """Words with several classes (Fig. 1): features are the sum of their class centres."""
+    lightning.seed_everything(0, verbose=False)
+    generator = torch.Generator().manual_seed(0)
+    centres = 4.0 * torch.eye(len(CLASSES), DIM)
+
+    def words(n: int) -> list[dict]:
+        out = []
+        for _ in range(n):
+            targets = torch.rand(len(CLASSES), generator=generator) < 0.4
+            features = targets.float() @ centres + 0.3 * torch.randn(DIM, generator=generator)
+            out.append({"features": features, "targets": targets})
+        return out
+
+    model = SClassProbe(input_dim=DIM, class_names=CLASSES, hidden_dim=32, lr=1e-2, level="type")
+    run = trainer(max_epochs=20)
+    run.fit(model, loader(words(400), shuffle=True), loader(words(100)))
+    test_words = words(100)
+    run.test(model, loader(test_words), verbose=False)
+    test = model.split_metrics["test"]
+    assert test["micro_f1"] > 0.95
+    assert test["n_contexts"] == 100 and test["n_combinations"] == int(sum(w["targets"].sum() for w in test_words))

@@ -16,8 +16,9 @@ from probing.data.conll2003 import ENTITY_TYPES, conll2003_paths, load_conll2003
 from probing.data.records import SkipCounter, WordInContext
 from probing.data.splits import SplitConfig, make_splits
 from probing.data.streusle import STREUSLE_FILES, read_streusle, streusle_classes
-from probing.data.wikipse import read_corpus, read_sclasses, read_word_list
-from probing.errors import ConfigError, DataFormatError
+from probing.data.types import TypeLevelData, types_from_records, wikipse_types
+from probing.data.wikipse import read_corpus, read_disjoint_lists, read_sclasses
+from probing.errors import ConfigError
 
 
 @dataclass
@@ -35,6 +36,19 @@ class WordInContextData:
     splits: dict[str, list[WordInContext]]
     files: list[Path]
     skips: SkipCounter
+
+
+def required(key: str, value):
+    if not value:
+        raise ConfigError(
+            f"{key} is not set. Fix: pass {key}=/path/to/it (data.corpus: Wiki-PSE's word_sclass/corpus.txt, needed "
+            "for context-level probing and AVG spaces; data.lists_dir: the folder with semantic_classes.txt, "
+            "train.tsv, test.tsv), or set WIKIPSE_CORPUS / WIKIPSE_DIR")
+    return value
+
+
+def types_of(data: WordInContextData) -> TypeLevelData:
+    return types_from_records(data.name, data.classes, data.splits, data.files)
 
 
 def packaged_streusle_paths() -> list[Path]:
@@ -59,6 +73,10 @@ class StreusleSource:
         records, skips = read_streusle(self.paths, self.include_verbs, config_key="data.source.paths")
         splits = make_splits(records, self.split)
         return WordInContextData(self.name, streusle_classes(self.include_verbs), splits, list(self.paths), skips)
+
+    def load_types(self) -> TypeLevelData:
+        """Type-level probing data: each word with every supersense it has in the corpus, same word splits."""
+        return types_of(self.load())
 
 
 class Conll2003Source:
@@ -91,6 +109,10 @@ class Conll2003Source:
             records, skips = read_conll2003(paths)
         return WordInContextData(self.name, list(ENTITY_TYPES), make_splits(records, self.split), paths, skips)
 
+    def load_types(self) -> TypeLevelData:
+        """Type-level probing data: each mention string with every entity type it has, same word splits."""
+        return types_of(self.load())
+
 
 class WikiPseSource:
     """Wiki-PSE: the annotated corpus plus the word lists; the test words are those of test.tsv (the paper's split).
@@ -103,27 +125,20 @@ class WikiPseSource:
     LIST_FILES = ("semantic_classes.txt", "train.tsv", "test.tsv")
 
     def __init__(self, corpus: str | None, lists_dir: str | None, split: SplitConfig | Mapping | None = None):
-        for key, value in (("data.corpus", corpus), ("data.lists_dir", lists_dir)):
-            if not value:
-                raise ConfigError(
-                    f"{key} is not set. Fix: pass {key}=/path/to/it (data.corpus: Wiki-PSE's word_sclass/corpus.txt; "
-                    "data.lists_dir: the folder with semantic_classes.txt, train.tsv, test.tsv), or set "
-                    "WIKIPSE_CORPUS / WIKIPSE_DIR")
-        self.corpus = Path(corpus)
-        self.lists_dir = Path(lists_dir)
+        self.corpus = Path(corpus) if corpus else None
+        self.lists_dir = Path(required("data.lists_dir", lists_dir))
         self.split = SplitConfig.from_any(split)
 
+    def load_types(self) -> TypeLevelData:
+        """Type-level probing on the word lists alone (no corpus needed): Wiki-PSE's test words, and a seeded
+        `split.dev_fraction` of its training words as dev (Zhao §3.1)."""
+        return wikipse_types(self.lists_dir, self.split.dev_fraction, self.split.seed)
+
     def load(self) -> WordInContextData:
+        self.corpus = Path(required("data.corpus", self.corpus))
         classes_path, train_path, test_path = (self.lists_dir / name for name in self.LIST_FILES)
         classes = read_sclasses(classes_path, config_key="data.lists_dir")
-        train_words = read_word_list(train_path, classes, config_key="data.lists_dir")
-        test_words = read_word_list(test_path, classes, config_key="data.lists_dir")
-        shared = sorted(set(train_words) & set(test_words))
-        if shared:
-            raise DataFormatError(
-                test_path, None, f"{len(shared)} words are also in train.tsv (e.g. {shared[0]!r})",
-                "use word-disjoint train.tsv/test.tsv, as distributed with Wiki-PSE",
-            )
+        train_words, test_words = read_disjoint_lists(train_path, test_path, classes, SkipCounter())
         word_split = {word: "train" for word in train_words} | {word: "test" for word in test_words}
         records, skips = read_corpus(self.corpus, classes, word_split, config_key="data.corpus")
         splits = make_splits(records, self.split, fixed_test_words=set(test_words))

@@ -1,0 +1,38 @@
+"""The control task of Hewitt & Liang (2019), adapted to s-class probing.
+
+Every word type gets one random s-class, drawn from the empirical class distribution of the training data
+and fixed by (seed, word): all contexts of a word share its control class, in every split. The same probe is
+trained on these labels; what it reaches there is what a probe can do by memorising word identities, so
+selectivity = score on the real task - score on the control task says how much of the real score needs more
+than the word's identity. The score is the probe's own measure (Zhao's micro-F1), and the same difference on
+context accuracy is reported beside it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from probing.embeddings import word_seed
+
+UNIT = float(2**64)
+
+
+def class_distribution(counts: np.ndarray) -> np.ndarray:
+    """Probabilities from per-class counts (e.g. of the training contexts); every class may be drawn only if seen."""
+    counts = np.asarray(counts, dtype=np.float64)
+    if counts.sum() <= 0:
+        raise ValueError("cannot draw control classes: the training data has no labelled example")
+    return counts / counts.sum()
+
+
+def control_classes(words: Sequence[str], probabilities: np.ndarray, seed: int) -> np.ndarray:
+    """The control class of each word: inverse-CDF draw of a uniform number fixed by (seed, word).
+
+    A word's class depends only on the seed, the word and the distribution, not on the split it is in or on the
+    order of `words`."""
+    cdf = np.cumsum(probabilities)
+    cdf[-1] = 1.0
+    uniforms = np.array([word_seed(seed, word) / UNIT for word in words], dtype=np.float64)
+    return np.searchsorted(cdf, uniforms, side="right").clip(max=len(cdf) - 1).astype(np.int64)
