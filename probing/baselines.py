@@ -3,7 +3,7 @@
 Each baseline turns a word in context into one vector, the mean of rows of a fixed embedding matrix:
 
     pbert    P-BERT: the encoder's wordpiece input embeddings (no position or segment embeddings) of every
-             wordpiece of the context window, special tokens left out; the window is the encoder's own (the
+             wordpiece of the context window, special tokens ([CLS], [SEP], ...) left out but [UNK] kept; the window is the encoder's own (the
              `context_size` words on each side, cut to `max_length` wordpieces around the target).
     bertw    BERTw: the same input embeddings of the target word's wordpieces only: no context at all, so
              every context of a word gets the same vector.
@@ -64,7 +64,8 @@ class WordpieceBaseline:
         self.kind, self.encoder = kind, encoder
         self.context_size, self.skips = encoder.context_size, encoder.skips
         self.matrix = input_embedding_matrix(encoder)
-        self.special_ids = set(encoder.tokenizer.all_special_ids)
+        # Added tokens ([CLS], [SEP], <s>...) are left out; [UNK] stays: it is what the model sees for an unknown word.
+        self.special_ids = set(encoder.tokenizer.all_special_ids) - {encoder.tokenizer.unk_token_id}
 
     @property
     def store_name(self) -> str:
@@ -157,7 +158,8 @@ class WordBaseline:
     def _grow(self, words: list[str]) -> None:
         new = list(dict.fromkeys(word for word in words if word not in self.vocabulary))
         if new:
-            self.vocabulary.update((word, len(self.vocabulary) + i) for i, word in enumerate(new))
+            first = len(self.vocabulary)
+            self.vocabulary.update((word, first + i) for i, word in enumerate(new))
             self.matrix = torch.cat([self.matrix, torch.from_numpy(self.vectors_for(new))])
 
     def encode(self, batch: Sequence[PreparedInput]) -> torch.Tensor:

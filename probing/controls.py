@@ -32,7 +32,9 @@ def control_classes(words: Sequence[str], probabilities: np.ndarray, seed: int) 
 
     A word's class depends only on the seed, the word and the distribution, not on the split it is in or on the
     order of `words`."""
+    probabilities = np.asarray(probabilities, dtype=np.float64)
     cdf = np.cumsum(probabilities)
-    cdf[-1] = 1.0
+    cdf[np.flatnonzero(probabilities > 0)[-1]:] = 1.0  # rounding must not let a class of probability 0 be drawn
     uniforms = np.array([word_seed(seed, word) / UNIT for word in words], dtype=np.float64)
-    return np.searchsorted(cdf, uniforms, side="right").clip(max=len(cdf) - 1).astype(np.int64)
+    uniforms = np.minimum(uniforms, np.nextafter(1.0, 0.0))  # 2**64 - 1 rounds to 1.0 in float64
+    return np.searchsorted(cdf, uniforms, side="right").astype(np.int64)

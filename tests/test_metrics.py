@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from probing.metrics import SClassMetrics, combination_decisions
+from probing.metrics import (
+    SClassMetrics,
+    TypeLevelMetrics,
+    combination_decisions,
+    decision_scores,
+)
 
 ORG, FOOD, LOC, ART = range(4)  # ART never occurs as a gold class below
 
@@ -110,3 +115,53 @@ def test_combination_with_two_labels_is_rejected():
 def test_compute_without_contexts_is_an_error():
     with pytest.raises(ValueError, match="before any update"):
         SClassMetrics(num_classes=4).compute()
+
+
+# Type-level probing: 4 words x 3 classes; a word may have several classes; class 2 is never gold nor predicted
+TYPE_PROB = [
+    [0.9, 0.6, 0.1],   # gold {0}:    TP 0, FP 1;        argmax 0, a gold class
+    [0.2, 0.4, 0.3],   # gold {0, 1}: FN 0, FN 1;        argmax 1, a gold class
+    [0.5, 0.7, 0.49],  # gold {1}:    FP 0 (0.5 counts), TP 1; argmax 1, a gold class
+    [0.3, 0.1, 0.45],  # gold {0}:    FN 0;              argmax 2, not gold
+]
+TYPE_GOLD = [[1, 0, 0], [1, 1, 0], [0, 1, 0], [1, 0, 0]]
+# TP = 2, FP = 2, FN = 3: P = 1/2, R = 2/5, F1 = 4 / (4 + 2 + 3) = 4/9
+# per class: 0: 2 / (2 + 1 + 2) = 2/5; 1: 2 / (2 + 1 + 1) = 1/2; 2: undefined (None)
+
+
+def type_level(chunks=1):
+    metric = TypeLevelMetrics(num_classes=3)
+    for prob, gold in zip(torch.tensor(TYPE_PROB).chunk(chunks), torch.tensor(TYPE_GOLD).bool().chunk(chunks)):
+        metric.update(prob, gold)
+    return metric.compute()
+
+
+def test_type_level_metrics_by_hand():
+    result = type_level()
+    assert (result["true_positives"], result["false_positives"], result["false_negatives"]) == (2, 2, 3)
+    assert result["micro_precision"] == pytest.approx(0.5)
+    assert result["micro_recall"] == pytest.approx(0.4)
+    assert result["micro_f1"] == pytest.approx(4 / 9)
+    assert result["per_class_f1"][:2] == pytest.approx([2 / 5, 1 / 2]) and result["per_class_f1"][2] is None
+    assert result["n_combinations"] == 5 and result["n_contexts"] == 4
+    assert result["context_accuracy"] == pytest.approx(3 / 4)
+    assert type_level(chunks=3) == result
+
+
+def test_type_level_metrics_refuse_mismatched_shapes():
+    metric = TypeLevelMetrics(num_classes=3)
+    with pytest.raises(ValueError, match=r"shape \(N, 3\)"):
+        metric.update(torch.zeros(4, 3), torch.zeros(4, 2, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"shape \(N, 3\)"):
+        metric.update(torch.zeros(4, 2), torch.zeros(4, 2, dtype=torch.bool))
+    with pytest.raises(ValueError, match=r"shape \(N, 3\)"):
+        metric.update(torch.zeros(3), torch.zeros(3, dtype=torch.bool))
+
+
+def test_decision_scores_by_hand():
+    decisions = torch.tensor([[1, 0, 0], [1, 1, 0]]).bool()
+    gold = torch.tensor([[1, 0, 0], [0, 1, 0]]).bool()
+    scores = decision_scores(decisions, gold)  # TP 2 (0, 1), FP 1 (class 0 on row 2), FN 0
+    assert (scores["true_positives"], scores["false_positives"], scores["false_negatives"]) == (2, 1, 0)
+    assert scores["micro_f1"] == pytest.approx(4 / 5)
+    assert scores["per_class_f1"][:2] == pytest.approx([2 / 3, 1.0]) and scores["per_class_f1"][2] is None
