@@ -25,8 +25,15 @@ def wandb_offline() -> bool:
     return not os.environ.get("WANDB_API_KEY")
 
 
+def layer_list(num_layers: int, *extra: str) -> str:
+    """A sweep over every layer of a model and more: `${layers:7,mix}` -> "0,1,2,3,4,5,6,mix"
+    (experiment presets sweep the layers of whichever model is chosen, `model.num_layers`)."""
+    return ",".join([str(layer) for layer in range(int(num_layers))] + [str(item) for item in extra])
+
+
 def register_resolvers() -> None:
-    for name, fn in {"launch_dir": launch_dir, "wandb_offline": wandb_offline}.items():
+    resolvers = {"launch_dir": launch_dir, "wandb_offline": wandb_offline, "layers": layer_list}
+    for name, fn in resolvers.items():
         if not OmegaConf.has_resolver(name):
             OmegaConf.register_new_resolver(name, fn)
 

@@ -25,6 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 from probing.baselines import BASELINE_LABELS, WordpieceBaseline, check_baseline, oov_summary, rand_baseline, \
     static_baseline
 from probing.callbacks import KeepBestWeights
+from probing.config import CONFIG_DIR
 from probing.controls import class_distribution, control_classes
 from probing.data.sources import WordInContextData
 from probing.data.splits import SPLIT_NAMES, split_summary
@@ -195,10 +196,7 @@ def control_seed(cfg: DictConfig) -> int | None:
 
 def type_inputs(cfg: DictConfig) -> ProbeInputs:
     """One vector per word from the space `embeddings=...` on the type-level word splits (Fig. 1)."""
-    space = cfg.get("embeddings")
-    if space is None or space.kind not in SPACES:
-        raise ConfigError("probe.level=type needs a word space. Fix: add embeddings=rand, bertw, avg (with layer=l), "
-                          "or a static file: embeddings=glove embeddings.path=/path/to/glove.6B.300d.txt")
+    space = type_space(cfg)
     data = instantiate(cfg.data.source, _convert_="all").load_types()
     layer, about = None, {}
     if space.kind == "rand":
@@ -216,6 +214,19 @@ def type_inputs(cfg: DictConfig) -> ProbeInputs:
     about |= {"layer": layer, "embeddings": str(space.name), "representation": space_label(space, layer),
               "data_summary": type_summary(data)}
     return ProbeInputs(ProbingDataModule(splits, batch_size=cfg.probe.batch_size), data.classes, about)
+
+
+def type_space(cfg: DictConfig) -> DictConfig:
+    """The word space of a type-level run: `embeddings=...`, or else the `layer` setting: an integer l is AVG-l,
+    `rand` / `bertw` those spaces (so that one sweep axis, `layer=0,...,L,rand,bertw`, covers Table 5)."""
+    space = cfg.get("embeddings")
+    if space is None and (isinstance(cfg.layer, int) or cfg.layer in ("rand", "bertw")):
+        name = "avg" if isinstance(cfg.layer, int) else cfg.layer
+        space = OmegaConf.load(Path(CONFIG_DIR) / "embeddings" / f"{name}.yaml")
+    if space is None or space.get("kind") not in SPACES:
+        raise ConfigError("probe.level=type needs a word space. Fix: layer=l (AVG-l), layer=rand, layer=bertw, or "
+                          "a static file: embeddings=glove embeddings.path=/path/to/glove.6B.300d.txt")
+    return space
 
 
 def avg_space(cfg: DictConfig, data: TypeLevelData):
