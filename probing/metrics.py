@@ -74,7 +74,22 @@ def _check_one_label_per_combination(labels: Tensor, combination_ids: Tensor, co
         )
 
 
-class SClassMetrics(Metric):
+class DecisionMetric(Metric):
+    """Probe outputs collected as list states (`STATES`), concatenated across processes, scored in compute()."""
+
+    is_differentiable = False
+    higher_is_better = True
+    full_state_update = False
+    STATES: tuple[str, ...] = ()
+
+    def __init__(self, num_classes: int, **kwargs):
+        super().__init__(**kwargs)
+        self.num_classes = num_classes
+        for name in self.STATES:
+            self.add_state(name, default=[], dist_reduce_fx="cat")
+
+
+class SClassMetrics(DecisionMetric):
     """Micro F1 over Zhao's (probe, combination) decisions, accumulated over batches and synced under DDP.
 
     `update(positive_prob (N, C), labels (N,), combination_ids (N,))` stores the contexts (states are
@@ -95,16 +110,7 @@ class SClassMetrics(Metric):
         C probes read as one one-vs-rest classifier (a per-context view, not part of Zhao's measure).
     """
 
-    is_differentiable = False
-    higher_is_better = True
-    full_state_update = False
-
-    def __init__(self, num_classes: int, **kwargs):
-        super().__init__(**kwargs)
-        self.num_classes = num_classes
-        self.add_state("positive_prob", default=[], dist_reduce_fx="cat")
-        self.add_state("labels", default=[], dist_reduce_fx="cat")
-        self.add_state("combination_ids", default=[], dist_reduce_fx="cat")
+    STATES = ("positive_prob", "labels", "combination_ids")
 
     def update(self, positive_prob: Tensor, labels: Tensor, combination_ids: Tensor) -> None:
         _check_shapes(positive_prob, labels, combination_ids, self.num_classes)
@@ -127,7 +133,7 @@ class SClassMetrics(Metric):
         }
 
 
-class TypeLevelMetrics(Metric):
+class TypeLevelMetrics(DecisionMetric):
     """Micro F1 over all word x class decisions of type-level probing (Zhao et al. 2020 Fig. 1, §3.2.1).
 
     One vector per word, so there is nothing to aggregate: probe k's decision on word w is
@@ -137,15 +143,7 @@ class TypeLevelMetrics(Metric):
     context_accuracy = the share of words whose highest-scoring probe is one of their classes.
     """
 
-    is_differentiable = False
-    higher_is_better = True
-    full_state_update = False
-
-    def __init__(self, num_classes: int, **kwargs):
-        super().__init__(**kwargs)
-        self.num_classes = num_classes
-        self.add_state("positive_prob", default=[], dist_reduce_fx="cat")
-        self.add_state("targets", default=[], dist_reduce_fx="cat")
+    STATES = ("positive_prob", "targets")
 
     def update(self, positive_prob: Tensor, targets: Tensor) -> None:
         if positive_prob.shape != targets.shape or positive_prob.dim() != 2 or positive_prob.shape[1] != self.num_classes:
