@@ -62,3 +62,33 @@ def test_wrong_feature_size_is_rejected():
     probes = BatchedBinaryMLPs(num_probes=2, input_dim=5, hidden_dim=3)
     with pytest.raises(ValueError, match=r"\(batch, 5\)"):
         probes(torch.randn(3, 4))
+
+
+def test_one_batched_step_gives_every_probe_its_standalone_gradients():
+    torch.manual_seed(4)
+    probes = BatchedBinaryMLPs(num_probes=3, input_dim=6, hidden_dim=5)
+    standalone = [probes.as_sequential(k) for k in range(3)]
+    x, labels = torch.randn(8, 6), torch.tensor([0, 1, 2, 0, 1, 2, 0, 0])
+    targets = (labels[:, None] == torch.arange(3)).long()
+    per_context = nn.functional.cross_entropy(probes(x).flatten(0, 1), targets.flatten(), reduction="none")
+    per_context.view_as(targets).mean(dim=0).sum().backward()
+    for k, probe in enumerate(standalone):
+        nn.functional.cross_entropy(probe(x), targets[:, k]).backward()
+        torch.testing.assert_close(probes.w1.grad[k], probe[0].weight.grad.T)
+        torch.testing.assert_close(probes.b1.grad[k], probe[0].bias.grad)
+        torch.testing.assert_close(probes.w2.grad[k], probe[2].weight.grad.T)
+        torch.testing.assert_close(probes.b2.grad[k], probe[2].bias.grad)
+
+
+def test_input_gradient_is_the_sum_over_probes():
+    """A learned input (the scalar mix) gets the gradients of all C probes, summed."""
+    torch.manual_seed(5)
+    probes = BatchedBinaryMLPs(num_probes=4, input_dim=3, hidden_dim=7)
+    x = torch.randn(5, 3, requires_grad=True)
+    probes(x)[..., 1].sum().backward()
+    expected = torch.zeros(5, 3)
+    for k in range(4):
+        x_k = x.detach().clone().requires_grad_()
+        probes.as_sequential(k)(x_k)[:, 1].sum().backward()
+        expected += x_k.grad
+    torch.testing.assert_close(x.grad, expected)
