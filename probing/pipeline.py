@@ -162,13 +162,7 @@ def context_inputs(cfg: DictConfig) -> ProbeInputs:
                           "context. Fix: drop one of the two settings")
     featurizer = build_featurizer(cfg, baseline)
     num_layers = featurizer.info.num_layers if baseline is None else 1
-    if baseline is not None:
-        layer, reported, label = 0, baseline, BASELINE_LABELS[baseline]
-    elif cfg.layer == MIX:
-        layer, reported, label = ALL_LAYERS, MIX, MIX
-    else:
-        layer = reported = resolve_layer(cfg.layer, num_layers)
-        label = str(layer)
+    layer, reported, label = store_layer(cfg, baseline, num_layers)
     stores = ensure_features(cfg, data, featurizer)
     about = {"layer": reported, "representation": label, "stores": {split: str(path) for split, path in stores.items()},
              "data_summary": split_summary(data.splits), "data_skips": data.skips.as_dict(),
@@ -180,6 +174,16 @@ def context_inputs(cfg: DictConfig) -> ProbeInputs:
                                  control_seed=control_seed(cfg), expected_layers=num_layers if layer == ALL_LAYERS else None)
     datamodule.setup()
     return ProbeInputs(datamodule, data.classes, about)
+
+
+def store_layer(cfg: DictConfig, baseline: str | None, num_layers: int) -> tuple[int | str, int | str, str]:
+    """(which store layer to read: an index or ALL_LAYERS, the results' `layer`, the report's representation)."""
+    if baseline is not None:
+        return 0, baseline, BASELINE_LABELS[baseline]
+    if cfg.layer == MIX:
+        return ALL_LAYERS, MIX, MIX
+    layer = resolve_layer(cfg.layer, num_layers)
+    return layer, layer, str(layer)
 
 
 def oov_summary_of(featurizer, data: WordInContextData) -> dict[str, Any]:

@@ -132,6 +132,16 @@ def test_existing_store_for_another_request_is_refused(tmp_path):
                       metadata_extra={"split": "dev"}, progress=False)
 
 
+def test_store_of_another_context_size_is_refused(tmp_path):
+    """A store is never read for a context size it was not built for (Zhao §4.3 sweeps depend on it)."""
+    path, records = tmp_path / "s.h5", fake_records([3, 4])
+    extract_split(records, FakeEncoder(), path, class_names=CLASSES, progress=False)
+    windowed = FakeEncoder()
+    windowed.context_size = 2
+    with pytest.raises(StoreMismatchError, match="context_size: store has 'all', request has 2"):
+        extract_split(records, windowed, path, class_names=CLASSES, progress=False)
+
+
 def test_empty_split_is_refused(tmp_path):
     with pytest.raises(ProbingError, match="no records to extract"):
         extract_split([], FakeEncoder(), tmp_path / "s.h5", class_names=CLASSES, progress=False)
