@@ -112,7 +112,7 @@ class SClassProbe(lightning.LightningModule):
         if self.probes.mix is not None:
             for j, weight in enumerate(self.probes.mix.normalized_weights().tolist()):
                 self.log(f"mix/weight_{j}", weight)
-            self.log("mix/gamma", float(self.probes.mix.gamma))
+            self.log("mix/gamma", float(self.probes.mix.gamma.detach()))
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         self._update_metrics("dev", batch)
@@ -166,7 +166,7 @@ class SClassProbe(lightning.LightningModule):
         """{"mix_weights": softmax weights, layer 0 first, "gamma": float} of the real task's mix ({} without one)."""
         if self.probes.mix is None:
             return {}
-        return {"mix_weights": self.probes.mix.normalized_weights().tolist(), "gamma": float(self.probes.mix.gamma)}
+        return {"mix_weights": self.probes.mix.normalized_weights().tolist(), "gamma": float(self.probes.mix.gamma.detach())}
 
 
 def with_selectivity(real: dict, control: dict) -> dict:
