@@ -175,7 +175,7 @@ def rand_baseline(dim: int, seed: int, context_size: int | None) -> WordBaseline
 
 def static_baseline(static: StaticEmbeddings, oov_seed: int, context_size: int | None) -> WordBaseline:
     """P-static: a static embedding file (looked up as written, then lower-cased; OOV -> seeded N(0, I))."""
-    identity = {"vectors": f"static-{static.name}", "embeddings_name": static.name,
+    identity = {"vectors": f"static-{static.name}-{static.sha256[:10]}", "embeddings_name": static.name,
                 "embeddings_sha256": static.sha256, "oov_seed": oov_seed}
     baseline = WordBaseline("pstatic", lambda words: static.lookup(words, oov_seed)[0], static.dim, identity,
                             context_size, lower=False)

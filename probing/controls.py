@@ -2,10 +2,15 @@
 
 Every word type gets one random s-class, drawn from the empirical class distribution of the training data
 and fixed by (seed, word): all contexts of a word share its control class, in every split. The same probe is
-trained on these labels; what it reaches there is what a probe can do by memorising word identities, so
-selectivity = score on the real task - score on the control task says how much of the real score needs more
-than the word's identity. The score is the probe's own measure (Zhao's micro-F1), and the same difference on
-context accuracy is reported beside it.
+trained on these labels, and selectivity = score on the real task - score on the control task is reported
+(on the probe's own measure, Zhao's micro-F1, and on context accuracy).
+
+What it measures here. Hewitt & Liang evaluate on words seen in training, so a probe that memorises word
+identities scores high on their control task. Zhao's splits are word-disjoint: a dev/test word's control class
+was never seen, cannot be inferred from any representation, and the control score is what a probe reaches by
+guessing from the class prior (plus noise). Selectivity is then the real score above that floor: it says how
+much of the score needs the representation rather than the label distribution, not how much the probe could
+memorise.
 """
 
 from __future__ import annotations

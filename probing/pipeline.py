@@ -35,6 +35,7 @@ from probing.datamodule import ALL_LAYERS, ProbingDataModule, StoreDataModule, T
 from probing.embeddings import read_static_embeddings
 from probing.encoder import WordEncoder
 from probing.errors import ConfigError
+from probing.models.sclass_probe import LEVELS
 from probing.extraction import extract_split
 from probing.store import FeatureStore, records_fingerprint, store_path
 from probing.typelevel import SPACES, avg_vectors, average_by_word, bertw_vectors, rand_vectors, space_label, \
@@ -43,7 +44,6 @@ from probing.typelevel import SPACES, avg_vectors, average_by_word, bertw_vector
 log = logging.getLogger("probing")
 
 MIX = "mix"
-LEVELS = ("context", "type")
 
 
 def load_data(data_cfg: DictConfig) -> WordInContextData:
@@ -162,18 +162,30 @@ def context_inputs(cfg: DictConfig) -> ProbeInputs:
                           "context. Fix: drop one of the two settings")
     featurizer = build_featurizer(cfg, baseline)
     num_layers = featurizer.info.num_layers if baseline is None else 1
+    if baseline is None:
+        check_num_layers(cfg, num_layers)
     layer, reported, label = store_layer(cfg, baseline, num_layers)
     stores = ensure_features(cfg, data, featurizer)
     about = {"layer": reported, "representation": label, "stores": {split: str(path) for split, path in stores.items()},
              "data_summary": split_summary(data.splits), "data_skips": data.skips.as_dict(),
              "extraction_skipped_rows": {split: stored_skips(path) for split, path in stores.items()}}
-    if baseline == "pstatic":
-        about |= {"embeddings": str(cfg.embeddings.name), "oov": oov_summary_of(featurizer, data)}
+    if baseline == "pstatic":  # Zhao's P-fastText: named after the file's config, so two files are two columns
+        about |= {"embeddings": str(cfg.embeddings.name), "representation": f"P-{cfg.embeddings.label}",
+                  "oov": oov_summary_of(featurizer, data)}
     del featurizer  # free the encoder's memory before training
     datamodule = StoreDataModule(stores, layer=layer, batch_size=cfg.probe.batch_size,
                                  control_seed=control_seed(cfg), expected_layers=num_layers if layer == ALL_LAYERS else None)
     datamodule.setup()
     return ProbeInputs(datamodule, data.classes, about)
+
+
+def check_num_layers(cfg: DictConfig, num_layers: int) -> None:
+    """The presets sweep `model.num_layers` layers: say so when the config disagrees with the model loaded."""
+    configured = cfg.model.get("num_layers")
+    if configured is not None and configured != num_layers:
+        log.warning("model.num_layers=%s, but %s has %d layers (0..%d): presets that sweep every layer use the "
+                    "config value; set model.num_layers=%d", configured, cfg.model.name_or_path, num_layers,
+                    num_layers - 1, num_layers)
 
 
 def store_layer(cfg: DictConfig, baseline: str | None, num_layers: int) -> tuple[int | str, int | str, str]:

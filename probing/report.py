@@ -89,10 +89,12 @@ def representation_kind(name: str) -> str:
 
 
 def representation_sort_key(name: str) -> tuple:
-    """Zhao et al.'s column order: Rand, P-Rand, static names, P-static, BERTw, P-BERT, AVG-l, layers, mix."""
+    """Zhao et al.'s column order: Rand, P-Rand, static names, P-static (P-<file>, e.g. P-GloVe), BERTw, P-BERT,
+    AVG-l, layers, mix."""
     kind = representation_kind(name)
     if kind == "baseline":
-        return (0, BASELINE_ORDER.index(name if name in BASELINE_ORDER else None), name.lower())
+        slot = name if name in BASELINE_ORDER else "P-static" if name.startswith("P-") else None
+        return (0, BASELINE_ORDER.index(slot), name.lower())
     return (KIND_ORDER.index(kind), representation_layer(name) or 0, "")
 
 

@@ -265,10 +265,10 @@ class FeatureStore:
 
     def read_all_layers(self, dtype: str | None = "float32") -> np.ndarray:
         """Features of every layer, (num_rows, num_layers, hidden_size), in record order (for the scalar mix)."""
-        self._check_complete()
-        slots = self.file["slots"][()][self._kept]
-        features = np.stack([self.file["features"][layer][slots] for layer in range(self.num_layers)], axis=1)
-        return features if dtype is None else features.astype(dtype, copy=False)
+        out = np.empty((self.num_rows, self.num_layers, self.hidden_size), dtype or self.file["features"].dtype)
+        for layer in range(self.num_layers):
+            out[:, layer] = self.read_layer(layer, dtype)
+        return out
 
     def _check_complete(self) -> None:
         if not self.is_complete:

@@ -35,8 +35,10 @@ class SClassProbe(lightning.LightningModule):
     every epoch (mix/weight_<j>, mix/gamma).
 
     `control=True` trains a second, identical head on the control task (probing.controls; batches then carry
-    control_label/control_combination or control_targets) in the same steps: the heads share nothing, so this
-    is the same as training it alone. Each split's metrics then gain control_micro_f1, control_context_accuracy,
+    control_label/control_combination or control_targets) in the same steps. The heads share no parameter, so
+    each gets the gradients it would get alone; they do share the random number stream (the control head's
+    initialisation comes after the real one's and shifts the later batch shuffles), so a run with the control task
+    on is reproducible for its seed but does not repeat the batches of the same run with it off. Each split's metrics then gain control_micro_f1, control_context_accuracy,
     selectivity (micro_f1 - control_micro_f1) and selectivity_context_accuracy.
 
     `split_metrics["dev" | "test"]` holds the latest full metrics of each split as plain Python values.
