@@ -370,7 +370,12 @@ def _draw_level(ax, row: dict, label: str, colours: Iterator[str]) -> None:
     if row["test_micro_f1"] is not None:
         style = ":" if row["representation"] == "mix" else "--"
         ax.axhline(row["test_micro_f1"], linestyle=style, color=next(colours),
-                   label=_legend(label, f"{row['representation']} (test)"))
+                   label=_legend(label, f"{row['representation']}{_type_tag(row)} (test)"))
+
+
+def _type_tag(row: dict) -> str:
+    """Marks a type-level baseline (Rand, BERTw, a static file) drawn beside the context-level ones."""
+    return ", type level" if row.get("level") == "type" else ""
 
 
 def _draw_layer_group(ax, group: list[dict], label: str, colours: Iterator[str]) -> None:
