@@ -55,7 +55,6 @@ from torch.nn import functional as F
 
 from probing import pipeline
 from probing.config import CONFIG_DIR
-from probing.datamodule import StoreDataModule
 from probing.metrics import SClassMetrics
 from probing.models.sclass_probe import SClassProbe
 
@@ -100,21 +99,16 @@ class Split:
 
 def load_layer(args: argparse.Namespace) -> tuple[dict[str, Split], list[str], int]:
     """Train/dev/test of one layer, extracted into (or reused from) the store the probing pipeline would use."""
-    overrides = [f"model.name_or_path={args.model}", f"layer={args.layer}", *args.override]
+    overrides = [f"model.name_or_path={args.model}", f"layer={args.layer}", "probe.control_task.enabled=false",
+                 *args.override]
     if args.store_dir:
         overrides.append(f"paths.store_dir={args.store_dir}")
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
         cfg = compose(config_name="probe", overrides=overrides)
-    data = pipeline.load_data(cfg.data)
-    encoder = pipeline.build_encoder(cfg)
-    layer = pipeline.resolve_layer(cfg.layer, encoder.info.num_layers)
-    stores = pipeline.ensure_features(cfg, data, encoder)
-    del encoder
-    datamodule = StoreDataModule(stores, layer=layer)
-    datamodule.setup()
+    inputs = pipeline.context_inputs(cfg)
     device = torch.device(args.device)
-    splits = {name: Split.of(split.tensors, device) for name, split in datamodule.splits.items()}
-    return splits, list(data.classes), layer
+    splits = {name: Split.of(split.tensors, device) for name, split in inputs.datamodule.splits.items()}
+    return splits, list(inputs.classes), inputs.about["layer"]
 
 
 def epoch_orders(num_rows: int, batch_size: int, epochs: int, seed: int, device: torch.device) -> list[list[Tensor]]:
