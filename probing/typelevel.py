@@ -97,11 +97,11 @@ def avg_vectors(by_word: dict[str, np.ndarray], data: TypeLevelData) -> tuple[Ty
     kept_splits, vectors, missing = {}, {}, {}
     for split, types in data.splits.items():
         keep = [i for i, word in enumerate(types.words) if word in by_word]
-        kept_splits[split] = WordTypes([types.words[i] for i in keep], types.targets[keep])
-        vectors[split] = np.stack([by_word[types.words[i]] for i in keep]) if keep else np.zeros((0, 1), np.float32)
-        missing[split] = len(types.words) - len(keep)
         if not keep:
             raise ConfigError(f"AVG space: no {split} word of {data.name} has a context in the feature store. "
                               "Fix: use the same data for the contexts (data=...) or another space")
+        kept_splits[split] = WordTypes([types.words[i] for i in keep], types.targets[keep])
+        vectors[split] = np.stack([by_word[types.words[i]] for i in keep])
+        missing[split] = len(types.words) - len(keep)
     kept = TypeLevelData(data.name, data.classes, kept_splits, data.files)
     return kept, vectors, {"words_without_contexts": missing}
