@@ -11,6 +11,11 @@ was never seen, cannot be inferred from any representation, and the control scor
 guessing from the class prior (plus noise). Selectivity is then the real score above that floor: it says how
 much of the score needs the representation rather than the label distribution, not how much the probe could
 memorise.
+
+Hewitt & Liang's own reading needs words seen in training: `seen_rows` holds out some training contexts whose
+words keep other contexts in training (the `seen` split, `probe.control_task.seen_fraction`). There a probe can
+only beat the prior on the control task by memorising word identities, so seen-split selectivity is their
+measure: high when the probe has to read the property from the representation, low when it can memorise.
 """
 
 from __future__ import annotations
@@ -43,3 +48,21 @@ def control_classes(words: Sequence[str], probabilities: np.ndarray, seed: int) 
     uniforms = np.array([word_seed(seed, word) / UNIT for word in words], dtype=np.float64)
     uniforms = np.minimum(uniforms, np.nextafter(1.0, 0.0))  # 2**64 - 1 rounds to 1.0 in float64
     return np.searchsorted(cdf, uniforms, side="right").astype(np.int64)
+
+
+def seen_rows(word_ids: np.ndarray, fraction: float, seed: int) -> np.ndarray:
+    """Which training rows to hold out as the `seen` split (a boolean mask), so that every held-out word still
+    has a training context.
+
+    Each row is held out with probability `fraction` (a uniform draw fixed by the seed and the row's position);
+    where that would take every context of a word, the word's first row stays in training. Words with a single
+    context therefore never enter the seen split."""
+    if not 0.0 <= fraction < 1.0:
+        raise ValueError(f"the seen fraction must be in [0, 1), got {fraction}")
+    word_ids = np.asarray(word_ids)
+    held = np.random.default_rng(seed).random(len(word_ids)) < fraction
+    words_in_training = np.unique(word_ids[~held])
+    _, first_rows = np.unique(word_ids, return_index=True)
+    orphaned = first_rows[~np.isin(word_ids[first_rows], words_in_training)]
+    held[orphaned] = False
+    return held

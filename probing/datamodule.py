@@ -8,6 +8,9 @@ runs build them in memory (`ProbingDataModule` directly). Batch keys:
     label, combination  (B,) context-level: gold class and word-s-class combination id (Zhao's metric)
     targets             (B, C) bool, type-level: the word's s-classes
     control_label, control_combination / control_targets: the same for the control task (probing.controls)
+
+Splits: train, dev (Lightning's validation set) and test; with `seen_fraction`, also `seen`: training contexts
+held out from training whose words keep other training contexts (Hewitt & Liang's selectivity needs them).
 """
 
 from __future__ import annotations
@@ -20,11 +23,14 @@ import numpy as np
 import torch
 from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, SequentialSampler
 
-from probing.controls import class_distribution, control_classes
+from probing.controls import class_distribution, control_classes, seen_rows
 from probing.errors import ConfigError
 from probing.store import FeatureStore
 
 ALL_LAYERS = "all"
+SEEN = "seen"
+# Scored once after training, in this order (test_dataloader's list; `seen` only where it exists).
+TEST_SPLITS = ("test", SEEN)
 
 
 class TensorSplit(Dataset):
@@ -77,8 +83,11 @@ class ProbingDataModule(L.LightningDataModule):
     def val_dataloader(self) -> DataLoader:
         return self._loader("dev", shuffle=False)
 
-    def test_dataloader(self) -> DataLoader:
-        return self._loader("test", shuffle=False)
+    def test_dataloader(self) -> DataLoader | list[DataLoader]:
+        """The test split; with a `seen` split, [test, seen] (dataloader_idx indexes TEST_SPLITS)."""
+        if SEEN not in self.splits:
+            return self._loader("test", shuffle=False)
+        return [self._loader(split, shuffle=False) for split in TEST_SPLITS]
 
 
 class StoreDataModule(ProbingDataModule):
@@ -86,14 +95,18 @@ class StoreDataModule(ProbingDataModule):
 
     With `control_seed` set, each context also gets its word's control class (Hewitt & Liang 2019), drawn from
     the class distribution of the training contexts, and the control combination is the word itself.
+    `seen_fraction` (> 0, with the control task) moves that share of the training contexts, drawn by
+    `probing.controls.seen_rows` from `control_seed`, into a `seen` split scored after training.
     `expected_layers`: the number of layers the run needs in every store (the scalar mix needs all of them).
     """
 
     def __init__(self, stores: Mapping[str, str | Path], layer: int | str, batch_size: int = 256,
-                 control_seed: int | None = None, expected_layers: int | None = None):
+                 control_seed: int | None = None, expected_layers: int | None = None, seen_fraction: float = 0.0):
         super().__init__(batch_size=batch_size)
+        if seen_fraction and control_seed is None:
+            raise ValueError("a seen split is drawn and scored for the control task: give control_seed too")
         self.stores, self.layer = dict(stores), layer
-        self.control_seed, self.expected_layers = control_seed, expected_layers
+        self.control_seed, self.expected_layers, self.seen_fraction = control_seed, expected_layers, seen_fraction
 
     def setup(self, stage: str | None = None) -> None:
         if self.splits:
@@ -108,7 +121,11 @@ class StoreDataModule(ProbingDataModule):
             probabilities = class_distribution(counts)
             for tensors, _, words in read.values():
                 add_control_labels(tensors, words, probabilities, self.control_seed)
-        self.splits = {name: TensorSplit(tensors) for name, (tensors, _, _) in read.items()}
+        tensors = {name: tensors for name, (tensors, _, _) in read.items()}
+        if self.seen_fraction:
+            tensors["train"], tensors[SEEN] = split_rows(
+                tensors["train"], seen_rows(tensors["train"]["word"].numpy(), self.seen_fraction, self.control_seed))
+        self.splits = {name: TensorSplit(split) for name, split in tensors.items()}
 
     def _read(self, path: Path) -> tuple[dict[str, torch.Tensor], list[str], list[str]]:
         with FeatureStore(path) as store:
@@ -137,3 +154,10 @@ def add_control_labels(tensors: dict[str, torch.Tensor], words: list[str], proba
     per_word = torch.from_numpy(control_classes(words, probabilities, seed))
     tensors["control_label"] = per_word[tensors["word"]]
     tensors["control_combination"] = tensors["word"].clone()
+
+
+def split_rows(tensors: dict[str, torch.Tensor], mask: np.ndarray) -> tuple[dict, dict]:
+    """(rows where mask is False, rows where it is True) of every tensor."""
+    chosen = torch.from_numpy(mask)
+    return ({name: tensor[~chosen] for name, tensor in tensors.items()},
+            {name: tensor[chosen] for name, tensor in tensors.items()})

@@ -31,7 +31,7 @@ from probing.data.sources import WordInContextData
 from probing.data.splits import SPLIT_NAMES, split_summary
 from probing.data.text import sha256_file
 from probing.data.types import TypeLevelData, type_summary
-from probing.datamodule import ALL_LAYERS, ProbingDataModule, StoreDataModule, TensorSplit
+from probing.datamodule import ALL_LAYERS, SEEN, TEST_SPLITS, ProbingDataModule, StoreDataModule, TensorSplit
 from probing.embeddings import read_static_embeddings
 from probing.encoder import WordEncoder
 from probing.errors import ConfigError
@@ -174,9 +174,19 @@ def context_inputs(cfg: DictConfig) -> ProbeInputs:
                   "oov": oov_summary_of(featurizer, data)}
     del featurizer  # free the encoder's memory before training
     datamodule = StoreDataModule(stores, layer=layer, batch_size=cfg.probe.batch_size,
-                                 control_seed=control_seed(cfg), expected_layers=num_layers if layer == ALL_LAYERS else None)
+                                 control_seed=control_seed(cfg), expected_layers=num_layers if layer == ALL_LAYERS else None,
+                                 seen_fraction=seen_fraction(cfg))
     datamodule.setup()
+    if SEEN in datamodule.splits:
+        about["seen_split"] = seen_split_summary(datamodule)
     return ProbeInputs(datamodule, data.classes, about)
+
+
+def seen_split_summary(datamodule: StoreDataModule) -> dict[str, int]:
+    """Contexts and words of the seen split, and the training contexts left."""
+    seen = datamodule.splits[SEEN].tensors
+    return {"contexts": len(seen["word"]), "words": int(seen["word"].unique().numel()),
+            "train_contexts_left": len(datamodule.splits["train"])}
 
 
 def check_num_layers(cfg: DictConfig, num_layers: int) -> None:
@@ -208,6 +218,24 @@ def oov_summary_of(featurizer, data: WordInContextData) -> dict[str, Any]:
 def control_seed(cfg: DictConfig) -> int | None:
     control = cfg.probe.get("control_task")
     return int(control.seed) if control is not None and control.enabled else None
+
+
+def seen_fraction(cfg: DictConfig) -> float:
+    """`probe.control_task.seen_fraction`: the share of training contexts held out as the seen split (0 = none)."""
+    control = cfg.probe.get("control_task")
+    fraction = float((control or {}).get("seen_fraction") or 0.0)
+    if not fraction:
+        return 0.0
+    key = f"probe.control_task.seen_fraction={fraction}"
+    if not 0.0 < fraction < 1.0:
+        raise ConfigError(f"{key} is not a fraction. Fix: a value in [0, 1), e.g. 0.2 (0 = no seen split)")
+    if control_seed(cfg) is None:
+        raise ConfigError(f"{key} holds out contexts to score the control task on, but the control task is off. "
+                          "Fix: probe.control_task.enabled=true, or seen_fraction=0")
+    if cfg.probe.level != "context":
+        raise ConfigError(f"{key} needs several contexts per word; at probe.level=type each word is one training "
+                          "row, so no word can be both trained on and held out. Fix: seen_fraction=0")
+    return fraction
 
 
 def type_inputs(cfg: DictConfig) -> ProbeInputs:
@@ -287,8 +315,8 @@ def stored_skips(path: Path) -> int:
 def finish_loggers(trainer: L.Trainer, results: dict[str, Any]) -> None:
     """Put the final scores in the W&B run summary and close the run, so the next job of a multirun starts its own."""
     keys = ("micro_f1", "n_combinations", "n_contexts", "selectivity", "control_micro_f1")
-    summary = {f"{split}/final_{key}": results[split][key] for split in ("dev", "test") for key in keys
-               if key in results[split]}
+    summary = {f"{split}/final_{key}": results[split][key] for split in ("dev", *TEST_SPLITS) if split in results
+               for key in keys if key in results[split]}
     for logger in trainer.loggers:
         if isinstance(logger, L.pytorch.loggers.WandbLogger):
             logger.experiment.summary.update({**summary, "representation": results["representation"],
@@ -306,23 +334,27 @@ def finished_results(path: Path, config: dict[str, Any]) -> dict[str, Any] | Non
 
 
 def train_probe(cfg: DictConfig, inputs: ProbeInputs, config: dict[str, Any]):
-    """Fit the probes (and the control probes) keeping each head's best-dev weights; score dev and test."""
+    """Fit the probes (and the control probes) keeping each head's best-dev weights; score dev, test (and seen).
+    Returns the module, {"best_epoch": ..., "control_best_epoch": ...} and the trainer."""
     datamodule = inputs.datamodule
     control = control_seed(cfg) is not None
     module = instantiate(cfg.probe.module)(
         input_dim=datamodule.feature_dim, class_names=inputs.classes, level=cfg.probe.level,
         num_layers=datamodule.num_layers, mix=OmegaConf.to_container(cfg.probe.mix, resolve=True), control=control)
-    keep_best = KeepBestWeights(monitor="dev/micro_f1", submodule="probes")
-    callbacks: list[L.Callback] = [keep_best]
+    keep_best = {"best_epoch": KeepBestWeights(monitor="dev/micro_f1", submodule="probes")}
     if control:
-        callbacks.append(KeepBestWeights(monitor="dev/control_micro_f1", submodule="control_probes"))
-    trainer = build_trainer(cfg, callbacks)
+        # Dev words are unseen, so the control task's dev score is a prior-level floor and its best epoch is noise.
+        # Scoring memorisation on seen words needs both heads trained alike: the control head then keeps the weights
+        # of the real head's best epoch.
+        monitor = "dev/micro_f1" if SEEN in datamodule.splits else "dev/control_micro_f1"
+        keep_best["control_best_epoch"] = KeepBestWeights(monitor=monitor, submodule="control_probes")
+    trainer = build_trainer(cfg, list(keep_best.values()))
     for logger in trainer.loggers:  # the whole resolved config, so runs can be filtered by layer, model, data...
         logger.log_hyperparams({**config, "representation": inputs.about["representation"]})
     trainer.fit(module, datamodule=datamodule)
     trainer.validate(module, datamodule=datamodule, verbose=False)
     trainer.test(module, datamodule=datamodule, verbose=False)
-    return module, keep_best, trainer
+    return module, {name: callback.best_epoch for name, callback in keep_best.items()}, trainer
 
 
 def run_probe(cfg: DictConfig) -> dict[str, Any]:
@@ -339,17 +371,19 @@ def run_probe(cfg: DictConfig) -> dict[str, Any]:
         return previous
     if cfg.probe.level not in LEVELS:
         raise ConfigError(f"probe.level={cfg.probe.level!r} is unknown. Fix: probe.level=context or probe.level=type")
+    seen_fraction(cfg)  # a bad seen split is refused before any extraction
     started = time.time()
     L.seed_everything(cfg.seed, workers=True)
     inputs = type_inputs(cfg) if cfg.probe.level == "type" else context_inputs(cfg)
-    module, keep_best, trainer = train_probe(cfg, inputs, config)
+    module, best_epochs, trainer = train_probe(cfg, inputs, config)
     results = {
         "model": cfg.model.name, "model_name_or_path": cfg.model.name_or_path,
         "random_init": bool(cfg.model.get("random_init", False)), "data": cfg.data.name, "level": cfg.probe.level,
         "embeddings": None, **inputs.about, "probe": cfg.probe.name, "seed": cfg.seed,
         "pooling": cfg.features.pooling, "context_size": context_size_of(cfg), "classes": inputs.classes,
-        "dev": module.split_metrics["dev"], "test": module.split_metrics["test"], **module.mix_summary(),
-        "best_epoch": keep_best.best_epoch, "epochs_trained": trainer.current_epoch,
+        **{split: module.split_metrics[split] for split in ("dev", *TEST_SPLITS) if split in module.split_metrics},
+        **module.mix_summary(),
+        **best_epochs, "epochs_trained": trainer.current_epoch,
         "duration_s": round(time.time() - started, 2), "config": config,
     }
     out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")

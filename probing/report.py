@@ -1,7 +1,8 @@
 """Collect the results.json files of a sweep into tables (printed, CSV, Markdown) and plots.
 
 One row per setting (model, random_init, data, level, probe, pooling, context_size, representation), mean ± std over
-seeds of dev/test micro-F1 and, when the control task ran, of selectivity (Hewitt & Liang 2019). report.md adds
+seeds of dev/test micro-F1 and, when the control task ran, of selectivity (Hewitt & Liang 2019; on the seen split
+too when there is one). report.md adds
 "paper-shaped" tables laid out like Zhao et al. (2020): one column per representation in the paper's order
 (Tables 5/6), and micro-F1 by context size (Fig. 5). Plots: micro-F1 by layer (baselines as horizontal lines),
 by context size, the learned scalar-mix weights (Peters et al. 2018) and per-class test F1 by layer.
@@ -34,6 +35,8 @@ SETTING_KEYS = ("model", "random_init", "data", "level", "probe", "pooling", "co
 # Columns of the Markdown tables: random_init is shown inside the model name ("minilm (random init)").
 DISPLAY_KEYS = tuple(k for k in SETTING_KEYS if k != "random_init")
 SPLITS = ("dev", "test")
+# Averaged too: "seen" (held-out contexts of training words, probe.control_task.seen_fraction > 0).
+SCORED_SPLITS = (*SPLITS, "seen")
 # Scores averaged over seeds; selectivity = micro_f1 - control_micro_f1 (present when the control task ran).
 METRICS = ("micro_f1", "selectivity", "control_micro_f1")
 # Zhao et al. (2020) Tables 5/6 put the non-layer baselines first, in this order; None is the slot of the static
@@ -45,6 +48,7 @@ CSV_FIELDS = (
     "model", "random_init", "data", "level", "probe", "pooling", "context_size", "layer", "representation", "seeds",
     "dev_micro_f1", "dev_micro_f1_std", "test_micro_f1", "test_micro_f1_std",
     "test_selectivity", "test_selectivity_std", "dev_selectivity", "test_control_micro_f1",
+    "seen_micro_f1", "seen_control_micro_f1", "seen_selectivity", "seen_selectivity_std",
     "test_combinations", "test_contexts", "mix_weights", "gamma",
 )
 
@@ -148,7 +152,7 @@ def _aggregate_setting(key: tuple, runs: list[dict]) -> dict[str, Any]:
     row = dict(zip(SETTING_KEYS, key))
     row["layer"] = runs[0].get("layer")
     row["seeds"] = sorted((r.get("seed") for r in runs), key=_value_sort_key)
-    for split, metric in itertools.product(SPLITS, METRICS):
+    for split, metric in itertools.product(SCORED_SPLITS, METRICS):
         row[f"{split}_{metric}"], row[f"{split}_{metric}_std"] = mean_std(r.get(split, {}).get(metric) for r in runs)
     test = runs[0].get("test", {})
     row["test_combinations"] = test.get("n_combinations")
@@ -215,7 +219,7 @@ def markdown(header: list[str], body: list[list[str]]) -> str:
 def table_columns(rows: list[dict]) -> list[str]:
     """Setting columns that vary across rows (representation always shown), then the scores."""
     setting = [k for k in DISPLAY_KEYS if k == "representation" or k in _varying(rows, DISPLAY_KEYS)]
-    selectivity = ["test selectivity"] if _has(rows, "test_selectivity") else []
+    selectivity = [f"{split} selectivity" for split in ("test", "seen") if _has(rows, f"{split}_selectivity")]
     return setting + ["dev micro-F1", "test micro-F1", *selectivity, "seeds", "test comb.", "test contexts"]
 
 
@@ -224,6 +228,7 @@ def table_cells(row: dict, columns: list[str]) -> list[str]:
         "dev micro-F1": format_score(row, "dev_micro_f1"),
         "test micro-F1": format_score(row, "test_micro_f1"),
         "test selectivity": format_score(row, "test_selectivity"),
+        "seen selectivity": format_score(row, "seen_selectivity"),
         "seeds": str(len(row["seeds"])),
         "test comb.": str(row["test_combinations"]),
         "test contexts": str(row["test_contexts"]),

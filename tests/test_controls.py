@@ -53,3 +53,23 @@ def test_a_class_of_probability_zero_in_the_middle_is_never_drawn():
 def test_the_largest_uniform_draws_the_last_class_of_positive_probability(monkeypatch):
     monkeypatch.setattr(controls, "word_seed", lambda seed, word: 2**64 - 1)
     assert control_classes(["any"], np.array([0.7, 0.2, 0.1, 0.0]), seed=0).tolist() == [2]
+
+
+def test_seen_rows_keep_one_training_context_per_word_by_hand():
+    # fraction just below 1: every row is drawn out, then each word's first row goes back to training
+    held = controls.seen_rows(np.array([0, 0, 0, 1, 2, 2, 1]), fraction=1 - 1e-12, seed=0)
+    assert held.tolist() == [False, True, True, False, False, True, True]
+    assert not controls.seen_rows(np.array([0, 0, 1]), fraction=0.0, seed=0).any()
+
+
+def test_seen_rows_draw_the_fraction_and_never_take_a_word_out_of_training():
+    rng = np.random.default_rng(1)
+    word_ids = np.concatenate([rng.integers(0, 300, 5000), np.arange(300, 400)])  # words 300..399 occur once
+    held = controls.seen_rows(word_ids, fraction=0.3, seed=7)
+    assert set(word_ids[held]) <= set(word_ids[~held])  # every held-out word still has a training context
+    assert not held[-100:].any()  # a word with one context never enters the seen split
+    assert held.mean() == pytest.approx(0.3 * 5000 / 5100, abs=0.02)
+    assert (held == controls.seen_rows(word_ids, 0.3, seed=7)).all()
+    assert (held != controls.seen_rows(word_ids, 0.3, seed=8)).any()
+    with pytest.raises(ValueError, match="in \\[0, 1\\)"):
+        controls.seen_rows(word_ids, 1.0, seed=0)

@@ -132,3 +132,29 @@ def test_tensor_split_serves_float32_batches_and_checks_lengths():
     datamodule = ProbingDataModule({"train": split, "dev": split}, batch_size=3)
     assert datamodule.num_layers is None and datamodule.feature_dim == 3
     assert [len(b["label"]) for b in datamodule.val_dataloader()] == [3, 1]
+
+
+def test_seen_split_takes_training_contexts_of_words_that_stay_in_training(tmp_path):
+    # train rows by word: apple 0 1 3 6, pine 2 5, juice 4 8, oak 7 9; a fraction just below 1 leaves each word's
+    # first row in training and moves every other row to the seen split
+    stores = {split: build_store(tmp_path / f"{split}.h5") for split in ("train", "dev", "test")}
+    datamodule = StoreDataModule(stores, layer=0, batch_size=4, control_seed=0, seen_fraction=1 - 1e-12)
+    datamodule.setup()
+    rows = {split: datamodule.splits[split].tensors["features"][:, 0].float().tolist() for split in ("train", "seen")}
+    assert rows == {"train": [0, 2, 4, 7], "seen": [1, 3, 5, 6, 8, 9]}
+    seen = datamodule.splits["seen"].tensors
+    assert seen["label"].tolist() == [1, 0, 2, 1, 0, 2]  # each row keeps its own label and control label
+    with FeatureStore(stores["train"]) as store:
+        expected_control = control_classes(store.words, np.array([0.4, 0.2, 0.4]), seed=0)[store.word_ids()]
+    assert seen["control_label"].tolist() == expected_control[[1, 3, 5, 6, 8, 9]].tolist()
+    test, seen_loader = datamodule.test_dataloader()  # [test, seen]: the module scores both after training
+    assert len(list(test)) == 3 and sum(len(b["label"]) for b in seen_loader) == 6
+
+
+def test_seen_split_needs_the_control_task(tmp_path):
+    stores = {split: build_store(tmp_path / f"{split}.h5") for split in ("train", "dev", "test")}
+    with pytest.raises(ValueError, match="control_seed"):
+        StoreDataModule(stores, layer=0, seen_fraction=0.2)
+    datamodule = StoreDataModule(stores, layer=0, control_seed=0)
+    datamodule.setup()
+    assert "seen" not in datamodule.splits and not isinstance(datamodule.test_dataloader(), list)

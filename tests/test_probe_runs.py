@@ -39,6 +39,7 @@ def test_layers_mix_and_baselines_in_one_sweep(tmp_path, tiny):
     assert mix["layer"] == "mix" and len(mix["mix_weights"]) == 3 and sum(mix["mix_weights"]) == pytest.approx(1.0)
     assert isinstance(mix["gamma"], float) and "mix_weights" not in results["1/ctx-None"]
     for r in results.values():  # the control task is on by default
+        assert isinstance(r["control_best_epoch"], int) and "seen" not in r
         for split in ("dev", "test"):
             block = r[split]
             assert block["selectivity"] == pytest.approx(block["micro_f1"] - block["control_micro_f1"])
@@ -85,6 +86,20 @@ def test_random_init_encoder_has_its_own_store_and_other_features(tmp_path, tiny
         assert not np.allclose(a["features"][1], b["features"][1])
 
 
+def test_seen_split_holds_out_training_contexts_and_scores_selectivity_there(tmp_path, tiny):
+    result = run_script("probe.py", "layer=1", "probe.control_task.seen_fraction=0.3", "trainer.max_epochs=4", *tiny,
+                        f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    r = json.loads((tmp_path / "run" / "results.json").read_text())
+    held_out, seen = r["seen_split"], r["seen"]
+    train_rows = r["data_summary"]["train"]["contexts"] - r["extraction_skipped_rows"]["train"]
+    assert held_out["contexts"] > 0 and held_out["contexts"] + held_out["train_contexts_left"] == train_rows
+    assert seen["n_contexts"] == held_out["contexts"] and held_out["words"] <= held_out["contexts"]
+    assert seen["selectivity"] == pytest.approx(seen["micro_f1"] - seen["control_micro_f1"])
+    assert r["test"]["n_contexts"] == r["data_summary"]["test"]["contexts"] - r["extraction_skipped_rows"]["test"]
+    assert r["control_best_epoch"] == r["best_epoch"]  # both heads scored with the weights of the same epoch
+
+
 def test_type_level_avg_and_static_spaces(tmp_path, tiny):
     runs = {}
     for name, overrides in {"avg": ["layer=1"], "glove": ["embeddings=glove", f"embeddings.path={GLOVE_FIXTURE}"]}.items():
@@ -110,6 +125,9 @@ def test_type_level_avg_and_static_spaces(tmp_path, tiny):
     (["baseline=nope"], "Unknown baseline 'nope'"),
     (["probe.level=type", "layer=mix"], "probe.level=type needs a word space"),
     (["probe.level=type", "embeddings=static", f"embeddings.path={BAD_DIMS_FIXTURE}"], "bad_dims.txt:3"),
+    (["probe.control_task.seen_fraction=0.2", "probe.control_task.enabled=false"], "the control task is off"),
+    (["probe.control_task.seen_fraction=0.2", "probe.level=type", "layer=rand"], "no word can be both trained on"),
+    (["probe.control_task.seen_fraction=1.5"], "seen_fraction=1.5 is not a fraction"),
 ])
 def test_bad_requests_are_one_clear_line(tmp_path, tiny, overrides, message):
     result = run_script("probe.py", *overrides, *tiny, cwd=tmp_path)

@@ -140,6 +140,24 @@ def test_csv_and_long_table_carry_selectivity_and_mix_weights(tmp_path):
     assert lines[6] == "| mix | 0.600 | 0.600 | 0.250 | 1 | None | None |"
 
 
+def test_seen_split_selectivity_gets_its_column_and_csv_fields(tmp_path):
+    scores = {"micro_f1": 0.6, "selectivity": 0.5, "control_micro_f1": 0.1}
+    seen = [{"micro_f1": 0.9, "selectivity": sel, "control_micro_f1": 0.9 - sel} for sel in (0.2, 0.4)]
+    write_results(tmp_path, [result("3", seed, dev=scores, test=scores, seen=seen[seed]) for seed in (0, 1)] +
+                  [result("4", dev=scores, test=scores)])  # a run without a seen split: "-" in its cell
+    write_report(tmp_path)
+    with open(tmp_path / "report.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    assert float(rows[0]["seen_selectivity"]) == pytest.approx(0.3)
+    assert float(rows[0]["seen_selectivity_std"]) == pytest.approx(statistics.stdev([0.2, 0.4]))
+    assert float(rows[0]["seen_control_micro_f1"]) == pytest.approx(0.6) and rows[1]["seen_selectivity"] == ""
+    lines = (tmp_path / "report.md").read_text().splitlines()
+    assert lines[4] == ("| representation | dev micro-F1 | test micro-F1 | test selectivity | seen selectivity | seeds "
+                        "| test comb. | test contexts |")
+    assert lines[6].startswith("| 3 | 0.600 ± 0.000 | 0.600 ± 0.000 | 0.500 ± 0.000 | 0.300 ± 0.141 | 2 |")
+    assert lines[7].startswith("| 4 | 0.600 | 0.600 | 0.500 | - | 1 |")
+
+
 def test_paper_shaped_tables_one_per_level():
     results = [result("1", 0, 0.70, 0.60), result("0", 0, 0.60, 0.50), result("0", 1, 0.70, 0.60),
                result("P-BERT", 0, 0.672, 0.670), result("mix", 0, 0.81, 0.80),

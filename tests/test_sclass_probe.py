@@ -5,11 +5,13 @@ from __future__ import annotations
 import json
 
 import lightning
+import numpy as np
 import pytest
 import torch
 from torch.nn import functional as F
 from torch.utils.data import DataLoader
 
+from probing import controls
 from probing.models import SClassProbe
 
 CLASSES = ["food", "art", "location", "organization"]
@@ -125,6 +127,41 @@ def test_control_head_learns_alongside_and_selectivity_is_the_difference(splits)
     # The heads share no parameter, and each has its own optimizer state.
     real, control = set(map(id, model.probes.parameters())), set(map(id, model.control_probes.parameters()))
     assert not real & control
+
+
+def with_identity(contexts: list[dict], num_words: int) -> list[dict]:
+    """Features gain a one-hot of the word (its combination id) for training words 0..num_words-1 and zeros for
+    others: a representation from which a probe can memorise any property of a training word."""
+    out = []
+    for context in contexts:
+        identity = torch.zeros(num_words)
+        if context["combination"] < num_words:
+            identity[context["combination"]] = 3.0
+        out.append({**context, "features": torch.cat([context["features"], identity])})
+    return out
+
+
+def test_seen_split_selectivity_exposes_a_probe_that_memorises_words(splits):
+    """Hewitt & Liang's reading: on contexts of training words the control probe memorises each word's random
+    class, so selectivity there is low; on unseen (test) words it cannot, and the control score stays low."""
+    lightning.seed_everything(0, verbose=False)
+    num_words = len({c["combination"] for c in splits["train"]})
+    data = {name: with_identity(with_control(contexts, seed), num_words)
+            for seed, (name, contexts) in enumerate(splits.items())}
+    held = controls.seen_rows(np.array([c["combination"] for c in data["train"]]), fraction=0.5, seed=0)
+    train = [c for c, out in zip(data["train"], held) if not out]
+    seen = [c for c, out in zip(data["train"], held) if out]
+    model = SClassProbe(input_dim=DIM + num_words, class_names=CLASSES, hidden_dim=64, lr=1e-2, control=True)
+    run = trainer(max_epochs=40)
+    run.fit(model, loader(train, shuffle=True), loader(data["dev"]))
+    run.test(model, [loader(data["test"]), loader(seen)], verbose=False)  # dataloader 1 is the seen split
+    test, seen_scores = model.split_metrics["test"], model.split_metrics["seen"]
+    assert seen_scores["n_contexts"] == len(seen) and test["n_contexts"] == len(data["test"])
+    assert seen_scores["selectivity"] == pytest.approx(seen_scores["micro_f1"] - seen_scores["control_micro_f1"])
+    assert test["micro_f1"] >= 0.95 and seen_scores["micro_f1"] >= 0.95
+    assert seen_scores["control_micro_f1"] > 0.8 and test["control_micro_f1"] < 0.5
+    assert seen_scores["selectivity"] < test["selectivity"] - 0.3
+    assert {"seen/selectivity", "test/selectivity"} <= set(run.callback_metrics)
 
 
 def layered(contexts: list[dict], signal_layer: int, num_layers: int, seed: int) -> list[dict]:

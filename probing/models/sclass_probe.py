@@ -10,10 +10,11 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from probing.datamodule import TEST_SPLITS
 from probing.metrics import SClassMetrics, TypeLevelMetrics
 from probing.models.components.probe_head import ProbeHead
 
-EVAL_SPLITS = ("dev", "test")
+EVAL_SPLITS = ("dev", *TEST_SPLITS)
 LEVELS = ("context", "type")
 CONTROL = "control"
 
@@ -38,10 +39,13 @@ class SClassProbe(lightning.LightningModule):
     control_label/control_combination or control_targets) in the same steps. The heads share no parameter, so
     each gets the gradients it would get alone; they do share the random number stream (the control head's
     initialisation comes after the real one's and shifts the later batch shuffles), so a run with the control task
-    on is reproducible for its seed but does not repeat the batches of the same run with it off. Each split's metrics then gain control_micro_f1, control_context_accuracy,
-    selectivity (micro_f1 - control_micro_f1) and selectivity_context_accuracy.
+    on is reproducible for its seed but does not repeat the batches of the same run with it off. Each split's
+    metrics then gain control_micro_f1, control_context_accuracy, selectivity (micro_f1 - control_micro_f1) and
+    selectivity_context_accuracy.
 
-    `split_metrics["dev" | "test"]` holds the latest full metrics of each split as plain Python values.
+    Testing scores "test", and "seen" too when the datamodule serves it as a second test dataloader
+    (TEST_SPLITS order). `split_metrics["dev" | "test" | "seen"]` holds the latest full metrics of each split
+    scored, as plain Python values.
     """
 
     def __init__(
@@ -119,14 +123,16 @@ class SClassProbe(lightning.LightningModule):
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         self._update_metrics("dev", batch)
 
-    def test_step(self, batch: dict, batch_idx: int) -> None:
-        self._update_metrics("test", batch)
+    def test_step(self, batch: dict, batch_idx: int, dataloader_idx: int = 0) -> None:
+        self._update_metrics(TEST_SPLITS[dataloader_idx], batch)
 
     def on_validation_epoch_end(self) -> None:
         self._log_split("dev")
 
     def on_test_epoch_end(self) -> None:
-        self._log_split("test")
+        for split in TEST_SPLITS:
+            if self.metrics[split].update_called:
+                self._log_split(split)
 
     def _update_metrics(self, split: str, batch: dict) -> None:
         features = batch["features"]
