@@ -121,11 +121,12 @@ class StoreDataModule(ProbingDataModule):
             probabilities = class_distribution(counts)
             for tensors, _, words in read.values():
                 add_control_labels(tensors, words, probabilities, self.control_seed)
-        tensors = {name: tensors for name, (tensors, _, _) in read.items()}
+        by_split = {name: tensors for name, (tensors, _, _) in read.items()}
         if self.seen_fraction:
-            tensors["train"], tensors[SEEN] = split_rows(
-                tensors["train"], seen_rows(tensors["train"]["word"].numpy(), self.seen_fraction, self.control_seed))
-        self.splits = {name: TensorSplit(split) for name, split in tensors.items()}
+            train = by_split["train"]
+            by_split["train"], by_split[SEEN] = split_rows(
+                train, seen_rows(train["word"].numpy(), self.seen_fraction, self.control_seed))
+        self.splits = {name: TensorSplit(tensors) for name, tensors in by_split.items()}
 
     def _read(self, path: Path) -> tuple[dict[str, torch.Tensor], list[str], list[str]]:
         with FeatureStore(path) as store:
