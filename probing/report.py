@@ -1,9 +1,9 @@
 """Collect the results.json files of a sweep into tables (printed, CSV, Markdown) and plots.
 
-One row per setting (model, random_init, data, level, probe, pooling, context_size, representation), mean ± std over
-seeds of dev/test micro-F1 and, when the control task ran, of selectivity (Hewitt & Liang 2019; on the seen split
-too when there is one). report.md adds
-"paper-shaped" tables laid out like Zhao et al. (2020): one column per representation in the paper's order
+One row per setting (model, random_init, data, level, probe, pooling, context_size, representation, and any other
+config value that differs between runs other than by seed, e.g. `probe.mix.lr=0.1`), mean ± std over seeds of
+dev/test micro-F1 and, when the control task ran, of selectivity (Hewitt & Liang 2019; on the seen split too when
+there is one). report.md adds "paper-shaped" tables laid out like Zhao et al. (2020): one column per representation in the paper's order
 (Tables 5/6), and micro-F1 by context size (Fig. 5). Plots: micro-F1 by layer (baselines as horizontal lines),
 by context size, the learned scalar-mix weights (Peters et al. 2018) and per-class test F1 by layer.
 
@@ -30,8 +30,10 @@ from hydra.experimental.callback import Callback
 from probing.errors import DataFormatError
 
 RESULTS_FILE = "results.json"
-# A row of the table is one setting; runs that differ only in their seed are aggregated (mean ± std).
-SETTING_KEYS = ("model", "random_init", "data", "level", "probe", "pooling", "context_size", "representation")
+# A row of the table is one setting; runs that differ only in their seed are aggregated (mean ± std). `variant`
+# holds any other config value that tells runs of the same setting apart (see `with_variants`).
+SETTING_KEYS = ("model", "random_init", "data", "level", "probe", "pooling", "context_size", "variant",
+                "representation")
 # Columns of the Markdown tables: random_init is shown inside the model name ("minilm (random init)").
 DISPLAY_KEYS = tuple(k for k in SETTING_KEYS if k != "random_init")
 SPLITS = ("dev", "test")
@@ -45,7 +47,8 @@ BASELINE_ORDER = ("Rand", "P-Rand", None, "P-static", "BERTw", "P-BERT")
 # Then AVG-l by l, the contextual layers by number, and the scalar mix last.
 KIND_ORDER = ("baseline", "avg", "layer", "mix")
 CSV_FIELDS = (
-    "model", "random_init", "data", "level", "probe", "pooling", "context_size", "layer", "representation", "seeds",
+    "model", "random_init", "data", "level", "probe", "pooling", "context_size", "variant", "layer", "representation",
+    "seeds",
     "dev_micro_f1", "dev_micro_f1_std", "test_micro_f1", "test_micro_f1_std",
     "test_selectivity", "test_selectivity_std", "dev_selectivity", "test_control_micro_f1",
     "seen_micro_f1", "seen_control_micro_f1", "seen_selectivity", "seen_selectivity_std",
@@ -75,6 +78,50 @@ def with_defaults(result: dict[str, Any]) -> dict[str, Any]:
     layer of a pretrained encoder in context, so representation = the layer, level = context, random_init = False."""
     return {"level": "context", "random_init": False, **result,
             "representation": result.get("representation") or str(result.get("layer"))}
+
+
+def config_values(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested config as {"probe.mix.lr": 0.001, ...}."""
+    values = {}
+    for key, value in config.items():
+        if isinstance(value, dict):
+            values |= config_values(value, f"{prefix}{key}.")
+        else:
+            values[f"{prefix}{key}"] = value
+    return values
+
+
+def _run_specific(key: str, value: Any, result: dict[str, Any]) -> bool:
+    """The seed and the run folder (and every value holding the folder's path) differ between any two runs."""
+    run_dir = (result.get("config") or {}).get("paths", {}).get("output_dir")
+    return key == "seed" or key.startswith("paths.") or (isinstance(value, str) and bool(run_dir) and run_dir in value)
+
+
+def variant_keys(runs: list[dict[str, Any]]) -> list[str]:
+    """Config keys whose values differ among runs of one setting, apart from the seed, the run folder and values
+    that follow from the seed (the control task's seed, a run name holding it)."""
+    configs = [{key: json.dumps(value, sort_keys=True) for key, value in config_values(r.get("config") or {}).items()
+                if not _run_specific(key, value, r)} for r in runs]
+    seeds = [json.dumps(r.get("seed")) for r in runs]
+
+    def tells_runs_apart(key: str) -> bool:
+        column = [config.get(key) for config in configs]
+        return len(set(column)) > 1 and len(set(zip(seeds, column))) > len(set(seeds))
+
+    return sorted(key for key in set().union(*configs) if tells_runs_apart(key))
+
+
+def with_variants(results: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each result (with its defaults filled) gains `variant`: the config values that set it apart from runs of the
+    same setting ("probe.mix.lr=0.1"), so that a sweep over a hyper-parameter is never averaged as if it were seeds."""
+    records = [with_defaults(r) for r in results]
+    base_keys = [k for k in SETTING_KEYS if k != "variant"]
+    for runs in group_by(records, base_keys).values():
+        keys = variant_keys(runs)
+        for run in runs:
+            values = config_values(run.get("config") or {})
+            run["variant"] = ", ".join(f"{key}={values.get(key)}" for key in keys)
+    return records
 
 
 def representation_layer(name: str) -> int | None:
@@ -163,7 +210,7 @@ def _aggregate_setting(key: tuple, runs: list[dict]) -> dict[str, Any]:
 def aggregate(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per setting with mean/std over seeds of the scores, sorted by setting (representations in the
     paper's order, context size "all" last)."""
-    groups = group_by(map(with_defaults, results), SETTING_KEYS)
+    groups = group_by(with_variants(results), SETTING_KEYS)
     return sorted((_aggregate_setting(key, runs) for key, runs in groups.items()), key=_row_sort_key)
 
 
@@ -186,7 +233,9 @@ def _varying(rows: list[dict], keys: Iterable[str]) -> list[str]:
 
 
 def setting_label(row: dict, keys: Iterable[str]) -> str:
-    return ", ".join(f"{k}={display_value(row, k)}" for k in keys)
+    """"model=minilm, context_size=all, probe.mix.lr=0.1": a variant is shown as its own config values."""
+    parts = (display_value(row, k) if k == "variant" else f"{k}={display_value(row, k)}" for k in keys)
+    return ", ".join(part for part in parts if part)
 
 
 def fixed_settings(rows: list[dict]) -> str:
@@ -461,7 +510,7 @@ def plot_mix_weights(rows: list[dict], path: Path) -> bool:
 
 def per_class_by_layer(results: list[dict[str, Any]]) -> tuple[list[str], list[int], list[list[float | None]]] | None:
     """Mean test F1 of each class at each integer layer, when the layer runs differ only in layer and seed."""
-    layered = [r for r in of_kind(map(with_defaults, results), "layer") if "per_class_f1" in r.get("test", {})]
+    layered = [r for r in of_kind(with_variants(results), "layer") if "per_class_f1" in r.get("test", {})]
     settings = group_by(layered, [k for k in SETTING_KEYS if k != "representation"])
     class_lists = {tuple(r.get("classes", ())) for r in layered}
     if len(settings) != 1 or len(class_lists) != 1 or not next(iter(class_lists)):

@@ -15,9 +15,11 @@ from probing.report import (
     aggregate,
     context_size_tables,
     main,
+    markdown_table,
     per_class_by_layer,
     representation_sort_key,
     representation_tables,
+    variant_keys,
     write_plots,
     write_report,
 )
@@ -156,6 +158,30 @@ def test_seen_split_selectivity_gets_its_column_and_csv_fields(tmp_path):
                         "| test comb. | test contexts |")
     assert lines[6].startswith("| 3 | 0.600 ± 0.000 | 0.600 ± 0.000 | 0.500 ± 0.000 | 0.300 ± 0.141 | 2 |")
     assert lines[7].startswith("| 4 | 0.600 | 0.600 | 0.500 | - | 1 |")
+
+
+def run_config(seed, mix_lr=0.001, run_dir="/runs/0"):
+    """The parts of a resolved config that a sweep over seeds and one hyper-parameter changes."""
+    return {"seed": seed, "paths": {"output_dir": run_dir}, "trainer": {"default_root_dir": run_dir},
+            "logger": {"wandb": {"name": f"minilm-layermix-seed{seed}", "save_dir": run_dir}},
+            "probe": {"control_task": {"seed": seed}, "mix": {"lr": mix_lr}}}
+
+
+def test_runs_of_one_setting_that_differ_in_a_config_value_are_not_averaged_as_seeds(tmp_path):
+    runs = [result("mix", seed, 0.5, test, config=run_config(seed, lr, f"/runs/{job}"))
+            for job, (seed, lr, test) in enumerate([(0, 0.01, 0.50), (1, 0.01, 0.54), (0, 0.1, 0.60), (1, 0.1, 0.70)])]
+    rows = aggregate(runs)
+    assert [(r["variant"], r["seeds"]) for r in rows] == [("probe.mix.lr=0.01", [0, 1]), ("probe.mix.lr=0.1", [0, 1])]
+    assert [r["test_micro_f1"] for r in rows] == [pytest.approx(0.52), pytest.approx(0.65)]
+    table = markdown_table(rows).splitlines()
+    assert table[0].startswith("| variant | representation |") and table[2].startswith("| probe.mix.lr=0.01 | mix |")
+
+
+def test_seed_run_folder_and_what_follows_from_them_make_no_variant():
+    runs = [result("mix", seed, config=run_config(seed, run_dir=f"/runs/{seed}")) for seed in (0, 1, 2)]
+    [row] = aggregate(runs)
+    assert row["variant"] == "" and row["seeds"] == [0, 1, 2]
+    assert variant_keys([*runs, result("mix", 0, config=run_config(0, 0.5, "/runs/9"))]) == ["probe.mix.lr"]
 
 
 def test_paper_shaped_tables_one_per_level():
