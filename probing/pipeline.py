@@ -35,8 +35,8 @@ from probing.datamodule import ALL_LAYERS, SEEN, TEST_SPLITS, ProbingDataModule,
 from probing.embeddings import read_static_embeddings
 from probing.encoder import WordEncoder
 from probing.errors import ConfigError
-from probing.models.sclass_probe import LEVELS
 from probing.extraction import extract_split
+from probing.models.sclass_probe import LEVELS
 from probing.store import FeatureStore, records_fingerprint, store_path
 from probing.typelevel import SPACES, avg_vectors, average_by_word, bertw_vectors, rand_vectors, space_label, \
     static_vectors
