@@ -173,9 +173,9 @@ def context_inputs(cfg: DictConfig) -> ProbeInputs:
         about |= {"embeddings": str(cfg.embeddings.name), "representation": f"P-{cfg.embeddings.label}",
                   "oov": oov_summary_of(featurizer, data)}
     del featurizer  # free the encoder's memory before training
-    datamodule = StoreDataModule(stores, layer=layer, batch_size=cfg.probe.batch_size,
-                                 control_seed=control_seed(cfg), expected_layers=num_layers if layer == ALL_LAYERS else None,
-                                 seen_fraction=seen_fraction(cfg))
+    expected_layers = num_layers if layer == ALL_LAYERS else None
+    datamodule = StoreDataModule(stores, layer=layer, batch_size=cfg.probe.batch_size, control_seed=control_seed(cfg),
+                                 expected_layers=expected_layers, seen_fraction=seen_fraction(cfg))
     datamodule.setup()
     if SEEN in datamodule.splits:
         about["seen_split"] = seen_split_summary(datamodule)

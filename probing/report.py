@@ -3,9 +3,9 @@
 One row per setting (model, random_init, data, level, probe, pooling, context_size, representation, and any other
 config value that differs between runs other than by seed, e.g. `probe.mix.lr=0.1`), mean ± std over seeds of
 dev/test micro-F1 and, when the control task ran, of selectivity (Hewitt & Liang 2019; on the seen split too when
-there is one). report.md adds "paper-shaped" tables laid out like Zhao et al. (2020): one column per representation in the paper's order
-(Tables 5/6), and micro-F1 by context size (Fig. 5). Plots: micro-F1 by layer (baselines as horizontal lines),
-by context size, the learned scalar-mix weights (Peters et al. 2018) and per-class test F1 by layer.
+there is one). report.md adds "paper-shaped" tables laid out like Zhao et al. (2020): one column per representation
+in the paper's order (Tables 5/6), and micro-F1 by context size (Fig. 5). Plots: micro-F1 by layer (baselines as
+horizontal lines), by context size, the learned scalar-mix weights (Peters et al. 2018) and per-class test F1 by layer.
 
 Runs automatically at the end of every Hydra multirun (see conf/hydra/default.yaml) and by hand on any folder:
 
@@ -37,7 +37,8 @@ SETTING_KEYS = ("model", "random_init", "data", "level", "probe", "pooling", "co
 # Columns of the Markdown tables: random_init is shown inside the model name ("minilm (random init)").
 DISPLAY_KEYS = tuple(k for k in SETTING_KEYS if k != "random_init")
 SPLITS = ("dev", "test")
-# Averaged too: "seen" (held-out contexts of training words, probe.control_task.seen_fraction > 0).
+# Averaged too: "seen" (held-out contexts of training words, probe.control_task.seen_fraction > 0; the name is
+# probing.datamodule.SEEN, spelled out here so that the report does not import torch and Lightning).
 SCORED_SPLITS = (*SPLITS, "seen")
 # Scores averaged over seeds; selectivity = micro_f1 - control_micro_f1 (present when the control task ran).
 METRICS = ("micro_f1", "selectivity", "control_micro_f1")
