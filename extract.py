@@ -5,13 +5,13 @@ from omegaconf import DictConfig
 
 from probing.cli import user_errors_exit_cleanly
 from probing.config import CONFIG_DIR
-from probing.pipeline import run_extract
+from probing.tasks import extract
 
 
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="extract")
 @user_errors_exit_cleanly
 def main(cfg: DictConfig) -> None:
-    run_extract(cfg)
+    extract.run(cfg)
 
 
 if __name__ == "__main__":

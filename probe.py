@@ -5,13 +5,13 @@ from omegaconf import DictConfig
 
 from probing.cli import user_errors_exit_cleanly
 from probing.config import CONFIG_DIR
-from probing.pipeline import run_probe
+from probing.tasks import probe
 
 
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="probe")
 @user_errors_exit_cleanly
 def main(cfg: DictConfig) -> float:
-    return run_probe(cfg)["dev"]["micro_f1"]
+    return probe.run(cfg)["dev"]["micro_f1"]
 
 
 if __name__ == "__main__":

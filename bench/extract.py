@@ -28,8 +28,8 @@ from torch.nn.utils.rnn import pad_sequence
 
 from probing.data.sources import packaged_streusle_paths
 from probing.data.streusle import read_streusle, streusle_classes
-from probing.encoder import PreparedInput, WordEncoder
-from probing.extraction import extract_split, plan_batches
+from probing.features.encoder import PreparedInput, WordEncoder
+from probing.features.extraction import extract_split, plan_batches
 
 NAIVE_PAD_TO = 128
 

@@ -53,10 +53,10 @@ from hydra import compose, initialize_config_dir
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from probing import pipeline
 from probing.config import CONFIG_DIR
-from probing.metrics import SClassMetrics
-from probing.models.sclass_probe import SClassProbe
+from probing.probes.metrics import SClassMetrics
+from probing.probes.sclass_probe import SClassProbe
+from probing.tasks import probe as probe_task
 
 TARGET_SPEEDUP = 20
 
@@ -98,14 +98,14 @@ class Split:
 
 
 def load_layer(args: argparse.Namespace) -> tuple[dict[str, Split], list[str], int]:
-    """Train/dev/test of one layer, extracted into (or reused from) the store the probing pipeline would use."""
+    """Train/dev/test of one layer, extracted into (or reused from) the store a probe run would use."""
     overrides = [f"model.name_or_path={args.model}", f"layer={args.layer}", "probe.control_task.enabled=false",
                  *args.override]
     if args.store_dir:
         overrides.append(f"paths.store_dir={args.store_dir}")
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
         cfg = compose(config_name="probe", overrides=overrides)
-    inputs = pipeline.context_inputs(cfg)
+    inputs = probe_task.context_inputs(cfg)
     device = torch.device(args.device)
     splits = {name: Split.of(split.tensors, device) for name, split in inputs.datamodule.splits.items()}
     return splits, list(inputs.classes), inputs.about["layer"]

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import TINY_VOCAB
+
 # huggingface_hub reads these once, at import: set them before anything imports it, so that a test loading an
 # unknown model fails at once instead of retrying the network.
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -14,13 +16,6 @@ os.environ["HF_DATASETS_OFFLINE"] = "1"
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
-
-TINY_VOCAB = [
-    "[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
-    "the", "a", "apple", "juice", "is", "healthy", "stock", "rises", "she", "eats", "air", "##head", "##s",
-    "in", "##fr", "##e", "##quent", "new", "york", "city", ".", ",", "of", "and", "party", "progress",
-    "socialism", "roberta", "larch", "pine", "oak", "un", "##known", "word", "x", "y", "z",
-]
 
 
 def in_ci() -> bool:

@@ -18,6 +18,10 @@ from probing.data.records import WordInContext
 from probing.errors import ConfigError
 
 SPLIT_NAMES = ("train", "dev", "test")
+# Held-out contexts of training words, scored for the control task's selectivity (probe.control_task.seen_fraction).
+SEEN = "seen"
+# Scored once after training, in this order (`seen` only where it exists).
+TEST_SPLITS = ("test", SEEN)
 
 
 @dataclass

@@ -1,0 +1,193 @@
+"""The bag-of-embeddings baselines of Zhao et al. 2020 §4.2.1, stored and probed exactly like encoder layers.
+
+Each baseline turns a word in context into one vector, the mean of rows of a fixed embedding matrix:
+
+    pbert    P-BERT: the encoder's wordpiece input embeddings (no position or segment embeddings) of every
+             wordpiece of the context window, special tokens ([CLS], [SEP], ...) left out but [UNK] kept; the window is the encoder's own (the
+             `context_size` words on each side, cut to `max_length` wordpieces around the target).
+    bertw    BERTw: the same input embeddings of the target word's wordpieces only: no context at all, so
+             every context of a word gets the same vector.
+    prand    P-Rand: one N(0, I_dim) vector per (lower-cased) word type, fixed by (seed, word), averaged over
+             the words of the context window.
+    pstatic  P-static (Zhao's P-fastText): a static embedding file's vectors averaged over the words of the
+             context window; words missing from the file get N(0, I) vectors fixed by (oov_seed, word),
+             counted and reported.
+
+The word-level baselines (prand, pstatic) count words, not wordpieces: the window is `context_size` words
+left and right of the target (the whole sentence when None), with no length cap. Their features form a
+one-layer store (layers = 1), so they run through the same probe, metric and report as the encoder layers.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+import torch
+
+from probing.data.records import SkipCounter, WordInContext
+from probing.errors import ConfigError
+from probing.features.encoder import PreparedInput, WordEncoder
+from probing.features.static_embeddings import StaticEmbeddings, seeded_normal_vectors
+
+log = logging.getLogger(__name__)
+
+BASELINE_LABELS = {"prand": "P-Rand", "pstatic": "P-static", "bertw": "BERTw", "pbert": "P-BERT"}
+WORDPIECE_BASELINES = ("pbert", "bertw")
+
+
+def check_baseline(name: str) -> str:
+    if name not in BASELINE_LABELS:
+        raise ConfigError(f"Unknown baseline {name!r}. Fix: baseline=" + ", ".join(BASELINE_LABELS)
+                          + " (or null for the encoder's layers)")
+    return name
+
+
+def mean_rows(matrix: torch.Tensor, id_lists: Sequence[Sequence[int]]) -> torch.Tensor:
+    """(B, 1, D): the mean of `matrix` rows listed for each example (one index_add for the whole batch)."""
+    counts = torch.tensor([len(ids) for ids in id_lists])
+    rows = torch.repeat_interleave(torch.arange(len(id_lists)), counts)
+    ids = torch.tensor([i for id_list in id_lists for i in id_list], dtype=torch.long)
+    sums = torch.zeros(len(id_lists), matrix.shape[1], dtype=torch.float32)
+    sums.index_add_(0, rows, matrix[ids].float())
+    return (sums / counts[:, None]).unsqueeze(1)
+
+
+class WordpieceBaseline:
+    """P-BERT / BERTw over an encoder's input embedding matrix, with the encoder's own tokenisation and window."""
+
+    def __init__(self, kind: str, encoder: WordEncoder):
+        if kind not in WORDPIECE_BASELINES:
+            raise ValueError(f"kind must be one of {WORDPIECE_BASELINES}, got {kind!r}")
+        self.kind, self.encoder = kind, encoder
+        self.context_size, self.skips = encoder.context_size, encoder.skips
+        self.matrix = input_embedding_matrix(encoder)
+        # Added tokens ([CLS], [SEP], <s>...) are left out; [UNK] stays: it is what the model sees for an unknown word.
+        self.special_ids = set(encoder.tokenizer.all_special_ids) - {encoder.tokenizer.unk_token_id}
+
+    @property
+    def store_name(self) -> str:
+        return self.encoder.store_name
+
+    @property
+    def store_kind(self) -> str:
+        return self.kind
+
+    @property
+    def hidden_size(self) -> int:
+        return self.matrix.shape[1]
+
+    def store_metadata(self) -> dict[str, Any]:
+        return {**self.encoder.store_metadata(), "baseline": self.kind, "pooling": "mean", "num_layers": 1,
+                "hidden_size": self.hidden_size}
+
+    def prepare_many(self, records: Sequence[WordInContext]) -> list[PreparedInput | None]:
+        """The encoder's inputs without special tokens (target positions re-indexed)."""
+        return [None if prepared is None else self._without_specials(prepared)
+                for prepared in self.encoder.prepare_many(records)]
+
+    def _without_specials(self, prepared: PreparedInput) -> PreparedInput:
+        keep = [i for i, token in enumerate(prepared.input_ids) if token not in self.special_ids]
+        position = {old: new for new, old in enumerate(keep)}
+        return PreparedInput([prepared.input_ids[i] for i in keep], [position[i] for i in prepared.target_pieces])
+
+    def encode(self, batch: Sequence[PreparedInput]) -> torch.Tensor:
+        if self.kind == "bertw":
+            return mean_rows(self.matrix, [[p.input_ids[i] for i in p.target_pieces] for p in batch])
+        return mean_rows(self.matrix, [p.input_ids for p in batch])
+
+
+def input_embedding_matrix(encoder: WordEncoder) -> torch.Tensor:
+    """The (vocabulary, D) wordpiece input embeddings of the encoder, or a clear error if it has none."""
+    try:
+        embeddings = encoder.model.get_input_embeddings()
+    except NotImplementedError:
+        embeddings = None
+    weight = getattr(embeddings, "weight", None)
+    if not isinstance(weight, torch.Tensor) or weight.dim() != 2:
+        raise ConfigError(
+            f"model {encoder.info.model_name} ({encoder.info.architecture}) has no input embedding matrix, which "
+            f"the P-BERT and BERTw baselines average. Fix: use baseline=prand or baseline=pstatic, or a model "
+            f"with wordpiece input embeddings")
+    return weight.detach().float().cpu()
+
+
+class WordBaseline:
+    """P-Rand / P-static: word vectors of a growing vocabulary of the words seen, averaged over the window.
+
+    `vectors_for(words) -> (len(words), D) float32` gives the vectors of new words (deterministic per word)."""
+
+    def __init__(self, kind: str, vectors_for: Callable[[list[str]], np.ndarray], dim: int,
+                 identity: dict[str, Any], context_size: int | None, lower: bool):
+        self.kind, self.vectors_for, self.identity = kind, vectors_for, identity
+        self.context_size, self.lower = context_size, lower
+        self.vocabulary: dict[str, int] = {}
+        self.matrix = torch.empty(0, dim)
+        self.skips = SkipCounter()
+        self.static: StaticEmbeddings | None = None  # the file behind P-static
+
+    @property
+    def store_name(self) -> str:
+        return self.identity["vectors"]
+
+    @property
+    def store_kind(self) -> str:
+        return self.kind
+
+    def store_metadata(self) -> dict[str, Any]:
+        context = "all" if self.context_size is None else self.context_size
+        return {**self.identity, "baseline": self.kind, "context_size": context, "num_layers": 1,
+                "hidden_size": self.matrix.shape[1]}
+
+    def window_words(self, record: WordInContext) -> tuple[list[str], list[int]]:
+        """The words of the context window (lower-cased for P-Rand) and the target's positions among them."""
+        start, stop = 0, len(record.tokens)
+        if self.context_size is not None:
+            start = max(0, record.target[0] - self.context_size)
+            stop = min(stop, record.target[-1] + self.context_size + 1)
+        words = [word.lower() if self.lower else word for word in record.tokens[start:stop]]
+        return words, [position - start for position in record.target]
+
+    def prepare_many(self, records: Sequence[WordInContext]) -> list[PreparedInput | None]:
+        windows = [self.window_words(record) for record in records]
+        self._grow([word for words, _ in windows for word in words])
+        return [PreparedInput([self.vocabulary[word] for word in words], target) for words, target in windows]
+
+    def _grow(self, words: list[str]) -> None:
+        new = list(dict.fromkeys(word for word in words if word not in self.vocabulary))
+        if new:
+            first = len(self.vocabulary)
+            self.vocabulary.update((word, first + i) for i, word in enumerate(new))
+            self.matrix = torch.cat([self.matrix, torch.from_numpy(self.vectors_for(new))])
+
+    def encode(self, batch: Sequence[PreparedInput]) -> torch.Tensor:
+        return mean_rows(self.matrix, [p.input_ids for p in batch])
+
+
+def rand_baseline(dim: int, seed: int, context_size: int | None) -> WordBaseline:
+    """P-Rand: N(0, I_dim) per lower-cased word type."""
+    identity = {"vectors": f"rand-d{dim}-seed{seed}", "rand_dim": dim, "rand_seed": seed}
+    return WordBaseline("prand", lambda words: seeded_normal_vectors(words, dim, seed), dim, identity,
+                        context_size, lower=True)
+
+
+def static_baseline(static: StaticEmbeddings, oov_seed: int, context_size: int | None) -> WordBaseline:
+    """P-static: a static embedding file (looked up as written, then lower-cased; OOV -> seeded N(0, I))."""
+    identity = {"vectors": f"static-{static.name}-{static.sha256[:10]}", "embeddings_name": static.name,
+                "embeddings_sha256": static.sha256, "oov_seed": oov_seed}
+    baseline = WordBaseline("pstatic", lambda words: static.lookup(words, oov_seed)[0], static.dim, identity,
+                            context_size, lower=False)
+    baseline.static = static
+    return baseline
+
+
+def oov_summary(static: StaticEmbeddings, words: Sequence[str]) -> dict[str, Any]:
+    """How many of `words` (tokens, with repeats) and of their types the static file lacks, with examples."""
+    types = list(dict.fromkeys(words))
+    _, oov_types = static.lookup(types, oov_seed=0)
+    missing = set(oov_types)
+    oov_tokens = sum(word in missing for word in words)
+    return {"types": len(types), "oov_types": len(missing), "tokens": len(words), "oov_tokens": oov_tokens,
+            "oov_examples": oov_types[:10]}

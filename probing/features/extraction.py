@@ -1,0 +1,140 @@
+"""Fill a feature store with the layer-wise word representations of one split, resuming where a run stopped.
+
+Rows are computed in batches sorted by input length (longest first, so a batch too large for memory
+fails at once rather than at the end) and cut by a token budget: batch size x longest input <=
+`max_tokens_per_batch`. Padding is per batch (inside `WordEncoder.encode`), so short sentences cost little.
+
+Rows the encoder cannot represent (`prepare_many` returns None: the target alone is longer than
+`max_length`, or has no wordpieces) stay in the store flagged `skipped`; the report counts them with
+their reasons, and readers leave them out.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from probing.data.records import WordInContext
+from probing.errors import ProbingError
+from probing.features.encoder import PreparedInput, WordEncoder
+from probing.features.store import FeatureStore, StoreWriter, records_fingerprint
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ExtractionReport:
+    """What one `extract_split` call did. Rows: total = already_done + computed + skipped_now."""
+
+    path: Path
+    rows_total: int
+    rows_already_done: int
+    rows_computed: int
+    rows_skipped: int
+    skipped_now: dict[str, int] = field(default_factory=dict)
+    tokens: int = 0
+    seconds: float = 0.0
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.tokens / self.seconds if self.seconds > 0 else 0.0
+
+    def summary(self) -> str:
+        skipped = f"{self.rows_skipped} skipped in the store"
+        if self.skipped_now:
+            reasons = ", ".join(f"{n} {reason}" for reason, n in sorted(self.skipped_now.items()))
+            skipped += f" (this run: {reasons})"
+        return (f"{self.path}: {self.rows_total} rows, {self.rows_already_done} already done, "
+                f"{self.rows_computed} computed, {skipped}; {self.tokens} tokens in {self.seconds:.1f} s "
+                f"({self.tokens_per_second:.0f} tokens/s)")
+
+
+def request_metadata(records: Sequence[WordInContext], encoder: WordEncoder, dtype: str,
+                     extra: Mapping[str, Any], records_sha256: str | None = None) -> dict[str, Any]:
+    """The attributes a store for this request must carry: the features' identity and settings
+    (`encoder.store_metadata()`), the storage dtype, the records, and `extra`.
+
+    `encoder` is anything with WordEncoder's extraction interface (prepare_many, encode, skips,
+    store_metadata), e.g. a bag-of-embeddings baseline. `records_sha256`: the records' fingerprint when the
+    caller has it already (it is computed otherwise)."""
+    metadata = {**encoder.store_metadata(), "dtype": dtype,
+                "records_sha256": records_sha256 or records_fingerprint(records), "num_rows": len(records)}
+    clashes = sorted(metadata.keys() & extra.keys())
+    if clashes:
+        raise ValueError(f"metadata_extra may not redefine {clashes}")
+    return {**metadata, **extra}
+
+
+def plan_batches(lengths: Sequence[int], max_tokens_per_batch: int) -> list[list[int]]:
+    """Indices into `lengths`, longest first, cut so that len(batch) * longest <= the budget.
+
+    An input longer than the budget forms a batch of its own. Equal lengths keep their order.
+    """
+    batches: list[list[int]] = []
+    for index in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
+        batch = batches[-1] if batches else None
+        if batch is None or (len(batch) + 1) * lengths[batch[0]] > max_tokens_per_batch:
+            batches.append([index])
+        else:
+            batch.append(index)
+    return batches
+
+
+def extract_split(records: Sequence[WordInContext], encoder: WordEncoder, path: str | Path, *,
+                  class_names: Sequence[str], metadata_extra: Mapping[str, Any] | None = None,
+                  dtype: str = "float16", max_tokens_per_batch: int = 8192, progress: bool = True,
+                  records_sha256: str | None = None) -> ExtractionReport:
+    """Make `path` hold the features of every record, computing only the rows not yet written.
+
+    A new store is created; an existing one must match the request (model, settings, data: else
+    StoreMismatchError listing each difference) and is resumed. `metadata_extra` adds request keys such
+    as the data name, split and data-file hashes; they are recorded and compared like the others.
+    """
+    started = time.perf_counter()
+    path = Path(path)
+    if not records:
+        raise ProbingError(
+            f"{path}: no records to extract features for. Fix: check the data files and the split settings")
+    request = request_metadata(records, encoder, dtype, metadata_extra or {}, records_sha256)
+    if not path.exists():
+        FeatureStore.create(path, request, records, class_names)
+    skips_before = Counter(encoder.skips.counts)
+    with StoreWriter(path) as writer:
+        writer.check_metadata(request)
+        pending = writer.pending_rows()
+        inputs = encoder.prepare_many([records[row] for row in pending])
+        writer.mark_skipped([row for row, prepared in zip(pending, inputs) if prepared is None])
+        todo = [(int(row), prepared) for row, prepared in zip(pending, inputs) if prepared is not None]
+        tokens = _encode_rows(todo, encoder, writer, max_tokens_per_batch, progress, path.name)
+        rows_skipped = int(writer.file["skipped"][()].sum())
+    report = ExtractionReport(
+        path=path, rows_total=len(records), rows_already_done=len(records) - len(pending), rows_computed=len(todo),
+        rows_skipped=rows_skipped, skipped_now=dict(encoder.skips.counts - skips_before), tokens=tokens,
+        seconds=time.perf_counter() - started,
+    )
+    log.info("%s", report.summary())
+    return report
+
+
+def _encode_rows(todo: list[tuple[int, PreparedInput]], encoder: WordEncoder, writer: StoreWriter,
+                 max_tokens_per_batch: int, progress: bool, name: str) -> int:
+    """Encode and write `todo` batch by batch; returns the number of (unpadded) input tokens."""
+    lengths = [len(prepared.input_ids) for _, prepared in todo]
+    rows = np.asarray([row for row, _ in todo], dtype=np.int64)
+    rows_done = 0
+    with tqdm(total=sum(lengths), unit="tok", unit_scale=True, desc=name, disable=not progress) as bar:
+        for batch in plan_batches(lengths, max_tokens_per_batch):
+            features = encoder.encode([todo[i][1] for i in batch])
+            writer.write_rows(rows[batch], features.numpy())
+            rows_done += len(batch)
+            bar.update(sum(lengths[i] for i in batch))
+            bar.set_postfix_str(f"rows {rows_done}/{len(todo)}", refresh=False)
+    return sum(lengths)

@@ -1,0 +1,46 @@
+"""What one probing model trains: an optional ELMo scalar mix over the layers, then the C binary MLP probes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import nn
+
+from probing.probes.components.binary_mlps import BatchedBinaryMLPs
+from probing.probes.components.scalar_mix import ScalarMix
+
+
+class ProbeHead(nn.Module):
+    """The C probes of one task (real or control) on one layer, or on a scalar mix of all layers.
+
+    With `num_layers` set, features are (B, num_layers, D) and one ScalarMix, shared by the C probes of this
+    head, turns them into (B, D); `mix` holds its options (layer_norm, dropout, l2_lambda). The mix weights are
+    then one answer for the whole task, as in ELMo, where one mix serves one task model.
+    """
+
+    def __init__(self, num_probes: int, input_dim: int, hidden_dim: int = 1024, dropout: float = 0.0,
+                 num_layers: int | None = None, mix: Mapping[str, Any] | None = None):
+        super().__init__()
+        self.mix = ScalarMix(num_layers, **dict(mix or {})) if num_layers is not None else None
+        self.mlps = BatchedBinaryMLPs(num_probes, input_dim, hidden_dim, dropout)
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        """features (B, D), or (B, num_layers, D) with a mix -> logits (B, C, 2)."""
+        if self.mix is not None:
+            if features.dim() != 3:
+                raise ValueError(f"the scalar mix needs features of shape (batch, layers, dim), got {tuple(features.shape)}")
+            features = self.mix(features.transpose(0, 1))
+        return self.mlps(features)
+
+    def penalty(self) -> torch.Tensor | float:
+        """The mix's L2 penalty on its pre-softmax weights (0 without a mix)."""
+        return self.mix.l2_penalty() if self.mix is not None else 0.0
+
+    def parameter_groups(self, lr: float, weight_decay: float, mix_lr: float) -> list[dict]:
+        """The probes' parameters with (lr, weight_decay); the mix's as its own group (mix_lr, no weight decay)."""
+        groups = [{"params": list(self.mlps.parameters()), "lr": lr, "weight_decay": weight_decay}]
+        if self.mix is not None:
+            groups.append(self.mix.parameter_group(mix_lr))
+        return groups

@@ -1,0 +1,68 @@
+"""The control task of Hewitt & Liang (2019), adapted to s-class probing.
+
+Every word type gets one random s-class, drawn from the empirical class distribution of the training data
+and fixed by (seed, word): all contexts of a word share its control class, in every split. The same probe is
+trained on these labels, and selectivity = score on the real task - score on the control task is reported
+(on the probe's own measure, Zhao's micro-F1, and on context accuracy).
+
+What it measures here. Hewitt & Liang evaluate on words seen in training, so a probe that memorises word
+identities scores high on their control task. Zhao's splits are word-disjoint: a dev/test word's control class
+was never seen, cannot be inferred from any representation, and the control score is what a probe reaches by
+guessing from the class prior (plus noise). Selectivity is then the real score above that floor: it says how
+much of the score needs the representation rather than the label distribution, not how much the probe could
+memorise.
+
+Hewitt & Liang's own reading needs words seen in training: `seen_rows` holds out some training contexts whose
+words keep other contexts in training (the `seen` split, `probe.control_task.seen_fraction`). There a probe can
+only beat the prior on the control task by memorising word identities, so seen-split selectivity is their
+measure: high when the probe has to read the property from the representation, low when it can memorise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from probing.features.static_embeddings import word_seed
+
+UNIT = float(2**64)
+
+
+def class_distribution(counts: np.ndarray) -> np.ndarray:
+    """Probabilities from per-class counts (e.g. of the training contexts); every class may be drawn only if seen."""
+    counts = np.asarray(counts, dtype=np.float64)
+    if counts.sum() <= 0:
+        raise ValueError("cannot draw control classes: the training data has no labelled example")
+    return counts / counts.sum()
+
+
+def control_classes(words: Sequence[str], probabilities: np.ndarray, seed: int) -> np.ndarray:
+    """The control class of each word: inverse-CDF draw of a uniform number fixed by (seed, word).
+
+    A word's class depends only on the seed, the word and the distribution, not on the split it is in or on the
+    order of `words`."""
+    probabilities = np.asarray(probabilities, dtype=np.float64)
+    cdf = np.cumsum(probabilities)
+    cdf[np.flatnonzero(probabilities > 0)[-1]:] = 1.0  # rounding must not let a class of probability 0 be drawn
+    uniforms = np.array([word_seed(seed, word) / UNIT for word in words], dtype=np.float64)
+    uniforms = np.minimum(uniforms, np.nextafter(1.0, 0.0))  # 2**64 - 1 rounds to 1.0 in float64
+    return np.searchsorted(cdf, uniforms, side="right").astype(np.int64)
+
+
+def seen_rows(word_ids: np.ndarray, fraction: float, seed: int) -> np.ndarray:
+    """Which training rows to hold out as the `seen` split (a boolean mask), so that every held-out word still
+    has a training context.
+
+    Each row is held out with probability `fraction` (a uniform draw fixed by the seed and the row's position);
+    where that would take every context of a word, the word's first row stays in training. Words with a single
+    context therefore never enter the seen split."""
+    if not 0.0 <= fraction < 1.0:
+        raise ValueError(f"the seen fraction must be in [0, 1), got {fraction}")
+    word_ids = np.asarray(word_ids)
+    held = np.random.default_rng(seed).random(len(word_ids)) < fraction
+    words_in_training = np.unique(word_ids[~held])
+    _, first_rows = np.unique(word_ids, return_index=True)
+    orphaned = first_rows[~np.isin(word_ids[first_rows], words_in_training)]
+    held[orphaned] = False
+    return held

@@ -1,0 +1,187 @@
+"""The s-class probe of Zhao et al. 2020 as a LightningModule: C binary MLPs trained together on frozen features."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import lightning
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from probing.data.splits import TEST_SPLITS
+from probing.probes.components.probe_head import ProbeHead
+from probing.probes.metrics import SClassMetrics, TypeLevelMetrics
+
+EVAL_SPLITS = ("dev", *TEST_SPLITS)
+LEVELS = ("context", "type")
+CONTROL = "control"
+
+
+class SClassProbe(lightning.LightningModule):
+    """One binary probe per s-class on frozen features (Zhao et al. 2020 §3.2, §4.1, A.2/A.5).
+
+    level="context": batches {"features", "label", "combination"}; probe k's target is label == k, and each
+    split is scored with Zhao's combination-level micro-F1 (SClassMetrics).
+    level="type": batches {"features", "targets" (B, C) bool}, one row per word (Fig. 1); probe k's target is
+    "k is one of the word's classes", scored by micro-F1 over all word x class decisions (TypeLevelMetrics).
+
+    Training: every probe k sees every training example. The loss is the sum over probes of each probe's mean
+    cross-entropy; as the probes share no parameters, each gets exactly the gradient it would get alone.
+    Adam, lr 1e-3 (A.5).
+
+    `num_layers`: features are (B, num_layers, D) and an ELMo scalar mix (its options in `mix`: layer_norm,
+    dropout, l2_lambda, lr) learns which layers to use; its L2 penalty joins the loss and its weights are logged
+    every epoch (mix/weight_<j>, mix/gamma).
+
+    `control=True` trains a second, identical head on the control task (probing.probes.controls; batches then carry
+    control_label/control_combination or control_targets) in the same steps. The heads share no parameter, so
+    each gets the gradients it would get alone; they do share the random number stream (the control head's
+    initialisation comes after the real one's and shifts the later batch shuffles), so a run with the control task
+    on is reproducible for its seed but does not repeat the batches of the same run with it off. Each split's
+    metrics then gain control_micro_f1, control_context_accuracy, selectivity (micro_f1 - control_micro_f1) and
+    selectivity_context_accuracy.
+
+    Testing scores "test", and "seen" too when the datamodule serves it as a second test dataloader
+    (TEST_SPLITS order). `split_metrics["dev" | "test" | "seen"]` holds the latest full metrics of each split
+    scored, as plain Python values.
+    """
+
+    def __init__(
+        self,
+        input_dim: int,
+        class_names: list[str],
+        hidden_dim: int = 1024,
+        lr: float = 1e-3,
+        weight_decay: float = 0.0,
+        dropout: float = 0.0,
+        level: str = "context",
+        num_layers: int | None = None,
+        mix: Mapping[str, Any] | None = None,
+        control: bool = False,
+    ):
+        super().__init__()
+        if level not in LEVELS:
+            raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
+        self.save_hyperparameters()
+        self.class_names = list(class_names)
+        mix_options = {key: value for key, value in dict(mix or {}).items() if key != "lr"}
+        self.mix_lr = float(dict(mix or {}).get("lr") or lr)
+        head = dict(num_probes=len(self.class_names), input_dim=input_dim, hidden_dim=hidden_dim, dropout=dropout,
+                    num_layers=num_layers, mix=mix_options)
+        self.probes = ProbeHead(**head)
+        self.control_probes = ProbeHead(**head) if control else None
+        metric = SClassMetrics if level == "context" else TypeLevelMetrics
+        metric_names = [*EVAL_SPLITS, *(f"{split}_{CONTROL}" for split in EVAL_SPLITS if control)]
+        self.metrics = nn.ModuleDict({name: metric(len(self.class_names)) for name in metric_names})
+        self.split_metrics: dict[str, dict] = {}
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.class_names)
+
+    def forward(self, features: Tensor) -> Tensor:
+        """features (B, D) or (B, num_layers, D) -> logits (B, C, 2)."""
+        return self.probes(features)
+
+    @torch.no_grad()
+    def predict_positive_prob(self, features: Tensor, head: ProbeHead | None = None) -> Tensor:
+        """features -> (B, C) softmax probability of each probe's positive class."""
+        return (head or self.probes)(features).softmax(dim=-1)[..., 1]
+
+    def one_hot(self, labels: Tensor) -> Tensor:
+        return labels[:, None] == torch.arange(self.num_classes, device=labels.device)
+
+    def probe_loss(self, logits: Tensor, targets: Tensor) -> Tensor:
+        """Sum over the C probes of each probe's mean binary cross-entropy; targets (B, C) bool."""
+        targets = targets.long()
+        per_example = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none")
+        return per_example.view_as(targets).mean(dim=0).sum()
+
+    def targets(self, batch: dict, control: bool = False) -> Tensor:
+        prefix = "control_" if control else ""
+        if self.hparams.level == "type":
+            return batch[f"{prefix}targets"]
+        return self.one_hot(batch[f"{prefix}label"])
+
+    def training_step(self, batch: dict, batch_idx: int) -> Tensor:
+        features = batch["features"]
+        loss = self.probe_loss(self.probes(features), self.targets(batch)) + self.probes.penalty()
+        if self.control_probes is not None:
+            control_loss = self.probe_loss(self.control_probes(features), self.targets(batch, control=True))
+            loss = loss + control_loss + self.control_probes.penalty()
+        self.log("train/loss", loss, on_step=False, on_epoch=True, batch_size=features.shape[0])
+        return loss
+
+    def on_train_epoch_end(self) -> None:
+        if self.probes.mix is not None:
+            for j, weight in enumerate(self.probes.mix.normalized_weights().tolist()):
+                self.log(f"mix/weight_{j}", weight)
+            self.log("mix/gamma", float(self.probes.mix.gamma.detach()))
+
+    def validation_step(self, batch: dict, batch_idx: int) -> None:
+        self._update_metrics("dev", batch)
+
+    def test_step(self, batch: dict, batch_idx: int, dataloader_idx: int = 0) -> None:
+        self._update_metrics(TEST_SPLITS[dataloader_idx], batch)
+
+    def on_validation_epoch_end(self) -> None:
+        self._log_split("dev")
+
+    def on_test_epoch_end(self) -> None:
+        for split in TEST_SPLITS:
+            if self.metrics[split].update_called:
+                self._log_split(split)
+
+    def _update_metrics(self, split: str, batch: dict) -> None:
+        features = batch["features"]
+        self._update_one(self.metrics[split], self.predict_positive_prob(features), batch, "")
+        if self.control_probes is not None:
+            prob = self.predict_positive_prob(features, self.control_probes)
+            self._update_one(self.metrics[f"{split}_{CONTROL}"], prob, batch, "control_")
+
+    def _update_one(self, metric, prob: Tensor, batch: dict, prefix: str) -> None:
+        if self.hparams.level == "type":
+            metric.update(prob, batch[f"{prefix}targets"])
+        else:
+            metric.update(prob, batch[f"{prefix}label"], batch[f"{prefix}combination"])
+
+    def _compute(self, name: str) -> dict:
+        """Compute (synced across processes) and reset one metric."""
+        metrics = self.metrics[name].compute()
+        self.metrics[name].reset()
+        return metrics
+
+    def _log_split(self, split: str) -> None:
+        metrics = self._compute(split)
+        if self.control_probes is not None:
+            metrics.update(with_selectivity(metrics, self._compute(f"{split}_{CONTROL}")))
+        self.split_metrics[split] = metrics
+        self.log(f"{split}/micro_f1", metrics["micro_f1"], prog_bar=split == "dev")
+        self.log(f"{split}/context_accuracy", metrics["context_accuracy"])
+        if self.control_probes is not None:
+            self.log(f"{split}/control_micro_f1", metrics["control_micro_f1"])
+            self.log(f"{split}/selectivity", metrics["selectivity"], prog_bar=split == "dev")
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        heads = [head for head in (self.probes, self.control_probes) if head is not None]
+        groups = [group for head in heads
+                  for group in head.parameter_groups(self.hparams.lr, self.hparams.weight_decay, self.mix_lr)]
+        return torch.optim.Adam(groups)
+
+    def mix_summary(self) -> dict[str, Any]:
+        """{"mix_weights": softmax weights, layer 0 first, "gamma": float} of the real task's mix ({} without one)."""
+        if self.probes.mix is None:
+            return {}
+        return {"mix_weights": self.probes.mix.normalized_weights().tolist(), "gamma": float(self.probes.mix.gamma.detach())}
+
+
+def with_selectivity(real: dict, control: dict) -> dict:
+    """The control scores and selectivity (Hewitt & Liang 2019: real score - control score) of one split."""
+    return {
+        "control_micro_f1": control["micro_f1"],
+        "control_context_accuracy": control["context_accuracy"],
+        "selectivity": real["micro_f1"] - control["micro_f1"],
+        "selectivity_context_accuracy": real["context_accuracy"] - control["context_accuracy"],
+    }

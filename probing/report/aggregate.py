@@ -1,0 +1,190 @@
+"""results.json files -> one row per setting: mean ± std over seeds, in the order of Zhao et al. (2020)."""
+
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from probing.data.splits import SEEN
+from probing.errors import DataFormatError
+
+RESULTS_FILE = "results.json"
+# A row of the table is one setting; runs that differ only in their seed are aggregated (mean ± std). `variant`
+# holds any other config value that tells runs of the same setting apart (see `with_variants`).
+SETTING_KEYS = ("model", "random_init", "data", "level", "probe", "pooling", "context_size", "variant",
+                "representation")
+# Columns of the Markdown tables: random_init is shown inside the model name ("minilm (random init)").
+DISPLAY_KEYS = tuple(k for k in SETTING_KEYS if k != "random_init")
+SPLITS = ("dev", "test")
+# Averaged too: the seen split (held-out contexts of training words, probe.control_task.seen_fraction > 0).
+SCORED_SPLITS = (*SPLITS, SEEN)
+# Scores averaged over seeds; selectivity = micro_f1 - control_micro_f1 (present when the control task ran).
+METRICS = ("micro_f1", "selectivity", "control_micro_f1")
+# Zhao et al. (2020) Tables 5/6 put the non-layer baselines first, in this order; None is the slot of the static
+# embeddings (GloVe, fastText, ...), which are not known in advance.
+BASELINE_ORDER = ("Rand", "P-Rand", None, "P-static", "BERTw", "P-BERT")
+# Then AVG-l by l, the contextual layers by number, and the scalar mix last.
+KIND_ORDER = ("baseline", "avg", "layer", "mix")
+
+
+
+def find_results(folder: Path) -> list[dict[str, Any]]:
+    """Every results.json below `folder`, each with the file it came from."""
+    results = []
+    for path in sorted(Path(folder).rglob(RESULTS_FILE)):
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as error:
+            raise DataFormatError(path, error.lineno, f"not valid JSON ({error.msg})",
+                                  "delete the file (the run did not finish) or re-run that job") from error
+        record["_file"] = str(path)
+        results.append(record)
+    return results
+
+
+def with_defaults(result: dict[str, Any]) -> dict[str, Any]:
+    """Fill the keys that results written before baselines and controls existed lack: those runs all probed one
+    layer of a pretrained encoder in context, so representation = the layer, level = context, random_init = False."""
+    return {"level": "context", "random_init": False, **result,
+            "representation": result.get("representation") or str(result.get("layer"))}
+
+
+def config_values(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """A nested config as {"probe.mix.lr": 0.001, ...}."""
+    values = {}
+    for key, value in config.items():
+        if isinstance(value, dict):
+            values |= config_values(value, f"{prefix}{key}.")
+        else:
+            values[f"{prefix}{key}"] = value
+    return values
+
+
+def _run_specific(key: str, value: Any, result: dict[str, Any]) -> bool:
+    """The seed and the run folder (and every value holding the folder's path) differ between any two runs."""
+    run_dir = (result.get("config") or {}).get("paths", {}).get("output_dir")
+    return key == "seed" or key.startswith("paths.") or (isinstance(value, str) and bool(run_dir) and run_dir in value)
+
+
+def variant_keys(runs: list[dict[str, Any]]) -> list[str]:
+    """Config keys whose values differ among runs of one setting, apart from the seed, the run folder and values
+    that follow from the seed (the control task's seed, a run name holding it)."""
+    configs = [{key: json.dumps(value, sort_keys=True) for key, value in config_values(r.get("config") or {}).items()
+                if not _run_specific(key, value, r)} for r in runs]
+    seeds = [json.dumps(r.get("seed")) for r in runs]
+
+    def tells_runs_apart(key: str) -> bool:
+        column = [config.get(key) for config in configs]
+        return len(set(column)) > 1 and len(set(zip(seeds, column))) > len(set(seeds))
+
+    return sorted(key for key in set().union(*configs) if tells_runs_apart(key))
+
+
+def with_variants(results: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each result (with its defaults filled) gains `variant`: the config values that set it apart from runs of the
+    same setting ("probe.mix.lr=0.1"), so that a sweep over a hyper-parameter is never averaged as if it were seeds."""
+    records = [with_defaults(r) for r in results]
+    base_keys = [k for k in SETTING_KEYS if k != "variant"]
+    for runs in group_by(records, base_keys).values():
+        keys = variant_keys(runs)
+        for run in runs:
+            values = config_values(run.get("config") or {})
+            run["variant"] = ", ".join(f"{key}={values.get(key)}" for key in keys)
+    return records
+
+
+def representation_layer(name: str) -> int | None:
+    """The layer index of a layer ("3") or of a type-level layer average ("AVG-3"); None otherwise."""
+    match = re.fullmatch(r"(?:AVG-)?(\d+)", name)
+    return int(match.group(1)) if match else None
+
+
+def representation_kind(name: str) -> str:
+    """"layer", "avg" (AVG-l), "mix" (scalar mix) or "baseline" (Rand, P-BERT, GloVe, ...)."""
+    if name == "mix":
+        return "mix"
+    if representation_layer(name) is None:
+        return "baseline"
+    return "avg" if name.startswith("AVG-") else "layer"
+
+
+def representation_sort_key(name: str) -> tuple:
+    """Zhao et al.'s column order: Rand, P-Rand, static names, P-static (P-<file>, e.g. P-GloVe), BERTw, P-BERT,
+    AVG-l, layers, mix."""
+    kind = representation_kind(name)
+    if kind == "baseline":
+        slot = name if name in BASELINE_ORDER else "P-static" if name.startswith("P-") else None
+        return (0, BASELINE_ORDER.index(slot), name.lower())
+    return (KIND_ORDER.index(kind), representation_layer(name) or 0, "")
+
+
+def of_kind(records: Iterable[dict], *kinds: str) -> list[dict]:
+    """The records whose representation is of one of `kinds` (see representation_kind)."""
+    return [r for r in records if representation_kind(r["representation"]) in kinds]
+
+
+def value_sort_key(value: Any) -> tuple:
+    """Numbers numerically, then strings, then None last (context_size None is the whole sentence: "all")."""
+    if value is None:
+        return (2, 0, "")
+    if isinstance(value, (int, float)):
+        return (0, value, "")
+    return (1, 0, str(value))
+
+
+def _row_sort_key(row: dict) -> tuple:
+    return tuple(representation_sort_key(row[k]) if k == "representation" else value_sort_key(row[k])
+                 for k in SETTING_KEYS)
+
+
+def group_by(records: Iterable[dict], keys: Iterable[str]) -> dict[tuple, list[dict]]:
+    """Records with equal values of `keys`, in first-seen order."""
+    keys = tuple(keys)
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for record in records:
+        groups[tuple(record.get(k) for k in keys)].append(record)
+    return groups
+
+
+def mean_std(values: Iterable[float | None]) -> tuple[float | None, float | None]:
+    """Mean and sample std of the values present; std is None for fewer than two (no spread to report)."""
+    present = [v for v in values if v is not None]
+    mean = statistics.fmean(present) if present else None
+    return mean, statistics.stdev(present) if len(present) > 1 else None
+
+
+def _aggregate_mix(runs: list[dict]) -> dict[str, Any]:
+    """Mean (std) over seeds of each softmax-normalised mix weight and of gamma, for scalar-mix runs."""
+    weights = [r["mix_weights"] for r in runs if r.get("mix_weights")]
+    if not weights:
+        return {"mix_weights": None, "mix_weights_std": None, "gamma": None, "gamma_std": None}
+    per_layer = [mean_std(column) for column in zip(*weights)]
+    gamma, gamma_std = mean_std(r.get("gamma") for r in runs)
+    return {"mix_weights": [m for m, _ in per_layer], "mix_weights_std": [s or 0.0 for _, s in per_layer],
+            "gamma": gamma, "gamma_std": gamma_std}
+
+
+def _aggregate_setting(key: tuple, runs: list[dict]) -> dict[str, Any]:
+    row = dict(zip(SETTING_KEYS, key))
+    row["layer"] = runs[0].get("layer")
+    row["seeds"] = sorted((r.get("seed") for r in runs), key=value_sort_key)
+    for split, metric in itertools.product(SCORED_SPLITS, METRICS):
+        row[f"{split}_{metric}"], row[f"{split}_{metric}_std"] = mean_std(r.get(split, {}).get(metric) for r in runs)
+    test = runs[0].get("test", {})
+    row["test_combinations"] = test.get("n_combinations")
+    row["test_contexts"] = test.get("n_contexts")
+    return {**row, **_aggregate_mix(runs)}
+
+
+def aggregate(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per setting with mean/std over seeds of the scores, sorted by setting (representations in the
+    paper's order, context size "all" last)."""
+    groups = group_by(with_variants(results), SETTING_KEYS)
+    return sorted((_aggregate_setting(key, runs) for key, runs in groups.items()), key=_row_sort_key)

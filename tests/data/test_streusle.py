@@ -1,0 +1,138 @@
+"""STREUSLE CoNLL-U-Lex reader: fixture of real sentences (+ one with an empty node) and the real dev/test files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from probing.data.sources import StreusleSource, packaged_streusle_paths
+from probing.data.splits import split_summary
+from probing.data.streusle import NOUN_SUPERSENSES, VERB_SUPERSENSES, read_streusle
+from probing.errors import DataFormatError
+from tests.helpers import FIXTURES
+
+FIXTURE = FIXTURES / "data" / "streusle" / "mini.conllulex"
+TOKEN_LINE = "1\tcars\tcar\tNOUN\tNNS\tNumber=Plur\t0\troot\t0:root\t_\t_\tN\tcar\tn.ARTIFACT\t_\t_\t_\t_\tO-N-n.ARTIFACT"
+
+
+def test_class_inventories():
+    assert len(NOUN_SUPERSENSES) == 26 and NOUN_SUPERSENSES[0] == "n.ACT" and NOUN_SUPERSENSES[-1] == "n.TIME"
+    assert len(VERB_SUPERSENSES) == 15 and "v.stative" in VERB_SUPERSENSES
+
+
+def test_noun_records_words_classes_and_targets():
+    records, skips = read_streusle([FIXTURE])
+    assert [(r.word, r.sclass) for r in records] == [
+        ("buyer", "n.PERSON"),
+        ("car", "n.ARTIFACT"),
+        ("bisla_'s", "n.GROUP"),
+        ("phone_call_return", "n.COMMUNICATION"),
+        ("repair", "n.ACT"),
+        ("week", "n.TIME"),
+        ("pizza", "n.FOOD"),
+        ("paris", "n.LOCATION"),
+        ("night", "n.TIME"),
+    ]
+    assert skips.counts == {"verb supersense (include_verbs=False)": 10, "supersense '??' (annotator unsure)": 1}
+    assert records[0].tokens == ("Buyer", "Beware", "!!") and records[0].target == (0,)
+    assert records[1].target == (4,)
+
+
+def test_strong_mwe_target_covers_its_group_around_a_multiword_token_line():
+    records, _ = read_streusle([FIXTURE])
+    phone = records[3]
+    assert len(phone.tokens) == 18  # the "3-4 weren't" line is not a token, its parts are
+    assert phone.tokens[:5] == ("Phone", "calls", "were", "n't", "returned")
+    assert phone.target == (0, 1, 4)  # non-contiguous strong MWE "phone call return"
+    bisla = records[2]
+    assert bisla.tokens == ("it", "is", "now", "bisla", "s", ".") and bisla.target == (3, 4)
+
+
+def test_empty_nodes_are_not_tokens():
+    records, _ = read_streusle([FIXTURE])
+    pizza = records[6]
+    assert pizza.tokens == ("We", "ate", "pizza", "in", "Paris", "at", "night", ".")
+    assert pizza.target == (2,)
+    pizza_line = next(n for n, line in enumerate(FIXTURE.read_text().splitlines(), 1) if line.startswith("3\tpizza"))
+    assert pizza.source == f"{FIXTURE}:{pizza_line}"
+
+
+def test_verbs_included_on_request():
+    records, skips = read_streusle([FIXTURE], include_verbs=True)
+    verbs = [(r.word, r.sclass, r.target) for r in records if r.sclass.startswith("v.")]
+    assert len(records) == 19 and len(verbs) == 10
+    assert ("rust_out", "v.stative", (0, 1)) in verbs
+    assert ("save_trip", "v.social", (0, 3)) in verbs
+    assert skips.counts == {"supersense '??' (annotator unsure)": 1}
+
+
+def write_sentence(tmp_path: Path, *lines: str) -> Path:
+    path = tmp_path / "bad.conllulex"
+    path.write_text("# sent_id = x\n" + "\n".join(lines) + "\n\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    "line, problem",
+    [
+        ("\t".join(TOKEN_LINE.split("\t")[:18]), "expected 19 tab-separated columns, got 18"),
+        (TOKEN_LINE.replace("1\tcars", "one\tcars", 1), "token ID 'one' is not an integer"),
+        (TOKEN_LINE.replace("\tn.ARTIFACT\t", "\tn.VEHICLE\t"), "unknown supersense 'n.VEHICLE'"),
+        (TOKEN_LINE.replace("\tn.ARTIFACT\t", "\tv.dance\t"), "unknown supersense 'v.dance'"),
+        (TOKEN_LINE.replace("\t_\tN\t", "\t1\tN\t"), "SMWE '1' is not 'group:position'"),
+    ],
+)
+def test_format_errors_name_the_line(tmp_path, line, problem):
+    path = write_sentence(tmp_path, TOKEN_LINE, line)
+    with pytest.raises(DataFormatError) as caught:
+        read_streusle([path])
+    assert caught.value.line == 3
+    assert problem in caught.value.problem
+
+
+def test_source_end_to_end_on_fixture():
+    data = StreusleSource([str(FIXTURE)], split={"seed": 0, "test_fraction": 0.25, "dev_fraction": 0.0}).load()
+    assert data.name == "streusle"
+    assert data.classes == list(NOUN_SUPERSENSES)
+    assert data.files == [FIXTURE]
+    summary = split_summary(data.splits)
+    assert summary["test"]["words"] == 2  # round(0.25 * 9 words)
+    assert summary["train"]["words"] == 7 and summary["dev"]["contexts"] == 0
+    assert summary["train"]["contexts"] + summary["test"]["contexts"] == 9
+
+
+def test_source_with_verbs_has_41_classes():
+    data = StreusleSource([str(FIXTURE)], include_verbs=True).load()
+    assert len(data.classes) == 41
+    assert sum(len(r) for r in data.splits.values()) == 19
+
+
+def test_packaged_paths_point_into_the_package():
+    paths = packaged_streusle_paths()
+    assert [p.name for p in paths] == ["streusle.ud_dev.conllulex", "streusle.ud_test.conllulex"]
+    assert all(p.parent.parts[-3:] == ("probing", "resources", "streusle") for p in paths)
+
+
+@pytest.mark.shared_data
+def test_real_files_have_about_a_thousand_noun_units_each(shared_data):
+    folder = shared_data / "streusle"
+    dev, _ = read_streusle([folder / "streusle.ud_dev.conllulex"])
+    test, _ = read_streusle([folder / "streusle.ud_test.conllulex"])
+    assert (len(dev), len(test)) == (1040, 986)
+    paths = [folder / "streusle.ud_dev.conllulex", folder / "streusle.ud_test.conllulex"]
+    both, _ = read_streusle(paths, include_verbs=True)
+    assert len(both) == 1040 + 986 + 660 + 697
+    assert {r.sclass for r in both} <= set(NOUN_SUPERSENSES + VERB_SUPERSENSES)
+
+
+def test_empty_sentence_is_a_counted_skip(tmp_path):
+    from probing.data.streusle import SKIP_EMPTY_SENTENCE
+
+    token = "1\tcars\tcar\tNOUN\tNNS\t_\t0\troot\t0:root\t_\t_\tN\tcar\tn.ARTIFACT\t_\t_\t_\t_\tO-N-n.ARTIFACT"
+    path = tmp_path / "empty.conllulex"
+    path.write_text(f"# sent_id = a\n# text =\n\n# sent_id = b\n{token}\n\n# sent_id = c\n", encoding="utf-8")
+    records, skips = read_streusle([path])
+    assert [r.word for r in records] == ["car"]
+    assert skips.counts[SKIP_EMPTY_SENTENCE] == 2
+    assert skips.examples[SKIP_EMPTY_SENTENCE] == f"{path}:1"

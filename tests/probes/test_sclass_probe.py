@@ -1,0 +1,225 @@
+"""SClassProbe: trains with a real Lightning Trainer and separates a toy s-class problem."""
+
+from __future__ import annotations
+
+import json
+
+import lightning
+import numpy as np
+import pytest
+import torch
+from torch.nn import functional as F
+from torch.utils.data import DataLoader
+
+from probing.probes import controls
+from probing.probes.sclass_probe import SClassProbe
+
+CLASSES = ["food", "art", "location", "organization"]
+DIM = 16
+
+
+def toy_split(first_word: int, words_per_class: int, seed: int) -> list[dict]:
+    """Contexts of word-s-class combinations; every class is a Gaussian cluster far from the others.
+
+    Each class gets `words_per_class` words of its own plus one word shared with the next class, so some
+    words occur in two combinations. Word (and combination) ids start at `first_word`: splits built with
+    disjoint ranges are word-disjoint.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    centres = 6.0 * torch.eye(len(CLASSES), DIM)
+    combinations = []
+    word = first_word
+    for k in range(len(CLASSES)):
+        combinations += [(word + i, k) for i in range(words_per_class)]
+        shared = word + words_per_class
+        combinations += [(shared, k), (shared, (k + 1) % len(CLASSES))]
+        word += words_per_class + 1
+    contexts = []
+    for combination_id, (word, label) in enumerate(combinations, start=first_word * 10):
+        n_contexts = int(torch.randint(1, 6, (1,), generator=generator))
+        features = centres[label] + torch.randn(n_contexts, DIM, generator=generator)
+        contexts += [{"features": f, "label": label, "combination": combination_id} for f in features]
+    return contexts
+
+
+def loader(contexts: list[dict], shuffle: bool = False) -> DataLoader:
+    return DataLoader(contexts, batch_size=32, shuffle=shuffle)
+
+
+def trainer(max_epochs: int) -> lightning.Trainer:
+    return lightning.Trainer(
+        max_epochs=max_epochs, accelerator="cpu", logger=False, enable_checkpointing=False,
+        enable_progress_bar=False, enable_model_summary=False,
+    )
+
+
+@pytest.fixture(scope="module")
+def splits():
+    return {"train": toy_split(0, 6, seed=0), "dev": toy_split(100, 3, seed=1), "test": toy_split(200, 3, seed=2)}
+
+
+def test_probe_separates_word_disjoint_toy_classes(splits):
+    lightning.seed_everything(0, verbose=False)
+    model = SClassProbe(input_dim=DIM, class_names=CLASSES, hidden_dim=32, lr=1e-2)
+    run = trainer(max_epochs=10)
+
+    run.validate(model, loader(splits["dev"]), verbose=False)
+    untrained = model.split_metrics["dev"]["micro_f1"]
+
+    run.fit(model, loader(splits["train"], shuffle=True), loader(splits["dev"]))
+    assert {"train/loss", "dev/micro_f1", "dev/context_accuracy"} <= set(run.callback_metrics)
+    run.test(model, loader(splits["test"]), verbose=False)
+    assert {"test/micro_f1", "test/context_accuracy"} <= set(run.callback_metrics)
+
+    dev, test = model.split_metrics["dev"], model.split_metrics["test"]
+    assert untrained < 0.6
+    assert dev["micro_f1"] >= 0.99 and test["micro_f1"] >= 0.99
+    assert dev["n_combinations"] == 4 * (3 + 2) and dev["n_contexts"] == len(splits["dev"])
+    assert json.loads(json.dumps(model.split_metrics)) == model.split_metrics  # plain Python, ready for results.json
+
+
+def test_loss_is_sum_of_each_probes_own_mean_cross_entropy():
+    torch.manual_seed(0)
+    model = SClassProbe(input_dim=DIM, class_names=CLASSES, hidden_dim=8)
+    features, labels = torch.randn(5, DIM), torch.tensor([0, 2, 2, 3, 1])
+    by_hand = sum(
+        F.cross_entropy(model.probes.mlps.as_sequential(k)(features), (labels == k).long()) for k in range(len(CLASSES))
+    )
+    torch.testing.assert_close(model.probe_loss(model(features), model.one_hot(labels)), by_hand)
+
+
+def test_predict_positive_prob_is_softmax_of_positive_logit():
+    torch.manual_seed(0)
+    model = SClassProbe(input_dim=DIM, class_names=CLASSES, hidden_dim=8)
+    features = torch.randn(3, DIM)
+    prob = model.predict_positive_prob(features)
+    logits = model(features)
+    assert prob.shape == (3, len(CLASSES))
+    torch.testing.assert_close(prob, torch.sigmoid(logits[..., 1] - logits[..., 0]))
+
+
+def with_control(contexts: list[dict], seed: int) -> list[dict]:
+    """Each word gets a random control class (here the combination stands for the word), as probing.probes.controls does."""
+    generator = torch.Generator().manual_seed(seed)
+    classes: dict[int, int] = {}
+    out = []
+    for context in contexts:
+        word = context["combination"]
+        classes.setdefault(word, int(torch.randint(len(CLASSES), (1,), generator=generator)))
+        out.append({**context, "control_label": classes[word], "control_combination": word})
+    return out
+
+
+def test_control_head_learns_alongside_and_selectivity_is_the_difference(splits):
+    lightning.seed_everything(0, verbose=False)
+    data = {name: with_control(contexts, seed) for seed, (name, contexts) in enumerate(splits.items())}
+    model = SClassProbe(input_dim=DIM, class_names=CLASSES, hidden_dim=32, lr=1e-2, control=True)
+    run = trainer(max_epochs=10)
+    run.fit(model, loader(data["train"], shuffle=True), loader(data["dev"]))
+    assert {"dev/control_micro_f1", "dev/selectivity"} <= set(run.callback_metrics)
+    run.test(model, loader(data["test"]), verbose=False)
+    test = model.split_metrics["test"]
+    assert test["selectivity"] == pytest.approx(test["micro_f1"] - test["control_micro_f1"])
+    assert test["selectivity_context_accuracy"] == pytest.approx(
+        test["context_accuracy"] - test["control_context_accuracy"])
+    # Unseen words' random classes cannot be read off the features: the control probes fail where the real succeed.
+    assert test["micro_f1"] >= 0.99 and test["control_micro_f1"] < 0.5 and test["selectivity"] > 0.5
+    # The heads share no parameter, and each has its own optimizer state.
+    real, control = set(map(id, model.probes.parameters())), set(map(id, model.control_probes.parameters()))
+    assert not real & control
+
+
+def with_identity(contexts: list[dict], num_words: int) -> list[dict]:
+    """Features gain a one-hot of the word (its combination id) for training words 0..num_words-1 and zeros for
+    others: a representation from which a probe can memorise any property of a training word."""
+    out = []
+    for context in contexts:
+        identity = torch.zeros(num_words)
+        if context["combination"] < num_words:
+            identity[context["combination"]] = 3.0
+        out.append({**context, "features": torch.cat([context["features"], identity])})
+    return out
+
+
+def test_seen_split_selectivity_exposes_a_probe_that_memorises_words(splits):
+    """Hewitt & Liang's reading: on contexts of training words the control probe memorises each word's random
+    class, so selectivity there is low; on unseen (test) words it cannot, and the control score stays low."""
+    lightning.seed_everything(0, verbose=False)
+    num_words = len({c["combination"] for c in splits["train"]})
+    data = {name: with_identity(with_control(contexts, seed), num_words)
+            for seed, (name, contexts) in enumerate(splits.items())}
+    held = controls.seen_rows(np.array([c["combination"] for c in data["train"]]), fraction=0.5, seed=0)
+    train = [c for c, out in zip(data["train"], held) if not out]
+    seen = [c for c, out in zip(data["train"], held) if out]
+    model = SClassProbe(input_dim=DIM + num_words, class_names=CLASSES, hidden_dim=64, lr=1e-2, control=True)
+    run = trainer(max_epochs=40)
+    run.fit(model, loader(train, shuffle=True), loader(data["dev"]))
+    run.test(model, [loader(data["test"]), loader(seen)], verbose=False)  # dataloader 1 is the seen split
+    test, seen_scores = model.split_metrics["test"], model.split_metrics["seen"]
+    assert seen_scores["n_contexts"] == len(seen) and test["n_contexts"] == len(data["test"])
+    assert seen_scores["selectivity"] == pytest.approx(seen_scores["micro_f1"] - seen_scores["control_micro_f1"])
+    assert test["micro_f1"] >= 0.95 and seen_scores["micro_f1"] >= 0.95
+    assert seen_scores["control_micro_f1"] > 0.8 and test["control_micro_f1"] < 0.5
+    assert seen_scores["selectivity"] < test["selectivity"] - 0.3
+    assert {"seen/selectivity", "test/selectivity"} <= set(run.callback_metrics)
+
+
+def layered(contexts: list[dict], signal_layer: int, num_layers: int, seed: int) -> list[dict]:
+    """(num_layers, DIM) features per context: the class clusters at `signal_layer`, pure noise elsewhere."""
+    generator = torch.Generator().manual_seed(seed)
+    out = []
+    for context in contexts:
+        layers = 3.0 * torch.randn(num_layers, DIM, generator=generator)
+        layers[signal_layer] = context["features"]
+        out.append({**context, "features": layers})
+    return out
+
+
+def test_mix_learns_to_weight_the_informative_layer(splits):
+    lightning.seed_everything(0, verbose=False)
+    data = {name: layered(contexts, 2, 4, seed) for seed, (name, contexts) in enumerate(splits.items())}
+    mix = {"l2_lambda": 0.0, "lr": 0.05}
+    model = SClassProbe(input_dim=DIM, class_names=CLASSES, hidden_dim=32, lr=1e-2, num_layers=4, mix=mix)
+    assert model.mix_summary()["mix_weights"] == pytest.approx([0.25] * 4)  # uniform before training
+    run = trainer(max_epochs=15)
+    run.fit(model, loader(data["train"], shuffle=True), loader(data["dev"]))
+    summary = model.mix_summary()
+    assert max(range(4), key=summary["mix_weights"].__getitem__) == 2
+    assert summary["mix_weights"][2] > 0.4 and sum(summary["mix_weights"]) == pytest.approx(1.0)
+    assert {f"mix/weight_{j}" for j in range(4)} | {"mix/gamma"} <= set(run.callback_metrics)
+
+
+def test_mix_parameters_form_their_own_group_without_weight_decay():
+    model = SClassProbe(input_dim=DIM, class_names=CLASSES, hidden_dim=8, lr=1e-3, weight_decay=0.1, num_layers=3,
+                        mix={"lr": 0.05, "l2_lambda": 0.5})
+    groups = model.configure_optimizers().param_groups
+    mix_group = next(g for g in groups if any(p is model.probes.mix.weights for p in g["params"]))
+    assert mix_group["lr"] == 0.05 and mix_group["weight_decay"] == 0.0
+    assert any(g["weight_decay"] == 0.1 and g["lr"] == 1e-3 for g in groups)
+    with torch.no_grad():
+        model.probes.mix.weights.copy_(torch.tensor([1.0, -2.0, 0.0]))
+    assert float(model.probes.penalty()) == pytest.approx(0.5 * 5.0)  # lambda * sum w^2 on pre-softmax weights
+
+
+def test_type_level_probe_scores_every_word_class_decision():
+    """Words with several classes (Fig. 1): features are the sum of their class centres."""
+    lightning.seed_everything(0, verbose=False)
+    generator = torch.Generator().manual_seed(0)
+    centres = 4.0 * torch.eye(len(CLASSES), DIM)
+
+    def words(n: int) -> list[dict]:
+        out = []
+        for _ in range(n):
+            targets = torch.rand(len(CLASSES), generator=generator) < 0.4
+            features = targets.float() @ centres + 0.3 * torch.randn(DIM, generator=generator)
+            out.append({"features": features, "targets": targets})
+        return out
+
+    model = SClassProbe(input_dim=DIM, class_names=CLASSES, hidden_dim=32, lr=1e-2, level="type")
+    run = trainer(max_epochs=20)
+    run.fit(model, loader(words(400), shuffle=True), loader(words(100)))
+    test_words = words(100)
+    run.test(model, loader(test_words), verbose=False)
+    test = model.split_metrics["test"]
+    assert test["micro_f1"] > 0.95
+    assert test["n_contexts"] == 100 and test["n_combinations"] == int(sum(w["targets"].sum() for w in test_words))

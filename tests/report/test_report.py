@@ -1,0 +1,270 @@
+"""The report aggregates results.json files of a sweep: one row per setting, mean ± std over seeds, selectivity,
+the representation order of Zhao et al. (2020), paper-shaped Markdown tables, CSV and the plots that apply."""
+
+from __future__ import annotations
+
+import csv
+import json
+import random
+import statistics
+
+import pytest
+
+from probing.errors import DataFormatError
+from probing.report import write_report
+from probing.report.__main__ import main
+from probing.report.aggregate import aggregate, representation_sort_key, variant_keys
+from probing.report.plots import per_class_by_layer, write_plots
+from probing.report.tables import context_size_tables, markdown_table, representation_tables
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def old_result(layer, seed, dev, test, model="minilm"):
+    """A results.json as written before representations, levels and controls existed; `dev`/`test` are the
+    micro-F1 or the whole split dict."""
+    def split(scores, n_combinations, n_contexts):
+        return scores if isinstance(scores, dict) else {
+            "micro_f1": scores, "n_combinations": n_combinations, "n_contexts": n_contexts}
+
+    return {"model": model, "data": "streusle", "probe": "sclass_mlp", "pooling": "mean", "context_size": None,
+            "layer": layer, "seed": seed, "dev": split(dev, 10, 30), "test": split(test, 12, 40)}
+
+
+def result(representation, seed=0, dev=0.5, test=0.5, **overrides):
+    """A results.json of the current schema; `overrides` replace top-level keys."""
+    layer = int(representation) if representation.isdigit() else None
+    return {**old_result(layer, seed, dev, test), "representation": representation, "level": "context",
+            "random_init": False, **overrides}
+
+
+def write_results(folder, results):
+    for job, record in enumerate(results):
+        (folder / str(job)).mkdir(parents=True)
+        (folder / str(job) / "results.json").write_text(json.dumps(record))
+    return folder
+
+
+def plots_written(tmp_path, results):
+    """write_plots's answer, checked against the PNG files that really appeared."""
+    names = write_plots(aggregate(results), results, tmp_path)
+    on_disk = sorted(p.name for p in tmp_path.glob("*.png"))
+    assert sorted(names) == on_disk
+    assert all((tmp_path / name).read_bytes()[:8] == PNG_MAGIC for name in names)
+    return set(names)
+
+
+@pytest.fixture
+def sweep(tmp_path):
+    scores = {(0, 1): (0.50, 0.40), (0, 2): (0.60, 0.50), (1, 1): (0.70, 0.65), (1, 2): (0.80, 0.75), (10, 1): (0.9, 0.85)}
+    return write_results(tmp_path, [old_result(layer, seed, dev, test)
+                                    for (layer, seed), (dev, test) in sorted(scores.items())])
+
+
+def test_old_schema_rows_are_layers_in_numeric_order_with_seed_mean_and_std(sweep):
+    rows = aggregate([json.loads(p.read_text()) for p in sweep.rglob("results.json")])
+    assert [r["representation"] for r in rows] == ["0", "1", "10"]
+    assert {(r["level"], r["random_init"]) for r in rows} == {("context", False)}
+    assert rows[0]["seeds"] == [1, 2]
+    assert rows[0]["test_micro_f1"] == pytest.approx(0.45)
+    assert rows[0]["test_micro_f1_std"] == pytest.approx(statistics.stdev([0.40, 0.50]))
+    assert rows[1]["dev_micro_f1"] == pytest.approx(0.75)
+    assert rows[2]["test_micro_f1_std"] is None  # a single seed has no spread
+    assert rows[0]["test_selectivity"] is None  # no control task in old runs
+
+
+def test_selectivity_control_and_mix_weights_are_averaged_over_seeds():
+    def run(seed, sel, control, weights, gamma):
+        return result("mix", seed, mix_weights=weights, gamma=gamma, dev={"micro_f1": 0.5, "selectivity": sel / 2},
+                      test={"micro_f1": control + sel, "selectivity": sel, "control_micro_f1": control})
+
+    [row] = aggregate([run(0, 0.1, 0.4, [0.2, 0.8], 1.0), run(1, 0.3, 0.2, [0.4, 0.6], 2.0)])
+    assert row["test_selectivity"] == pytest.approx(0.2)
+    assert row["test_selectivity_std"] == pytest.approx(statistics.stdev([0.1, 0.3]))
+    assert row["dev_selectivity"] == pytest.approx(0.1)
+    assert row["test_control_micro_f1"] == pytest.approx(0.3)
+    assert row["mix_weights"] == pytest.approx([0.3, 0.7])
+    assert row["mix_weights_std"] == pytest.approx([statistics.stdev([0.2, 0.4])] * 2)
+    assert row["gamma"] == pytest.approx(1.5)
+
+
+def test_representations_come_in_the_papers_order():
+    names = ["Rand", "BERTw", "P-BERT", "AVG-2", "AVG-10", "3", "10", "mix"]
+    shuffled = random.Random(4).sample(names, len(names))
+    assert shuffled != names
+    assert [r["representation"] for r in aggregate([result(n) for n in shuffled])] == names
+    statics = ["P-static", "GloVe", "P-Rand", "Rand", "fastText", "BERTw"]
+    assert sorted(statics, key=representation_sort_key) == ["Rand", "P-Rand", "fastText", "GloVe", "P-static", "BERTw"]
+
+
+def test_random_init_is_its_own_row_shown_in_the_model_name(tmp_path):
+    write_results(tmp_path, [result("3", test=0.8), result("3", test=0.3, random_init=True), old_result(3, 0, .5, .6)])
+    rows = write_report(tmp_path)
+    assert [(r["random_init"], r["test_micro_f1"]) for r in rows] == [(False, pytest.approx(0.7)), (True, 0.3)]
+    lines = (tmp_path / "report.md").read_text().splitlines()
+    assert lines[4].startswith("| model | representation | dev micro-F1 |")
+    assert lines[7].startswith("| minilm (random init) | 3 | 0.500 | 0.300 |")
+
+
+def test_report_files(sweep, capsys):
+    write_report(sweep)
+    printed = capsys.readouterr().out
+    assert "| 0 | 0.550 ± 0.071 | 0.450 ± 0.071 | 2 | 12 | 40 |" in printed
+    assert "| dev | .550 (± .071) | .750 (± .071) | .900 |" in printed  # the paper-shaped table
+    with open(sweep / "report.csv") as handle:
+        table = list(csv.DictReader(handle))
+    assert [(r["layer"], r["representation"], r["level"], r["random_init"]) for r in table] == [
+        ("0", "0", "context", "False"), ("1", "1", "context", "False"), ("10", "10", "context", "False")]
+    assert float(table[1]["test_micro_f1"]) == pytest.approx(0.70)
+    assert table[0]["test_selectivity"] == table[0]["mix_weights"] == ""
+    assert {"test_selectivity_std", "dev_selectivity", "test_control_micro_f1"} <= set(table[0])
+    assert (sweep / "micro_f1_by_layer.png").read_bytes()[:8] == PNG_MAGIC
+
+
+def test_csv_and_long_table_carry_selectivity_and_mix_weights(tmp_path):
+    scores = {"micro_f1": 0.6, "selectivity": 0.25, "control_micro_f1": 0.35}
+    write_results(tmp_path, [result("mix", dev=scores, test=scores, mix_weights=[0.1, 0.2, 0.7], gamma=1.2)])
+    write_report(tmp_path)
+    with open(tmp_path / "report.csv") as handle:
+        [row] = list(csv.DictReader(handle))
+    assert row["mix_weights"] == "0.1000 0.2000 0.7000" and float(row["gamma"]) == pytest.approx(1.2)
+    assert float(row["test_selectivity"]) == float(row["dev_selectivity"]) == pytest.approx(0.25)
+    assert float(row["test_control_micro_f1"]) == pytest.approx(0.35)
+    lines = (tmp_path / "report.md").read_text().splitlines()
+    assert lines[4] == "| representation | dev micro-F1 | test micro-F1 | test selectivity | seeds | test comb. | test contexts |"
+    assert lines[6] == "| mix | 0.600 | 0.600 | 0.250 | 1 | None | None |"
+
+
+def test_seen_split_selectivity_gets_its_column_and_csv_fields(tmp_path):
+    scores = {"micro_f1": 0.6, "selectivity": 0.5, "control_micro_f1": 0.1}
+    seen = [{"micro_f1": 0.9, "selectivity": sel, "control_micro_f1": 0.9 - sel} for sel in (0.2, 0.4)]
+    write_results(tmp_path, [result("3", seed, dev=scores, test=scores, seen=seen[seed]) for seed in (0, 1)] +
+                  [result("4", dev=scores, test=scores)])  # a run without a seen split: "-" in its cell
+    write_report(tmp_path)
+    with open(tmp_path / "report.csv") as handle:
+        rows = list(csv.DictReader(handle))
+    assert float(rows[0]["seen_selectivity"]) == pytest.approx(0.3)
+    assert float(rows[0]["seen_selectivity_std"]) == pytest.approx(statistics.stdev([0.2, 0.4]))
+    assert float(rows[0]["seen_control_micro_f1"]) == pytest.approx(0.6) and rows[1]["seen_selectivity"] == ""
+    lines = (tmp_path / "report.md").read_text().splitlines()
+    assert lines[4] == ("| representation | dev micro-F1 | test micro-F1 | test selectivity | seen selectivity | seeds "
+                        "| test comb. | test contexts |")
+    assert lines[6].startswith("| 3 | 0.600 ± 0.000 | 0.600 ± 0.000 | 0.500 ± 0.000 | 0.300 ± 0.141 | 2 |")
+    assert lines[7].startswith("| 4 | 0.600 | 0.600 | 0.500 | - | 1 |")
+
+
+def run_config(seed, mix_lr=0.001, run_dir="/runs/0"):
+    """The parts of a resolved config that a sweep over seeds and one hyper-parameter changes."""
+    return {"seed": seed, "paths": {"output_dir": run_dir}, "trainer": {"default_root_dir": run_dir},
+            "logger": {"wandb": {"name": f"minilm-layermix-seed{seed}", "save_dir": run_dir}},
+            "probe": {"control_task": {"seed": seed}, "mix": {"lr": mix_lr}}}
+
+
+def test_runs_of_one_setting_that_differ_in_a_config_value_are_not_averaged_as_seeds(tmp_path):
+    runs = [result("mix", seed, 0.5, test, config=run_config(seed, lr, f"/runs/{job}"))
+            for job, (seed, lr, test) in enumerate([(0, 0.01, 0.50), (1, 0.01, 0.54), (0, 0.1, 0.60), (1, 0.1, 0.70)])]
+    rows = aggregate(runs)
+    assert [(r["variant"], r["seeds"]) for r in rows] == [("probe.mix.lr=0.01", [0, 1]), ("probe.mix.lr=0.1", [0, 1])]
+    assert [r["test_micro_f1"] for r in rows] == [pytest.approx(0.52), pytest.approx(0.65)]
+    table = markdown_table(rows).splitlines()
+    assert table[0].startswith("| variant | representation |") and table[2].startswith("| probe.mix.lr=0.01 | mix |")
+
+
+def test_seed_run_folder_and_what_follows_from_them_make_no_variant():
+    runs = [result("mix", seed, config=run_config(seed, run_dir=f"/runs/{seed}")) for seed in (0, 1, 2)]
+    [row] = aggregate(runs)
+    assert row["variant"] == "" and row["seeds"] == [0, 1, 2]
+    assert variant_keys([*runs, result("mix", 0, config=run_config(0, 0.5, "/runs/9"))]) == ["probe.mix.lr"]
+
+
+def test_paper_shaped_tables_one_per_level():
+    results = [result("1", 0, 0.70, 0.60), result("0", 0, 0.60, 0.50), result("0", 1, 0.70, 0.60),
+               result("P-BERT", 0, 0.672, 0.670), result("mix", 0, 0.81, 0.80),
+               result("AVG-0", 0, 0.746, 0.744, level="type"), result("Rand", 0, 0.269, 0.267, level="type")]
+    assert representation_tables(aggregate(results)) == [
+        ("**level=context**\n\n"
+        "| micro-F1 | P-BERT | 0 | 1 | mix |\n"
+        "|---|---|---|---|---|\n"
+        "| dev | .672 | .650 (± .071) | .700 | .810 |\n"
+        "| test | .670 | .550 (± .071) | .600 | .800 |"),
+        ("**level=type**\n\n"
+        "| micro-F1 | Rand | AVG-0 |\n"
+        "|---|---|---|\n"
+        "| dev | .269 | .746 |\n"
+        "| test | .267 | .744 |"),
+    ]
+    assert representation_tables(aggregate(results[:1])) == []  # one representation: nothing to compare
+
+
+def test_context_size_table_rows_run_from_zero_to_all():
+    sizes = {None: 0.9, 16: 0.85, 2: 0.8, 0: 0.6}
+    results = [result("3", dev=dev, test=dev - 0.1, context_size=size) for size, dev in sizes.items()]
+    results += [result("P-BERT", dev=0.7, test=0.6, context_size=size) for size in (2, 0)]
+    dev_table, test_table = context_size_tables(aggregate(results))
+    assert dev_table.splitlines() == [
+        "dev micro-F1", "",
+        "| context size | P-BERT | 3 |",
+        "|---|---|---|",
+        "| 0 | .700 | .600 |",
+        "| 2 | .700 | .800 |",
+        "| 16 | - | .850 |",
+        "| all | - | .900 |",
+    ]
+    assert test_table.splitlines()[4] == "| 0 | .600 | .500 |"
+    assert context_size_tables(aggregate(results[:1])) == []
+
+
+def test_layer_sweep_writes_layer_and_per_class_plots_only(tmp_path):
+    results = [result(str(layer), classes=["a"], test={"micro_f1": 0.5, "per_class_f1": [0.5]}) for layer in (0, 1)]
+    results += [result("Rand", level="type"), result("AVG-0", level="type"), result("AVG-1", level="type")]
+    assert plots_written(tmp_path, results) == {"micro_f1_by_layer.png", "per_class_f1_by_layer.png"}
+
+
+def test_baselines_alone_write_no_plot(tmp_path):
+    assert plots_written(tmp_path, [result("Rand"), result("BERTw"), result("P-BERT")]) == set()
+
+
+def test_context_size_sweep_writes_the_context_size_plot(tmp_path):
+    results = [result("P-BERT", context_size=size) for size in (0, 2, None)]
+    assert plots_written(tmp_path, results) == {"micro_f1_by_context_size.png"}
+
+
+def test_mix_sweep_writes_the_mix_weights_plot(tmp_path):
+    results = [result("mix", seed, mix_weights=weights, gamma=1.0, random_init=random_init)
+               for seed, weights in enumerate([[0.2, 0.3, 0.5], [0.3, 0.3, 0.4]]) for random_init in (False, True)]
+    assert plots_written(tmp_path, results + [result("1"), result("2")]) == {"micro_f1_by_layer.png",
+                                                                              "mix_weights.png"}
+
+
+def test_varying_settings_become_columns(tmp_path):
+    write_results(tmp_path, [old_result(3, 0, 0.5, 0.5, model="minilm"), old_result(3, 0, 0.6, 0.6, model="bert")])
+    write_report(tmp_path)
+    header = (tmp_path / "report.md").read_text().splitlines()[4]
+    assert header.startswith("| model | representation |")
+
+
+def test_cli_on_empty_folder_fails(tmp_path):
+    with pytest.raises(SystemExit):
+        main([str(tmp_path)])
+
+
+def test_broken_results_file_names_the_file(tmp_path):
+    (tmp_path / "job").mkdir()
+    (tmp_path / "job" / "results.json").write_text('{"model": ')
+    with pytest.raises(DataFormatError, match=r"job/results.json:1: not valid JSON.*Fix: delete the file"):
+        write_report(tmp_path)
+
+
+def test_per_class_f1_by_layer_averages_seeds_and_keeps_undefined():
+    def run(layer, seed, per_class):
+        return {"model": "m", "data": "d", "probe": "p", "pooling": "mean", "context_size": None, "layer": layer,
+                "seed": seed, "classes": ["a", "b"], "test": {"micro_f1": 0.5, "per_class_f1": per_class}}
+
+    results = [run(0, 1, [0.2, None]), run(0, 2, [0.4, None]), run(1, 1, [1.0, 0.5]), run(1, 2, [0.0, None])]
+    classes, layers, grid = per_class_by_layer(results)
+    assert classes == ["a", "b"] and layers == [0, 1]
+    assert grid[0] == pytest.approx([0.3, 0.5])
+    assert grid[1][0] is None and grid[1][1] == pytest.approx(0.5)
+    assert per_class_by_layer(results + [{**run(0, 1, [0.1, 0.1]), "model": "other"}]) is None
+    baselines = [{**run(None, 1, [0.9, 0.9]), "representation": "Rand"}]
+    assert per_class_by_layer(results + baselines)[1] == [0, 1]  # baselines have no layer: left out
