@@ -20,6 +20,7 @@ N_COLUMNS = 4
 DOCSTART = "-DOCSTART-"
 SKIP_I_WITHOUT_B = "I- tag without B-, treated as mention start"
 DATA_DIR_FIX = "set `data.data_dir` to a folder with the CoNLL-2003 files train.txt, valid.txt and test.txt"
+EMPTY_FILE_FIX = "give a file with one token per line (WORD POS CHUNK NER), or leave it out of data.source.files"
 
 
 def mentions_from_tagged_sentence(
@@ -42,13 +43,22 @@ def mentions_from_tagged_sentence(
     return records
 
 
-def read_conll2003(paths: list[str | Path], config_key: str = "data.data_dir") -> tuple[list[WordInContext], SkipCounter]:
-    """All mentions of the files, in file order; each record's source is the file and first line of its sentence."""
+def read_conll2003(
+    paths: list[str | Path], config_key: str = "data.data_dir"
+) -> tuple[list[WordInContext], SkipCounter]:
+    """All mentions of the files, in file order; each record's source is the file and first line of its sentence.
+
+    A file without any token line (empty, or only blank and -DOCSTART- lines) is a DataFormatError naming it."""
     records: list[WordInContext] = []
     skips = SkipCounter()
     for path in paths:
+        n_sentences = 0
         for first_line, tokens, tags in _read_sentences(path, config_key):
+            n_sentences += 1
             records.extend(mentions_from_tagged_sentence(tokens, tags, f"{path}:{first_line}", skips))
+        if not n_sentences:
+            problem = "no token lines: the file is empty or holds only blank and -DOCSTART- lines"
+            raise DataFormatError(path, None, problem, EMPTY_FILE_FIX)
     return records, skips
 
 
@@ -114,7 +124,7 @@ def _load_hub_dataset(name: str):
         raise DataFormatError(name, None, problem, DATA_DIR_FIX) from None
 
 
-def conll2003_paths(data_dir: str | Path, files: Sequence[str]) -> list[Path]:
+def conll2003_paths(data_dir: str | Path, files: Sequence[str | Path]) -> list[Path]:
     """The CoNLL-2003 files in `data_dir`; a missing folder or file is reported with the fix."""
     paths = [Path(data_dir) / name for name in files]
     missing = [str(path) for path in paths if not path.is_file()]

@@ -14,11 +14,12 @@ from pathlib import Path
 
 from probing.data.conll2003 import ENTITY_TYPES, conll2003_paths, load_conll2003_from_hub, read_conll2003
 from probing.data.records import SkipCounter, WordInContext
+from probing.data.settings import optional_path, path_list, require_bool
 from probing.data.splits import SplitConfig, make_splits
 from probing.data.streusle import STREUSLE_FILES, read_streusle, streusle_classes
 from probing.data.types import TypeLevelData, types_from_records, wikipse_types
 from probing.data.wikipse import read_corpus, read_disjoint_lists, read_sclasses
-from probing.errors import ConfigError
+from probing.errors import ConfigError, DataFormatError
 
 
 @dataclass
@@ -47,6 +48,24 @@ def required(key: str, value):
     return value
 
 
+def split_read_records(
+    read: tuple[list[WordInContext], SkipCounter],
+    origin: Sequence[str | Path],
+    split: SplitConfig,
+    expected: str,
+    fix: str,
+    fixed_test_words: set[str] | None = None,
+) -> dict[str, list[WordInContext]]:
+    """make_splits over what a reader returned; no records at all is a DataFormatError naming `origin` (the files
+    read, or the hub dataset), what was `expected` in them and what the reader skipped."""
+    records, skips = read
+    if not records:
+        skipped = f"; skipped while reading: {skips.summary()}" if skips.total() else ""
+        where = ", ".join(str(item) for item in origin)
+        raise DataFormatError(where, None, f"no records: no {expected}{skipped}", fix)
+    return make_splits(records, split, fixed_test_words, files=origin)
+
+
 def types_of(data: WordInContextData) -> TypeLevelData:
     return types_from_records(data.name, data.classes, data.splits, data.files)
 
@@ -58,21 +77,30 @@ def packaged_streusle_paths() -> list[Path]:
 
 
 class StreusleSource:
-    """STREUSLE noun supersenses (and verb ones with `include_verbs`); `paths=None` uses the packaged files."""
+    """STREUSLE noun supersenses (and verb ones with `include_verbs`) from `paths`, a list of files or one file;
+    `paths=None` uses the packaged files."""
 
     name = "streusle"
 
     def __init__(
-        self, paths: Sequence[str] | None = None, include_verbs: bool = False, split: SplitConfig | Mapping | None = None
+        self,
+        paths: str | Sequence[str] | None = None,
+        include_verbs: bool = False,
+        split: SplitConfig | Mapping | None = None,
     ):
-        self.paths = [Path(p) for p in paths] if paths is not None else packaged_streusle_paths()
-        self.include_verbs = bool(include_verbs)
+        self.paths = path_list("data.source.paths", paths) if paths is not None else packaged_streusle_paths()
+        self.include_verbs = require_bool("data.source.include_verbs", include_verbs)
         self.split = SplitConfig.from_any(split)
 
     def load(self) -> WordInContextData:
-        records, skips = read_streusle(self.paths, self.include_verbs, config_key="data.source.paths")
-        splits = make_splits(records, self.split)
-        return WordInContextData(self.name, streusle_classes(self.include_verbs), splits, list(self.paths), skips)
+        read = read_streusle(self.paths, self.include_verbs, config_key="data.source.paths")
+        if self.include_verbs:
+            expected, fix = "noun or verb supersense unit", "give STREUSLE files with n.* or v.* supersenses in SS"
+        else:
+            expected = "noun supersense unit"
+            fix = "give STREUSLE files with n.* supersenses in SS, or set data.source.include_verbs=true for v.* too"
+        splits = split_read_records(read, self.paths, self.split, f"{expected} (SS, column 14)", fix)
+        return WordInContextData(self.name, streusle_classes(self.include_verbs), splits, list(self.paths), read[1])
 
     def load_types(self) -> TypeLevelData:
         """Type-level probing data: each word with every supersense it has in the corpus, same word splits."""
@@ -83,7 +111,7 @@ class Conll2003Source:
     """CoNLL-2003 entity mentions (PER/LOC/ORG/MISC) from `data_dir`'s files, or the hub when `data_dir` is None.
 
     The official train/valid/test files are pooled and re-split word-disjointly like the other corpora,
-    because the official split shares entity names across files.
+    because the official split shares entity names across files. `files` is a list of names in `data_dir` or one name.
     """
 
     name = "conll2003"
@@ -91,23 +119,25 @@ class Conll2003Source:
     def __init__(
         self,
         data_dir: str | None = None,
-        files: Sequence[str] = ("train.txt", "valid.txt", "test.txt"),
+        files: str | Sequence[str] = ("train.txt", "valid.txt", "test.txt"),
         hub_name: str = "conll2003",
         split: SplitConfig | Mapping | None = None,
     ):
-        self.data_dir = data_dir
-        self.files = list(files)
+        self.data_dir = optional_path("data.data_dir", data_dir)
+        self.files = path_list("data.source.files", files)
         self.hub_name = hub_name
         self.split = SplitConfig.from_any(split)
 
     def load(self) -> WordInContextData:
         if self.data_dir is None:
             paths: list[Path] = []
-            records, skips = load_conll2003_from_hub(self.hub_name)
+            read = load_conll2003_from_hub(self.hub_name)
         else:
             paths = conll2003_paths(self.data_dir, self.files)
-            records, skips = read_conll2003(paths)
-        return WordInContextData(self.name, list(ENTITY_TYPES), make_splits(records, self.split), paths, skips)
+            read = read_conll2003(paths)
+        fix = f"give CoNLL-2003 data tagged B-X/I-X with X in {', '.join(ENTITY_TYPES)}"
+        splits = split_read_records(read, paths or [self.hub_name], self.split, "entity mention (all tags O)", fix)
+        return WordInContextData(self.name, list(ENTITY_TYPES), splits, paths, read[1])
 
     def load_types(self) -> TypeLevelData:
         """Type-level probing data: each mention string with every entity type it has, same word splits."""
@@ -125,8 +155,8 @@ class WikiPseSource:
     LIST_FILES = ("semantic_classes.txt", "train.tsv", "test.tsv")
 
     def __init__(self, corpus: str | None, lists_dir: str | None, split: SplitConfig | Mapping | None = None):
-        self.corpus = Path(corpus) if corpus else None
-        self.lists_dir = Path(required("data.lists_dir", lists_dir))
+        self.corpus = optional_path("data.corpus", corpus)
+        self.lists_dir = required("data.lists_dir", optional_path("data.lists_dir", lists_dir))
         self.split = SplitConfig.from_any(split)
 
     def load_types(self) -> TypeLevelData:
@@ -135,12 +165,14 @@ class WikiPseSource:
         return wikipse_types(self.lists_dir, self.split.dev_fraction, self.split.seed)
 
     def load(self) -> WordInContextData:
-        self.corpus = Path(required("data.corpus", self.corpus))
+        self.corpus = required("data.corpus", self.corpus)
         classes_path, train_path, test_path = (self.lists_dir / name for name in self.LIST_FILES)
         classes = read_sclasses(classes_path, config_key="data.lists_dir")
         train_words, test_words = read_disjoint_lists(train_path, test_path, classes, SkipCounter())
         word_split = {word: "train" for word in train_words} | {word: "test" for word in test_words}
-        records, skips = read_corpus(self.corpus, classes, word_split, config_key="data.corpus")
-        splits = make_splits(records, self.split, fixed_test_words=set(test_words))
+        read = read_corpus(self.corpus, classes, word_split, config_key="data.corpus")
         files = [self.corpus, classes_path, train_path, test_path]
-        return WordInContextData(self.name, classes, splits, files, skips)
+        expected = "annotated occurrence of a word of train.tsv or test.tsv in the corpus"
+        fix = "set data.corpus to the corpus annotated for the word lists of data.lists_dir"
+        splits = split_read_records(read, files, self.split, expected, fix, fixed_test_words=set(test_words))
+        return WordInContextData(self.name, classes, splits, files, read[1])

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
+from pathlib import Path
 
 from probing.data.records import WordInContext
 from probing.errors import ConfigError
@@ -34,13 +35,16 @@ class SplitConfig:
     max_contexts_per_combination: int | None = 100
 
     def __post_init__(self) -> None:
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise ConfigError(f"data.split.seed must be an integer, got {self.seed!r}. Fix: data.split.seed=0")
         for name in ("test_fraction", "dev_fraction"):
             value = getattr(self, name)
-            if not 0.0 <= value < 1.0:
-                raise ConfigError(f"data.split.{name} must be in [0, 1), got {value}")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+                raise ConfigError(f"data.split.{name} must be in [0, 1), got {value!r}. Fix: data.split.{name}=0.2")
         cap = self.max_contexts_per_combination
-        if cap is not None and cap < 1:
-            raise ConfigError(f"data.split.max_contexts_per_combination must be >= 1 or null, got {cap}")
+        if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
+            raise ConfigError(f"data.split.max_contexts_per_combination must be >= 1 or null, got {cap!r}. "
+                              "Fix: data.split.max_contexts_per_combination=100 (or null to keep every context)")
 
     @classmethod
     def from_any(cls, value: SplitConfig | Mapping | None) -> SplitConfig:
@@ -52,30 +56,67 @@ class SplitConfig:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(value) - known)
         if unknown:
-            raise ConfigError(f"data.split: unknown keys {unknown}; known keys are {sorted(known)}")
+            raise ConfigError(f"data.split: unknown keys {unknown}. Fix: use only the keys {sorted(known)}")
         return cls(**dict(value))
 
 
 def make_splits(
-    records: list[WordInContext], config: SplitConfig, fixed_test_words: set[str] | None = None
+    records: list[WordInContext],
+    config: SplitConfig,
+    fixed_test_words: set[str] | None = None,
+    files: Sequence[str | Path] = (),
 ) -> dict[str, list[WordInContext]]:
     """Split records word-disjointly into train/dev/test, then cap the contexts per combination.
 
     Test words are `fixed_test_words` when given, else `round(test_fraction * n_words)` sampled words;
     dev words are `round(dev_fraction * n_remaining_words)` of the rest. Each split keeps the records'
-    original order.
+    original order. No records, or an empty split that was asked for (train always, test when its words
+    are fixed or test_fraction > 0, dev when dev_fraction > 0), is a ConfigError naming the split settings
+    and `files`, the data files the records come from.
     """
+    origin = f"from {', '.join(str(f) for f in files)}" if files else "from the records given"
+    if not records:
+        raise ConfigError(f"no records to split ({origin}). Fix: check the data files and the data.source settings")
     rng = random.Random(config.seed)
     words = sorted({record.word for record in records})
     if fixed_test_words is None:
         test_words = set(rng.sample(words, round(config.test_fraction * len(words))))
     else:
-        test_words = set(fixed_test_words)
+        test_words = set(fixed_test_words) & set(words)
     remaining = [word for word in words if word not in test_words]
     dev_words = set(rng.sample(remaining, round(config.dev_fraction * len(remaining))))
+    _check_split_words(len(words), test_words, dev_words, config, fixed_test_words, origin)
     split_of = {word: "test" if word in test_words else "dev" if word in dev_words else "train" for word in words}
     splits = {name: [r for r in records if split_of[r.word] == name] for name in SPLIT_NAMES}
     return {name: cap_contexts(splits[name], config.max_contexts_per_combination, rng) for name in SPLIT_NAMES}
+
+
+def _check_split_words(n_words: int, test_words: set[str], dev_words: set[str], config: SplitConfig,
+                       fixed_test_words: set[str] | None, origin: str) -> None:
+    """Refuse a split left without words although the settings ask for it (see make_splits)."""
+    more_data = "Fix: use more data, or raise"
+    if fixed_test_words is not None and not test_words:
+        raise ConfigError(f"the test split is empty: none of the {len(fixed_test_words)} fixed test words occurs in "
+                          f"the records ({origin}). Fix: use data that annotates the test words")
+    if fixed_test_words is None and config.test_fraction > 0 and not test_words:
+        raise ConfigError(f"the test split is empty: data.split.test_fraction={config.test_fraction} of {n_words} "
+                          f"words rounds to 0 test words ({origin}). {more_data} data.split.test_fraction")
+    n_remaining = n_words - len(test_words)
+    if config.dev_fraction > 0 and not dev_words and n_remaining:
+        raise ConfigError(f"the dev split is empty: data.split.dev_fraction={config.dev_fraction} of the {n_remaining} "
+                          f"words left after the test words rounds to 0 dev words ({origin}). "
+                          f"{more_data} data.split.dev_fraction")
+    if n_remaining == len(dev_words):
+        _refuse_empty_train(n_words, len(test_words), len(dev_words), config, fixed_test_words is not None, origin)
+
+
+def _refuse_empty_train(n_words: int, n_test: int, n_dev: int, config: SplitConfig, fixed_test: bool,
+                        origin: str) -> None:
+    test_setting = "fixed" if fixed_test else f"data.split.test_fraction={config.test_fraction}"
+    lower = "data.split.dev_fraction" if fixed_test else "data.split.test_fraction or data.split.dev_fraction"
+    raise ConfigError(f"the train split is empty: of the {n_words} words, {n_test} are test words ({test_setting}) "
+                      f"and {n_dev} dev words (data.split.dev_fraction={config.dev_fraction}) ({origin}). "
+                      f"Fix: use more data, or lower {lower}")
 
 
 def cap_contexts(records: list[WordInContext], cap: int | None, rng: random.Random) -> list[WordInContext]:

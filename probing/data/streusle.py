@@ -4,6 +4,11 @@ Each sentence is a block of 19 tab-separated columns: the 10 CoNLL-U columns, th
 WMWE WCAT WLEMMA LEXTAG. A lexical unit's supersense (SS, column 14) sits on its first token; for a strong
 multiword expression the other tokens share its SMWE group ("group:position", column 11), possibly
 non-contiguously ("have ... check"). Weak MWEs (columns 16-18) are ignored: their parts keep their own units.
+
+STREUSLE spells noun supersenses "n.COGNITION" and verb ones "v.body". A noun or verb supersense written in another
+case ("N.COGNITION", "n.cognition", "V.BODY") is a typo for the same class: it is read as the canonical class and
+each such unit is counted in the SkipCounter (NOTE_OTHER_CASE), so the normalisation is reported, never silent.
+A name that is no supersense in any case ("N.VEHICLE") is a format error.
 """
 
 from __future__ import annotations
@@ -37,7 +42,10 @@ STREUSLE_FILES = ("streusle.ud_dev.conllulex", "streusle.ud_test.conllulex")
 SKIP_VERB = "verb supersense (include_verbs=False)"
 SKIP_UNCERTAIN = "supersense '??' (annotator unsure)"
 SKIP_EMPTY_SENTENCE = "empty sentence (no token lines)"
+NOTE_OTHER_CASE = "supersense written in another case, read as its canonical class (e.g. N.COGNITION as n.COGNITION)"
 FORMAT_FIX = "use CoNLL-U-Lex: 19 tab-separated columns, integer token IDs, SS (column 14) a STREUSLE supersense"
+EMPTY_FILE_FIX = "give a CoNLL-U-Lex file with at least one sentence, or leave this file out of data.source.paths"
+CANONICAL = {name.lower(): name for name in NOUN_SUPERSENSES + VERB_SUPERSENSES}
 
 
 @dataclass
@@ -49,6 +57,7 @@ class _Token:
     lexlemma: str
     supersense: str
     line: int
+    written_in_other_case: bool = False
 
 
 def streusle_classes(include_verbs: bool = False) -> list[str]:
@@ -63,19 +72,25 @@ def read_streusle(
 
     word = LEXLEMMA lower-cased with spaces as "_" ("salad bar" -> "salad_bar"); the target is every token
     of the unit's strong MWE group, else the token itself. Preposition supersenses (p.*), "`$" and "_"
-    are not targets; "??" and, without `include_verbs`, verb supersenses are counted as skips.
+    are not targets; "??" and, without `include_verbs`, verb supersenses are counted as skips. A file without
+    any token line (empty, or only comments and blank lines) is a DataFormatError naming it.
     """
     targets = set(streusle_classes(include_verbs))
     records: list[WordInContext] = []
     skips = SkipCounter()
     for path in paths:
+        n_sentences = 0
         for sentence in _read_sentences(path, config_key, skips):
+            n_sentences += 1
             records.extend(_sentence_records(sentence, targets, path, skips))
+        if not n_sentences:
+            problem = "no token lines: the file is empty or holds only comments and blank lines"
+            raise DataFormatError(path, None, problem, EMPTY_FILE_FIX)
     return records, skips
 
 
 def _read_sentences(path: str | Path, config_key: str, skips: SkipCounter):
-    """Yield each sentence as its list of word-line tokens; comments, multiword-token lines and empty nodes are left out.
+    """Yield each sentence as its list of word-line tokens, leaving out comments, multiword-token lines and empty nodes.
 
     A sentence block with comments but no token line is counted as the skip "empty sentence"."""
     sentence: list[_Token] = []
@@ -102,20 +117,28 @@ def _read_sentences(path: str | Path, config_key: str, skips: SkipCounter):
 def _parse_token_line(line: str, path: str | Path, number: int) -> _Token | None:
     columns = line.split("\t")
     if len(columns) != N_COLUMNS:
-        raise DataFormatError(path, number, f"expected {N_COLUMNS} tab-separated columns, got {len(columns)}", FORMAT_FIX)
+        problem = f"expected {N_COLUMNS} tab-separated columns, got {len(columns)}"
+        raise DataFormatError(path, number, problem, FORMAT_FIX)
     token_id = columns[ID]
     if _is_multiword_or_empty_node(token_id):
         return None
     if not token_id.isdigit():
         raise DataFormatError(path, number, f"token ID {token_id!r} is not an integer", FORMAT_FIX)
-    supersense = columns[SS]
-    if supersense.startswith(("n.", "v.")) and supersense not in NOUN_SUPERSENSES + VERB_SUPERSENSES:
-        raise DataFormatError(path, number, f"unknown supersense {supersense!r}", FORMAT_FIX)
+    supersense = _canonical_supersense(columns[SS], path, number)
     smwe = columns[SMWE]
     if smwe != "_" and not _is_group_position(smwe):
         raise DataFormatError(path, number, f"SMWE {smwe!r} is not 'group:position'", FORMAT_FIX)
     group = smwe.split(":")[0] if smwe != "_" else None
-    return _Token(columns[FORM], group, columns[LEXLEMMA], supersense, number)
+    return _Token(columns[FORM], group, columns[LEXLEMMA], supersense, number, supersense != columns[SS])
+
+
+def _canonical_supersense(written: str, path: str | Path, number: int) -> str:
+    """The canonical spelling of a noun or verb supersense in any case; other SS values (p.*, "_", "??") as written."""
+    if written[:2].lower() not in ("n.", "v."):
+        return written
+    if written.lower() not in CANONICAL:
+        raise DataFormatError(path, number, f"unknown supersense {written!r}", FORMAT_FIX)
+    return CANONICAL[written.lower()]
 
 
 def _is_multiword_or_empty_node(token_id: str) -> bool:
@@ -139,6 +162,8 @@ def _sentence_records(
     records = []
     for position, token in enumerate(sentence):
         where = f"{path}:{token.line}"
+        if token.written_in_other_case:
+            skips.skip(NOTE_OTHER_CASE, where)
         if token.supersense in targets:
             word = token.lexlemma.lower().replace(" ", "_")
             records.append(WordInContext(forms, _unit_positions(sentence, position), word, token.supersense, where))

@@ -27,6 +27,8 @@ SKIP_EMPTY = "empty line"
 SKIP_UNLISTED = "annotated word in neither train.tsv nor test.tsv"
 SKIP_EMPTY_NAME = "word list line with an empty name"
 EMPTY_NAME_PREFIX = "@@\t"
+EMPTY_LIST_FIX = "give the Wiki-PSE file as distributed (data.lists_dir: semantic_classes.txt, train.tsv, test.tsv)"
+EMPTY_CORPUS_FIX = "set data.corpus to Wiki-PSE's annotated corpus (word_sclass/corpus.txt), one context per line"
 
 
 def read_sclasses(path: str | Path, config_key: str = "data.lists_dir") -> list[str]:
@@ -35,8 +37,11 @@ def read_sclasses(path: str | Path, config_key: str = "data.lists_dir") -> list[
     for number, line in read_lines(path, config_key):
         parts = line.split()
         if len(parts) != 2 or not parts[0].startswith("-") or len(parts[0]) < 2 or not parts[1].isdigit():
-            raise DataFormatError(path, number, f"expected '-sclass count', got {line!r}", 'write e.g. "-location 12152872"')
+            problem = f"expected '-sclass count', got {line!r}"
+            raise DataFormatError(path, number, problem, 'write e.g. "-location 12152872"')
         classes.append(parts[0][1:])
+    if not classes:
+        raise DataFormatError(path, None, "no s-class lines: the file is empty", EMPTY_LIST_FIX)
     return classes
 
 
@@ -45,7 +50,8 @@ def read_word_list(path: str | Path, classes: list[str], config_key: str = "data
     """word -> {s-class: corpus frequency} from a Wiki-PSE train.tsv/test.tsv, in file order.
 
     The distributed train.tsv has one line with an empty name ("@@", line 42253); it is skipped and counted in
-    `skips` (without which Table 2's 35,399 + 8,850 training words would be one more)."""
+    `skips` (without which Table 2's 35,399 + 8,850 training words would be one more). A list without any word
+    line is a DataFormatError naming it."""
     known = set(classes)
     words: dict[str, dict[str, int]] = {}
     for number, line in read_lines(path, config_key):
@@ -56,11 +62,15 @@ def read_word_list(path: str | Path, classes: list[str], config_key: str = "data
         if word in words:
             raise DataFormatError(path, number, f"word {word!r} is listed twice", "keep one line per word")
         words[word] = sclasses
+    if not words:
+        problem = "no word lines: the file is empty or lists only the empty name"
+        raise DataFormatError(path, None, problem, EMPTY_LIST_FIX)
     return words
 
 
-def read_disjoint_lists(train_path: Path, test_path: Path, classes: list[str], skips: SkipCounter,
-                        config_key: str = "data.lists_dir") -> tuple[dict[str, dict[str, int]], dict[str, dict[str, int]]]:
+def read_disjoint_lists(
+    train_path: Path, test_path: Path, classes: list[str], skips: SkipCounter, config_key: str = "data.lists_dir"
+) -> tuple[dict[str, dict[str, int]], dict[str, dict[str, int]]]:
     """train.tsv and test.tsv, refusing a word listed in both (Wiki-PSE's split is word-disjoint)."""
     train_words = read_word_list(train_path, classes, config_key, skips)
     test_words = read_word_list(test_path, classes, config_key, skips)
@@ -88,7 +98,8 @@ def _parse_word_line(line: str, known: set[str], path: str | Path, number: int) 
         if sclass not in known:
             raise DataFormatError(path, number, f"unknown s-class {sclass!r}", "use a class of semantic_classes.txt")
         if not frequency.isdigit():
-            raise DataFormatError(path, number, f"frequency {frequency!r} of {sclass!r} is not a non-negative integer", fix)
+            problem = f"frequency {frequency!r} of {sclass!r} is not a non-negative integer"
+            raise DataFormatError(path, number, problem, fix)
         sclasses[sclass] = int(frequency)
     return word_match.group(1), sclasses
 
@@ -101,22 +112,28 @@ def read_corpus(
     `word_split` maps every listed word (train.tsv and test.tsv) to its split; occurrences of other
     words are skipped and counted, as are empty lines. In each record the other annotated tokens of
     the line appear as their plain words. A token starting like an annotation ("@name@...") must be
-    a well-formed one with a known s-class; a lone "@" or an e-mail address is ordinary text.
+    a well-formed one with a known s-class; a lone "@" or an e-mail address is ordinary text. A corpus
+    without any non-empty line is a DataFormatError naming it.
     """
     known = set(classes)
     records: list[WordInContext] = []
     skips = SkipCounter()
+    n_contexts = 0
     for number, line in read_lines(path, config_key):
         where = f"{path}:{number}"
         if not line.strip():
             skips.skip(SKIP_EMPTY, where)
             continue
+        n_contexts += 1
         tokens, annotations = _expand_line(line.split(), known, path, number)
         for word, sclass, target in annotations:
             if word not in word_split:
                 skips.skip(SKIP_UNLISTED, where)
                 continue
             records.append(WordInContext(tokens, target, word, sclass, where))
+    if not n_contexts:
+        problem = "no context lines: the file is empty or holds only blank lines"
+        raise DataFormatError(path, None, problem, EMPTY_CORPUS_FIX)
     return records, skips
 
 

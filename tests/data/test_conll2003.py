@@ -16,7 +16,7 @@ from probing.data.conll2003 import (
 from probing.data.records import SkipCounter
 from probing.data.sources import Conll2003Source
 from probing.data.splits import split_summary
-from probing.errors import DataFormatError
+from probing.errors import ConfigError, DataFormatError
 from tests.helpers import FIXTURES
 
 FIXTURES = FIXTURES / "data" / "conll2003"
@@ -132,3 +132,49 @@ def test_real_files_match_the_published_mention_counts(shared_data):
         assert dict(Counter(r.sclass for r in records)) == counts, name
         assert skips.total() == 0, name  # the files are IOB2
     assert set(ENTITY_TYPES) == set(expected["train.txt"])
+
+
+def copy_fixtures(tmp_path):
+    for path in FILES:
+        (tmp_path / path.name).write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
+    return tmp_path
+
+
+def test_files_given_as_one_string_is_one_file():
+    data = Conll2003Source(str(FIXTURES), files="valid.txt", split={"test_fraction": 0.0, "dev_fraction": 0.0}).load()
+    assert data.files == [FIXTURES / "valid.txt"]
+    assert [r.word for r in data.splits["train"]] == ["leicestershire", "london"]
+
+
+def test_an_empty_files_list_is_a_config_error():
+    with pytest.raises(ConfigError, match=r"data\.source\.files must be a path or a non-empty list"):
+        Conll2003Source(str(FIXTURES), files=[])
+
+
+@pytest.mark.parametrize("text", ["", "\n\n", "-DOCSTART- -X- -X- O\n\n"])
+def test_a_file_without_token_lines_is_refused_by_name(tmp_path, text):
+    folder = copy_fixtures(tmp_path)
+    (folder / "train.txt").write_text(text, encoding="utf-8")
+    with pytest.raises(DataFormatError) as caught:
+        Conll2003Source(str(folder)).load()
+    assert caught.value.path == str(folder / "train.txt") and caught.value.line is None
+    assert "no token lines" in caught.value.problem and "data.source.files" in caught.value.fix
+
+
+def test_files_without_any_mention_are_refused_naming_them(tmp_path):
+    for name in ("train.txt", "valid.txt", "test.txt"):
+        (tmp_path / name).write_text("the DT B-NP O\ncat NN I-NP O\n", encoding="utf-8")
+    with pytest.raises(DataFormatError) as caught:
+        Conll2003Source(str(tmp_path)).load()
+    assert all(str(tmp_path / name) in caught.value.path for name in ("train.txt", "valid.txt", "test.txt"))
+    assert "no records" in caught.value.problem and "no entity mention" in caught.value.problem
+
+
+def test_too_few_words_for_the_dev_split_names_the_setting_and_files(tmp_path):
+    for name in ("train.txt", "valid.txt", "test.txt"):
+        (tmp_path / name).write_text("Paris NNP B-NP B-LOC\nand CC O O\nEU NNP B-NP B-ORG\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as caught:
+        Conll2003Source(str(tmp_path), split={"test_fraction": 0.0, "dev_fraction": 0.2}).load()
+    message = str(caught.value)
+    assert "dev split is empty" in message and "data.split.dev_fraction=0.2" in message
+    assert str(tmp_path / "valid.txt") in message

@@ -23,7 +23,7 @@ def corpus(n_words: int = 50, contexts: int = 3) -> list[WordInContext]:
     """n_words words w00.., each with `contexts` records in class A; every 5th word also has class B."""
     records = []
     for w in range(n_words):
-        for c in range(contexts):
+        for _ in range(contexts):
             records.append(record(f"w{w:02d}", "A", len(records)))
             if w % 5 == 0:
                 records.append(record(f"w{w:02d}", "B", len(records)))
@@ -120,3 +120,45 @@ def test_split_config_from_mapping_and_errors():
         SplitConfig(test_fraction=1.0)
     with pytest.raises(ConfigError, match="max_contexts_per_combination"):
         SplitConfig(max_contexts_per_combination=0)
+
+
+def test_no_records_is_an_error_naming_the_files():
+    with pytest.raises(ConfigError, match=r"no records to split \(from a\.txt, b\.txt\)"):
+        make_splits([], SplitConfig(), files=["a.txt", "b.txt"])
+
+
+@pytest.mark.parametrize(
+    "n_words, settings, empty, named",
+    [
+        (1, {"test_fraction": 0.2, "dev_fraction": 0.0}, "test", "data.split.test_fraction=0.2"),
+        (2, {"test_fraction": 0.0, "dev_fraction": 0.2}, "dev", "data.split.dev_fraction=0.2"),
+        (1, {"test_fraction": 0.6, "dev_fraction": 0.0}, "train", "data.split.test_fraction=0.6"),
+        (2, {"test_fraction": 0.0, "dev_fraction": 0.8}, "train", "data.split.dev_fraction=0.8"),
+    ],
+)
+def test_an_empty_split_names_the_setting_and_the_files(n_words, settings, empty, named):
+    with pytest.raises(ConfigError) as caught:
+        make_splits(corpus(n_words=n_words), SplitConfig(**settings), files=["data.conllulex"])
+    message = str(caught.value)
+    assert f"the {empty} split is empty" in message and named in message
+    assert "data.conllulex" in message and "Fix:" in message
+
+
+def test_a_split_with_fraction_zero_may_be_empty():
+    splits = make_splits(corpus(n_words=1), SplitConfig(test_fraction=0.0, dev_fraction=0.0))
+    assert len(splits["train"]) == 6 and splits["dev"] == splits["test"] == []
+
+
+def test_fixed_test_words_absent_from_the_records_are_an_error():
+    with pytest.raises(ConfigError, match="none of the 2 fixed test words occurs in the records"):
+        make_splits(corpus(n_words=5), SplitConfig(dev_fraction=0.0), fixed_test_words={"x", "y"})
+
+
+@pytest.mark.parametrize(
+    "settings, key",
+    [({"test_fraction": "0.2"}, "test_fraction"), ({"dev_fraction": True}, "dev_fraction"), ({"seed": "0"}, "seed"),
+     ({"seed": False}, "seed"), ({"max_contexts_per_combination": 2.5}, "max_contexts_per_combination")],
+)
+def test_split_settings_of_the_wrong_type_are_config_errors(settings, key):
+    with pytest.raises(ConfigError, match=f"data\\.split\\.{key} must .*Fix: data\\.split\\.{key}="):
+        SplitConfig(**settings)

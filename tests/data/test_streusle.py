@@ -8,12 +8,15 @@ import pytest
 
 from probing.data.sources import StreusleSource, packaged_streusle_paths
 from probing.data.splits import split_summary
-from probing.data.streusle import NOUN_SUPERSENSES, VERB_SUPERSENSES, read_streusle
-from probing.errors import DataFormatError
+from probing.data.streusle import NOTE_OTHER_CASE, NOUN_SUPERSENSES, SKIP_VERB, VERB_SUPERSENSES, read_streusle
+from probing.errors import ConfigError, DataFormatError
 from tests.helpers import FIXTURES
 
 FIXTURE = FIXTURES / "data" / "streusle" / "mini.conllulex"
-TOKEN_LINE = "1\tcars\tcar\tNOUN\tNNS\tNumber=Plur\t0\troot\t0:root\t_\t_\tN\tcar\tn.ARTIFACT\t_\t_\t_\t_\tO-N-n.ARTIFACT"
+TOKEN_LINE = "\t".join(
+    ["1", "cars", "car", "NOUN", "NNS", "Number=Plur", "0", "root", "0:root", "_", "_", "N", "car", "n.ARTIFACT"]
+    + ["_", "_", "_", "_", "O-N-n.ARTIFACT"]
+)
 
 
 def test_class_inventories():
@@ -136,3 +139,79 @@ def test_empty_sentence_is_a_counted_skip(tmp_path):
     assert [r.word for r in records] == ["car"]
     assert skips.counts[SKIP_EMPTY_SENTENCE] == 2
     assert skips.examples[SKIP_EMPTY_SENTENCE] == f"{path}:1"
+
+
+def token_line(token_id: int, form: str, lemma: str, supersense: str) -> str:
+    columns = TOKEN_LINE.split("\t")
+    columns[0], columns[1], columns[2], columns[12], columns[13] = str(token_id), form, lemma, lemma, supersense
+    return "\t".join(columns)
+
+
+@pytest.mark.parametrize("value", ["no", "false", 1, 0, None])
+def test_include_verbs_accepts_only_a_boolean(value):
+    with pytest.raises(ConfigError) as caught:
+        StreusleSource([str(FIXTURE)], include_verbs=value)
+    assert "data.source.include_verbs must be true or false" in str(caught.value)
+    assert str(caught.value).endswith("Fix: data.source.include_verbs=true or data.source.include_verbs=false")
+
+
+def test_supersense_in_another_case_is_read_as_its_canonical_class_and_counted(tmp_path):
+    lines = [token_line(1, "idea", "idea", "N.COGNITION"), token_line(2, "thought", "thought", "n.cognition"),
+             token_line(3, "walk", "walk", "V.BODY"), token_line(4, "car", "car", "n.ARTIFACT")]
+    path = write_sentence(tmp_path, *lines)
+    records, skips = read_streusle([path], include_verbs=True)
+    assert [(r.word, r.sclass) for r in records] == [
+        ("idea", "n.COGNITION"), ("thought", "n.COGNITION"), ("walk", "v.body"), ("car", "n.ARTIFACT")]
+    assert skips.counts == {NOTE_OTHER_CASE: 3}
+    assert skips.examples[NOTE_OTHER_CASE] == f"{path}:2"
+    nouns, skips = read_streusle([path])
+    assert [r.sclass for r in nouns] == ["n.COGNITION", "n.COGNITION", "n.ARTIFACT"]
+    assert skips.counts == {NOTE_OTHER_CASE: 3, SKIP_VERB: 1}  # V.BODY: read as v.body, then skipped as a verb
+
+
+@pytest.mark.parametrize("supersense", ["N.VEHICLE", "V.Dance"])
+def test_unknown_supersense_in_another_case_is_still_an_error(tmp_path, supersense):
+    path = write_sentence(tmp_path, token_line(1, "car", "car", supersense))
+    with pytest.raises(DataFormatError, match=f":2: unknown supersense '{supersense}'"):
+        read_streusle([path])
+
+
+def test_a_single_path_string_is_one_file():
+    data = StreusleSource(str(FIXTURE), split={"seed": 0}).load()
+    assert data.files == [FIXTURE]
+    assert sum(len(records) for records in data.splits.values()) == 9
+
+
+def test_an_empty_path_list_is_a_config_error():
+    with pytest.raises(ConfigError, match=r"data\.source\.paths must be a path or a non-empty list"):
+        StreusleSource([])
+
+
+@pytest.mark.parametrize("text", ["", "\n\n", "# sent_id = a\n# text =\n\n# sent_id = b\n"])
+def test_a_file_without_token_lines_is_refused_by_name(tmp_path, text):
+    empty = tmp_path / "empty.conllulex"
+    empty.write_text(text, encoding="utf-8")
+    with pytest.raises(DataFormatError) as caught:
+        read_streusle([FIXTURE, empty])
+    assert caught.value.path == str(empty) and caught.value.line is None
+    assert "no token lines" in caught.value.problem and "data.source.paths" in caught.value.fix
+    with pytest.raises(DataFormatError, match="empty.conllulex: no token lines"):
+        StreusleSource([str(FIXTURE), str(empty)]).load()
+
+
+def test_a_source_whose_units_are_all_skipped_names_its_files_and_the_skips(tmp_path):
+    path = write_sentence(tmp_path, token_line(1, "walk", "walk", "v.body"), token_line(2, "run", "run", "v.motion"))
+    with pytest.raises(DataFormatError) as caught:
+        StreusleSource([str(path)]).load()
+    assert caught.value.path == str(path)
+    assert "no records" in caught.value.problem and f"2 {SKIP_VERB}" in caught.value.problem
+    assert "data.source.include_verbs=true" in caught.value.fix
+
+
+def test_a_file_with_one_word_cannot_fill_the_test_split(tmp_path):
+    path = write_sentence(tmp_path, TOKEN_LINE)
+    with pytest.raises(ConfigError) as caught:
+        StreusleSource([str(path)]).load()
+    message = str(caught.value)
+    assert "test split is empty" in message and "data.split.test_fraction=0.2" in message
+    assert str(path) in message and "Fix:" in message

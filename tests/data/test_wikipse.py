@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from probing.data.records import SkipCounter
 from probing.data.sources import WikiPseSource
 from probing.data.splits import split_summary
-from probing.data.wikipse import read_corpus, read_sclasses, read_word_list
-from probing.errors import DataFormatError
+from probing.data.wikipse import read_corpus, read_disjoint_lists, read_sclasses, read_word_list
+from probing.errors import ConfigError, DataFormatError
 from tests.helpers import FIXTURES
 
 FIXTURES = FIXTURES / "data" / "wiki_pse"
@@ -170,3 +171,59 @@ def test_source_missing_lists_dir_names_the_config_key(tmp_path):
     with pytest.raises(DataFormatError) as caught:
         WikiPseSource(str(FIXTURES / "corpus.txt"), str(tmp_path / "missing")).load()
     assert caught.value.problem == "file not found" and "data.lists_dir" in caught.value.fix
+
+
+def copy_lists(tmp_path: Path) -> Path:
+    for name in ("semantic_classes.txt", "train.tsv", "test.tsv"):
+        write(tmp_path, (FIXTURES / name).read_text(encoding="utf-8"), name)
+    return tmp_path
+
+
+@pytest.mark.parametrize("text", ["", "\n\n"])
+def test_an_empty_corpus_is_refused_by_name(tmp_path, text):
+    path = write(tmp_path, text)
+    with pytest.raises(DataFormatError) as caught:
+        read_corpus(path, CLASSES, fixture_word_split())
+    assert caught.value.path == str(path) and caught.value.line is None
+    assert "no context lines" in caught.value.problem and "data.corpus" in caught.value.fix
+
+
+def test_an_empty_class_list_is_refused_by_name(tmp_path):
+    path = write(tmp_path, "", "semantic_classes.txt")
+    with pytest.raises(DataFormatError) as caught:
+        read_sclasses(path)
+    assert caught.value.path == str(path) and "no s-class lines" in caught.value.problem
+
+
+@pytest.mark.parametrize("name", ["train.tsv", "test.tsv"])
+@pytest.mark.parametrize("text", ["", "@@\t-location=109\n"])
+def test_an_empty_word_list_is_refused_by_name(tmp_path, name, text):
+    folder = copy_lists(tmp_path)
+    write(folder, text, name)
+    with pytest.raises(DataFormatError) as caught:
+        read_disjoint_lists(folder / "train.tsv", folder / "test.tsv", CLASSES, SkipCounter())
+    assert caught.value.path == str(folder / name) and "no word lines" in caught.value.problem
+    with pytest.raises(DataFormatError, match=f"{name}: no word lines"):
+        WikiPseSource(str(FIXTURES / "corpus.txt"), str(folder)).load()
+
+
+def test_a_corpus_without_listed_words_is_refused_naming_corpus_and_lists(tmp_path):
+    corpus = write(tmp_path, "the @oak@-living_thing grows .\n")
+    with pytest.raises(DataFormatError) as caught:
+        WikiPseSource(str(corpus), str(FIXTURES)).load()
+    assert str(corpus) in caught.value.path and str(FIXTURES / "train.tsv") in caught.value.path
+    assert "no records" in caught.value.problem and "1 annotated word in neither" in caught.value.problem
+
+
+def test_a_corpus_without_test_words_leaves_the_test_split_empty_and_says_so(tmp_path):
+    corpus = write(tmp_path, "the @larch@-living_thing grows .\n")
+    with pytest.raises(ConfigError) as caught:
+        WikiPseSource(str(corpus), str(FIXTURES), split={"dev_fraction": 0.0}).load()
+    message = str(caught.value)
+    assert "test split is empty" in message and "none of the 3 fixed test words" in message
+    assert str(corpus) in message and str(FIXTURES / "test.tsv") in message
+
+
+def test_corpus_given_as_a_list_is_a_config_error():
+    with pytest.raises(ConfigError, match=r"data\.corpus must be one path"):
+        WikiPseSource([str(FIXTURES / "corpus.txt")], str(FIXTURES))

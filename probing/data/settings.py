@@ -1,0 +1,43 @@
+"""Checks for plain setting values that arrive from YAML or the command line (Hydra overrides).
+
+Hydra reads `key=true`/`key=false` as booleans but `key=no` as the string "no", and `key=FILE` as a string where
+`key=[FILE]` is a list; these helpers refuse or normalise such values with a ConfigError naming the setting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from probing.errors import ConfigError
+
+
+def require_bool(key: str, value: object) -> bool:
+    """`value` itself if it is a bool; anything else (the string "no", 1, None...) is a ConfigError naming `key`."""
+    if not isinstance(value, bool):
+        raise ConfigError(f"{key} must be true or false, got {value!r} ({type(value).__name__}). "
+                          f"Fix: {key}=true or {key}=false")
+    return value
+
+
+def path_list(key: str, value: object) -> list[Path]:
+    """A non-empty list of paths from a list of strings, or from a single string taken as a one-element list.
+
+    A string is never iterated character by character; an empty list or a non-string item is a ConfigError."""
+    items = [value] if isinstance(value, (str, Path)) else value
+    fix = f"Fix: {key}=[FILE] or {key}=[FILE1,FILE2]"
+    if not isinstance(items, Sequence) or not items:
+        raise ConfigError(f"{key} must be a path or a non-empty list of paths, got {value!r}. {fix}")
+    wrong = [item for item in items if not isinstance(item, (str, Path)) or not str(item)]
+    if wrong:
+        raise ConfigError(f"{key} must list paths (strings), got {wrong[0]!r} in {value!r}. {fix}")
+    return [Path(item) for item in items]
+
+
+def optional_path(key: str, value: object) -> Path | None:
+    """A path from a string, None when unset (None or ""); any other value is a ConfigError naming `key`."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, (str, Path)):
+        raise ConfigError(f"{key} must be one path, got {value!r} ({type(value).__name__}). Fix: {key}=/path/to/it")
+    return Path(value)

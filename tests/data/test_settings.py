@@ -1,0 +1,44 @@
+"""Setting checks shared by the sources: booleans only as booleans, one path or a list of paths."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from probing.data.settings import optional_path, path_list, require_bool
+from probing.errors import ConfigError
+
+
+@pytest.mark.parametrize("value", [True, False])
+def test_require_bool_returns_a_boolean(value):
+    assert require_bool("data.source.include_verbs", value) is value
+
+
+@pytest.mark.parametrize("value", ["no", "yes", "true", "false", 1, 0, None])
+def test_require_bool_refuses_everything_else_naming_the_key(value):
+    with pytest.raises(ConfigError) as caught:
+        require_bool("data.source.include_verbs", value)
+    message = str(caught.value)
+    assert f"data.source.include_verbs must be true or false, got {value!r}" in message
+    assert message.endswith("Fix: data.source.include_verbs=true or data.source.include_verbs=false")
+
+
+def test_path_list_takes_one_string_as_a_one_element_list():
+    assert path_list("data.source.paths", "a/b.conllulex") == [Path("a/b.conllulex")]
+    assert path_list("data.source.paths", Path("/x")) == [Path("/x")]
+    assert path_list("data.source.paths", ["a", "b"]) == [Path("a"), Path("b")]
+    assert path_list("data.source.paths", ("a",)) == [Path("a")]
+
+
+@pytest.mark.parametrize("value", [[], "", 3, {"a": 1}, ["a", 3], ["a", ""]])
+def test_path_list_refuses_empty_lists_and_non_paths(value):
+    with pytest.raises(ConfigError, match=r"data\.source\.paths must .*Fix: data\.source\.paths=\[FILE\]"):
+        path_list("data.source.paths", value)
+
+
+def test_optional_path():
+    assert optional_path("data.corpus", None) is None and optional_path("data.corpus", "") is None
+    assert optional_path("data.corpus", "c.txt") == Path("c.txt")
+    with pytest.raises(ConfigError, match=r"data\.corpus must be one path, got \['c.txt'\].*Fix: data\.corpus="):
+        optional_path("data.corpus", ["c.txt"])
