@@ -11,7 +11,8 @@ from probing.tasks import probe
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="probe")
 @user_errors_exit_cleanly
 def main(cfg: DictConfig) -> float:
-    return probe.run(cfg)["dev"]["micro_f1"]
+    """Returns `optimized_metric` of the run (dev micro-F1 by default) to a Hydra sweeper."""
+    return probe.optimized_value(probe.run(cfg), cfg.optimized_metric)
 
 
 if __name__ == "__main__":

@@ -155,7 +155,8 @@ def train_both(module: SClassProbe, probes: list[nn.Sequential], train: Split,
     """Seconds of each epoch of both models, timed back to back (batched epoch e, then separate epoch e), so that
     a change in the load of the machine hits both sides of a ratio alike."""
     batched_optimizer = module.configure_optimizers()
-    separate_optimizers = [torch.optim.Adam(probe.parameters(), lr=module.hparams.lr) for probe in probes]
+    lr = batched_optimizer.defaults["lr"]
+    separate_optimizers = [torch.optim.Adam(probe.parameters(), lr=lr) for probe in probes]
     device = train.features.device
     batched, separate = [], []
     for batches in epochs:

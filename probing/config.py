@@ -1,13 +1,38 @@
-"""Hydra/OmegaConf glue: custom resolvers used by the configs in conf/, and the config folder location."""
+"""Hydra/OmegaConf glue: building objects from `_target_` configs, custom resolvers used by the configs in conf/,
+and the config folder location."""
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 from pathlib import Path
+from typing import Any
 
-from omegaconf import OmegaConf
+from hydra.errors import InstantiationException
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from probing.errors import ConfigError, ProbingError
 
 CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "conf")
+
+
+def build(node: DictConfig, key: str, **kwargs: Any) -> Any:
+    """`hydra.utils.instantiate(node, **kwargs)` (plain containers for the arguments), with the errors a user can fix
+    kept as they are: Hydra wraps whatever a constructor raises, which would turn a one-line ProbingError into a
+    traceback. Any other failure to build is a ConfigError naming the config key `key`."""
+    try:
+        return instantiate(node, _convert_="all", **kwargs)
+    except InstantiationException as error:
+        cause = error.__cause__
+        while isinstance(cause, InstantiationException):
+            cause = cause.__cause__
+        if isinstance(cause, ProbingError):
+            raise cause from None
+        first_line = str(cause or error).strip().splitlines()[-1]
+        raise ConfigError(f"{key}: cannot be built ({first_line}). Fix: check the values under `{key}` "
+                          "(python probe.py --cfg job shows the composed config)") from error
 
 
 def launch_dir() -> str:
@@ -31,8 +56,19 @@ def layer_list(num_layers: int, *extra: str) -> str:
     return ",".join([str(layer) for layer in range(int(num_layers))] + [str(item) for item in extra])
 
 
+def job_dir_name(overrides: str, max_length: int = 100) -> str:
+    """A sweep job's folder, named after its overrides (`hydra.job.override_dirname`, e.g. "layer=3,seed=1"), so that
+    a relaunched sweep finds each configuration's results where it left them: characters that are unsafe in a folder
+    name become "_", and a long name is cut and tagged with a hash of the whole."""
+    name = re.sub(r"[^A-Za-z0-9._=,+-]", "_", overrides) or "defaults"
+    if len(name) <= max_length:
+        return name
+    return f"{name[:max_length - 11]}-{hashlib.sha256(overrides.encode()).hexdigest()[:10]}"
+
+
 def register_resolvers() -> None:
-    resolvers = {"launch_dir": launch_dir, "wandb_offline": wandb_offline, "layers": layer_list}
+    resolvers = {"launch_dir": launch_dir, "wandb_offline": wandb_offline, "layers": layer_list,
+                 "job_dir": job_dir_name}
     for name, fn in resolvers.items():
         if not OmegaConf.has_resolver(name):
             OmegaConf.register_new_resolver(name, fn)

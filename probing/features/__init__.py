@@ -1,1 +1,1 @@
-"""Everything that turns words in context into vectors and keeps them: encoders, baselines, word spaces, the HDF5 store."""
+"""Words in context -> vectors, and where they are kept: encoders, baselines, word spaces, the HDF5 store."""

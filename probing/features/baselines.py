@@ -3,8 +3,9 @@
 Each baseline turns a word in context into one vector, the mean of rows of a fixed embedding matrix:
 
     pbert    P-BERT: the encoder's wordpiece input embeddings (no position or segment embeddings) of every
-             wordpiece of the context window, special tokens ([CLS], [SEP], ...) left out but [UNK] kept; the window is the encoder's own (the
-             `context_size` words on each side, cut to `max_length` wordpieces around the target).
+             wordpiece of the context window, special tokens ([CLS], [SEP], ...) left out but [UNK] kept; the
+             window is the encoder's own (the `context_size` words on each side, cut to `max_length` wordpieces
+             around the target).
     bertw    BERTw: the same input embeddings of the target word's wordpieces only: no context at all, so
              every context of a word gets the same vector.
     prand    P-Rand: one N(0, I_dim) vector per (lower-cased) word type, fixed by (seed, word), averaged over
@@ -29,8 +30,9 @@ import torch
 
 from probing.data.records import SkipCounter, WordInContext
 from probing.errors import ConfigError
-from probing.features.encoder import PreparedInput, WordEncoder
-from probing.features.static_embeddings import StaticEmbeddings, seeded_normal_vectors
+from probing.features.encoder import WordEncoder
+from probing.features.featurizer import PreparedInput, context_label, context_window, parse_context_size
+from probing.features.static_embeddings import StaticEmbeddings, read_static_embeddings, seeded_normal_vectors
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +58,8 @@ def mean_rows(matrix: torch.Tensor, id_lists: Sequence[Sequence[int]]) -> torch.
 
 
 class WordpieceBaseline:
-    """P-BERT / BERTw over an encoder's input embedding matrix, with the encoder's own tokenisation and window."""
+    """P-BERT / BERTw over an encoder's input embedding matrix, with the encoder's own tokenisation and window
+    (built by Hydra from `baselines.pbert` / `baselines.bertw`, whose `encoder` is `features.encoder`)."""
 
     def __init__(self, kind: str, encoder: WordEncoder):
         if kind not in WORDPIECE_BASELINES:
@@ -120,9 +123,9 @@ class WordBaseline:
     `vectors_for(words) -> (len(words), D) float32` gives the vectors of new words (deterministic per word)."""
 
     def __init__(self, kind: str, vectors_for: Callable[[list[str]], np.ndarray], dim: int,
-                 identity: dict[str, Any], context_size: int | None, lower: bool):
+                 identity: dict[str, Any], context_size: int | str | None, lower: bool):
         self.kind, self.vectors_for, self.identity = kind, vectors_for, identity
-        self.context_size, self.lower = context_size, lower
+        self.context_size, self.lower = parse_context_size(context_size), lower
         self.vocabulary: dict[str, int] = {}
         self.matrix = torch.empty(0, dim)
         self.skips = SkipCounter()
@@ -137,18 +140,13 @@ class WordBaseline:
         return self.kind
 
     def store_metadata(self) -> dict[str, Any]:
-        context = "all" if self.context_size is None else self.context_size
-        return {**self.identity, "baseline": self.kind, "context_size": context, "num_layers": 1,
-                "hidden_size": self.matrix.shape[1]}
+        return {**self.identity, "baseline": self.kind, "context_size": context_label(self.context_size),
+                "num_layers": 1, "hidden_size": self.matrix.shape[1]}
 
     def window_words(self, record: WordInContext) -> tuple[list[str], list[int]]:
         """The words of the context window (lower-cased for P-Rand) and the target's positions among them."""
-        start, stop = 0, len(record.tokens)
-        if self.context_size is not None:
-            start = max(0, record.target[0] - self.context_size)
-            stop = min(stop, record.target[-1] + self.context_size + 1)
-        words = [word.lower() if self.lower else word for word in record.tokens[start:stop]]
-        return words, [position - start for position in record.target]
+        words, target = context_window(record, self.context_size)
+        return [word.lower() if self.lower else word for word in words], list(target)
 
     def prepare_many(self, records: Sequence[WordInContext]) -> list[PreparedInput | None]:
         windows = [self.window_words(record) for record in records]
@@ -166,14 +164,23 @@ class WordBaseline:
         return mean_rows(self.matrix, [p.input_ids for p in batch])
 
 
-def rand_baseline(dim: int, seed: int, context_size: int | None) -> WordBaseline:
-    """P-Rand: N(0, I_dim) per lower-cased word type."""
+def rand_baseline(dim: int, seed: int, context_size: int | str | None) -> WordBaseline:
+    """P-Rand: N(0, I_dim) per lower-cased word type (Hydra: `baselines.prand`)."""
     identity = {"vectors": f"rand-d{dim}-seed{seed}", "rand_dim": dim, "rand_seed": seed}
     return WordBaseline("prand", lambda words: seeded_normal_vectors(words, dim, seed), dim, identity,
                         context_size, lower=True)
 
 
-def static_baseline(static: StaticEmbeddings, oov_seed: int, context_size: int | None) -> WordBaseline:
+def static_file_baseline(path: str | None, name: str | None, oov_seed: int,
+                         context_size: int | str | None) -> WordBaseline:
+    """P-static from the file `path` (Hydra: `baselines.pstatic`, whose path and name come from `embeddings=...`)."""
+    if not path:
+        raise ConfigError("baseline=pstatic needs a static embedding file. Fix: add embeddings=glove (or fasttext, "
+                          "word2vec, static) embeddings.path=/path/to/vectors.txt")
+    return static_baseline(read_static_embeddings(path, name=name), oov_seed, context_size)
+
+
+def static_baseline(static: StaticEmbeddings, oov_seed: int, context_size: int | str | None) -> WordBaseline:
     """P-static: a static embedding file (looked up as written, then lower-cased; OOV -> seeded N(0, I))."""
     identity = {"vectors": f"static-{static.name}-{static.sha256[:10]}", "embeddings_name": static.name,
                 "embeddings_sha256": static.sha256, "oov_seed": oov_seed}

@@ -29,8 +29,10 @@ from torch.nn.utils.rnn import pad_sequence
 from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerFast
 
 from probing.data.records import SkipCounter, WordInContext
+from probing.data.settings import require_bool
 from probing.data.text import sha256_files
 from probing.errors import ConfigError, ModelLoadError
+from probing.features.featurizer import PreparedInput, context_label, context_window, parse_context_size
 
 PACKAGED_PREFIX = "packaged:"
 LOAD_FIX = "use the packaged model with model=minilm, or a local copy with model.name_or_path=/local/folder"
@@ -52,14 +54,6 @@ class EncoderInfo:
     architecture: str
     num_layers: int
     hidden_size: int
-
-
-@dataclass
-class PreparedInput:
-    """One record ready for the model: ids with special tokens and the positions of the target's wordpieces."""
-
-    input_ids: list[int]
-    target_pieces: list[int]
 
 
 def resolve_model_path(name_or_path: str) -> str:
@@ -202,7 +196,8 @@ def centred_window(first: int, stop: int, total: int, width: int) -> tuple[int, 
     return start, start + width
 
 
-def pooling_index(target_pieces: Sequence[Sequence[int]], pooling: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def pooling_index(target_pieces: Sequence[Sequence[int]],
+                  pooling: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Which (record, piece) positions are pooled, and with what weight: 1/n on each of a record's n target
     pieces (mean) or 1 on its last piece (last). Returns (rows, cols, weights), one entry per pooled piece."""
     if pooling == "last":
@@ -226,22 +221,26 @@ def pool_layers(hidden_states: Sequence[torch.Tensor], rows: torch.Tensor, cols:
 
 
 class WordEncoder:
-    """Turns word-in-context records into (num_layers, hidden) vectors of a frozen encoder."""
+    """Turns word-in-context records into (num_layers, hidden) vectors of a frozen encoder (a `Featurizer`).
+
+    Built by Hydra from `features.encoder` (conf/features/default.yaml). `context_size`: words on each side of the
+    target, or None / "all" for the whole sentence."""
 
     def __init__(
         self,
         name_or_path: str,
         pooling: str = "mean",
         max_length: int = 128,
-        context_size: int | None = None,
+        context_size: int | str | None = None,
         device: str = "cpu",
         revision: str | None = None,
         precision: str = "32",
         random_init: bool = False,
         init_seed: int = 0,
     ):
-        _check_options(pooling, context_size, precision)
-        self.pooling, self.context_size, self.max_length = pooling, context_size, max_length
+        precision = str(precision)
+        _check_options(pooling, precision)
+        self.pooling, self.context_size, self.max_length = pooling, parse_context_size(context_size), max_length
         self.device = resolve_device(device)
         self.autocast_dtype = AUTOCAST_DTYPES[precision]
         if self.autocast_dtype is not None and self.device.type != "cuda":
@@ -249,7 +248,7 @@ class WordEncoder:
                 f"precision={precision} uses autocast on CUDA only, but the device is {self.device}. "
                 "Fix: features.precision=32"
             )
-        self.random_init, self.init_seed = bool(random_init), int(init_seed)
+        self.random_init, self.init_seed = require_bool("model.random_init", random_init), int(init_seed)
         with torch.random.fork_rng(devices=[]):  # a random-init encoder is a function of init_seed alone
             torch.manual_seed(self.init_seed)
             self.model, self.tokenizer, self.info = load_encoder(name_or_path, revision=revision,
@@ -281,7 +280,7 @@ class WordEncoder:
             "model_name": info.model_name, "model_path": info.model_path, "weights_sha256": info.weights_sha256,
             "tokenizer_class": info.tokenizer_class, "tokenizer_sha256": info.tokenizer_sha256,
             "architecture": info.architecture, "num_layers": info.num_layers, "hidden_size": info.hidden_size,
-            "pooling": self.pooling, "context_size": "all" if self.context_size is None else self.context_size,
+            "pooling": self.pooling, "context_size": context_label(self.context_size),
             "max_length": self.max_length,
         }
         if self.random_init:
@@ -292,7 +291,7 @@ class WordEncoder:
         """Tokenise records in one batched call; None (with a counted skip) where the target cannot be encoded."""
         if not records:
             return []
-        windows = [self._context_window(record) for record in records]
+        windows = [context_window(record, self.context_size) for record in records]
         encoded = self.tokenizer(
             [list(words) for words, _ in windows], is_split_into_words=True, add_special_tokens=False
         )
@@ -300,14 +299,6 @@ class WordEncoder:
             self._prepare_one(record, target, encoding)
             for record, (_, target), encoding in zip(records, windows, encoded.encodings)
         ]
-
-    def _context_window(self, record: WordInContext) -> tuple[tuple[str, ...], tuple[int, ...]]:
-        """The words the model sees and the target's positions among them (Zhao §4.3 context size)."""
-        if self.context_size is None:
-            return record.tokens, record.target
-        start = max(0, record.target[0] - self.context_size)
-        stop = record.target[-1] + self.context_size + 1
-        return record.tokens[start:stop], tuple(position - start for position in record.target)
 
     def _prepare_one(self, record: WordInContext, target: tuple[int, ...], encoding: Encoding) -> PreparedInput | None:
         target_words = set(target)
@@ -348,15 +339,13 @@ class WordEncoder:
         with torch.inference_mode():
             with torch.autocast(self.device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None):
                 output = self.model(input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device))
-            pooled = pool_layers(output.hidden_states, rows.to(self.device), cols.to(self.device), weights.to(self.device),
-                                 len(batch))
+            index = (tensor.to(self.device) for tensor in (rows, cols, weights))
+            pooled = pool_layers(output.hidden_states, *index, len(batch))
         return pooled.cpu()
 
 
-def _check_options(pooling: str, context_size: int | None, precision: str) -> None:
+def _check_options(pooling: str, precision: str) -> None:
     if pooling not in POOLINGS:
         raise ConfigError(f"Unknown pooling '{pooling}'. Fix: features.pooling=mean or features.pooling=last")
-    if context_size is not None and context_size < 0:
-        raise ConfigError(f"context_size must be >= 0 or null (whole sentence), got {context_size}")
     if precision not in AUTOCAST_DTYPES:
         raise ConfigError(f"Unknown precision '{precision}'. Fix: features.precision=32, bf16 or 16")

@@ -1,6 +1,7 @@
 """Type-level (uncontextualized) probing, Zhao et al. 2020 §3.2.1, §4.2.1, Fig. 1 and Table 5.
 
-One vector per word type, from one of these spaces (`embeddings=`):
+One vector per word type, from one of these spaces (`embeddings=`, each a Hydra `_target_` config in conf/embeddings/;
+at type level `layer=l`, `layer=rand` and `layer=bertw` pick AVG-l, Rand and BERTw from `type_spaces`):
 
     rand     Rand: N(0, I_dim) per word, fixed by (seed, word).
     bertw    BERTw: the mean of the word's wordpiece input embeddings in the model's matrix (a multiword name's
@@ -17,62 +18,85 @@ One vector per word type, from one of these spaces (`embeddings=`):
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
 import numpy as np
-from omegaconf import DictConfig
 
 from probing.data.types import TypeLevelData, WordTypes
 from probing.errors import ConfigError
 from probing.features.baselines import input_embedding_matrix, mean_rows
+from probing.features.encoder import WordEncoder
 from probing.features.static_embeddings import read_static_embeddings, seeded_normal_vectors
 from probing.features.store import FeatureStore
 
 log = logging.getLogger(__name__)
 
-SPACES = ("rand", "bertw", "avg", "static")
+# What a space returns: the data (words without a vector left out), split -> (words, D) vectors, and notes for
+# results.json (OOV counts, file hashes...).
+SpaceVectors = tuple[TypeLevelData, dict[str, np.ndarray], dict[str, Any]]
 
 
-def space_label(space: DictConfig, layer: int | None) -> str:
-    """The representation's name in reports: Rand, BERTw, GloVe, ..., AVG-<l>."""
-    return f"AVG-{layer}" if space.kind == "avg" else str(space.label)
+class RandSpace:
+    """Rand: one N(0, I_dim) vector per word, fixed by (seed, word)."""
+
+    def __init__(self, name: str = "rand", label: str = "Rand", dim: int = 300, seed: int = 0):
+        self.name, self.label, self.dim, self.seed = name, label, int(dim), int(seed)
+
+    def vectors(self, data: TypeLevelData) -> SpaceVectors:
+        return data, {split: seeded_normal_vectors(types.words, self.dim, self.seed)
+                      for split, types in data.splits.items()}, {}
 
 
-def static_vectors(space: DictConfig, data: TypeLevelData) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    """Every split's words looked up in the static file; OOV words counted (per split and in all)."""
-    static = read_static_embeddings(required_path(space), name=space.name)
-    vectors, oov = {}, {}
-    for split, types in data.splits.items():
-        vectors[split], missing = static.lookup(types.words, int(space.oov_seed))
-        oov[split] = {"words": len(types.words), "oov_words": len(missing), "oov_examples": missing[:10]}
-        log.info("%s %s: %d of %d words are not in %s (random vectors)", data.name, split, len(missing),
-                 len(types.words), static.path)
-    return vectors, {"oov": oov, "embeddings_sha256": static.sha256, "dim": static.dim}
+class StaticSpace:
+    """A word2vec/GloVe text file; words missing from it get N(0, I) vectors fixed by (oov_seed, word)."""
+
+    def __init__(self, path: str | None, name: str = "static", label: str = "static", oov_seed: int = 0):
+        if not path:
+            raise ConfigError(f"embeddings={name} needs the embedding file. Fix: add "
+                              "embeddings.path=/path/to/vectors.txt (word2vec or GloVe text format, .gz allowed)")
+        self.path, self.name, self.label, self.oov_seed = Path(path), name, label, int(oov_seed)
+
+    def vectors(self, data: TypeLevelData) -> SpaceVectors:
+        """Every split's words looked up in the file; OOV words counted (per split)."""
+        static = read_static_embeddings(self.path, name=self.name)
+        vectors, oov = {}, {}
+        for split, types in data.splits.items():
+            vectors[split], missing = static.lookup(types.words, self.oov_seed)
+            oov[split] = {"words": len(types.words), "oov_words": len(missing), "oov_examples": missing[:10]}
+            log.info("%s %s: %d of %d words are not in %s (random vectors)", data.name, split, len(missing),
+                     len(types.words), static.path)
+        return data, vectors, {"oov": oov, "embeddings_sha256": static.sha256, "dim": static.dim}
 
 
-def required_path(space: DictConfig) -> str:
-    if not space.get("path"):
-        raise ConfigError(
-            f"embeddings={space.name} needs the embedding file. Fix: add embeddings.path=/path/to/vectors.txt "
-            "(word2vec or GloVe text format, .gz allowed)")
-    return str(space.path)
+class BertwSpace:
+    """BERTw: the mean input embedding of each word's wordpieces (no special tokens, no context)."""
+
+    def __init__(self, encoder: WordEncoder, name: str = "bertw", label: str = "BERTw"):
+        self.encoder, self.name, self.label = encoder, name, label
+
+    def vectors(self, data: TypeLevelData) -> SpaceVectors:
+        matrix, tokenizer = input_embedding_matrix(self.encoder), self.encoder.tokenizer
+        vectors = {}
+        for split, types in data.splits.items():
+            pieces = tokenizer([word.split("_") for word in types.words], is_split_into_words=True,
+                               add_special_tokens=False)["input_ids"]
+            pieces = [ids or [tokenizer.unk_token_id] for ids in pieces]
+            vectors[split] = mean_rows(matrix, pieces)[:, 0].numpy()
+        return data, vectors, {}
 
 
-def rand_vectors(space: DictConfig, data: TypeLevelData) -> dict[str, np.ndarray]:
-    return {split: seeded_normal_vectors(types.words, int(space.dim), int(space.seed))
-            for split, types in data.splits.items()}
+class AvgSpace:
+    """AVG-l: the mean of each word's vectors at `layer` over its contexts in the feature `stores` (split -> path);
+    the task fills the stores first, so this space is built with `_partial_: true` and given them."""
 
+    def __init__(self, stores: dict[str, Path], layer: int, name: str = "avg", label: str = "AVG"):
+        self.stores, self.layer, self.name = stores, layer, name
+        self.label = f"{label}-{layer}"
 
-def bertw_vectors(encoder, data: TypeLevelData) -> dict[str, np.ndarray]:
-    """The mean input embedding of each word's wordpieces (no special tokens, no context)."""
-    matrix = input_embedding_matrix(encoder)
-    vectors = {}
-    for split, types in data.splits.items():
-        pieces = encoder.tokenizer([word.split("_") for word in types.words], is_split_into_words=True,
-                                   add_special_tokens=False)["input_ids"]
-        pieces = [ids or [encoder.tokenizer.unk_token_id] for ids in pieces]
-        vectors[split] = mean_rows(matrix, pieces)[:, 0].numpy()
-    return vectors
+    def vectors(self, data: TypeLevelData) -> SpaceVectors:
+        data, vectors, about = avg_vectors(average_by_word(self.stores, self.layer), data)
+        return data, vectors, {**about, "stores": {split: str(path) for split, path in self.stores.items()}}
 
 
 def average_by_word(stores: dict[str, Any], layer: int) -> dict[str, np.ndarray]:

@@ -146,7 +146,8 @@ class TypeLevelMetrics(DecisionMetric):
     STATES = ("positive_prob", "targets")
 
     def update(self, positive_prob: Tensor, targets: Tensor) -> None:
-        if positive_prob.shape != targets.shape or positive_prob.dim() != 2 or positive_prob.shape[1] != self.num_classes:
+        if (positive_prob.dim() != 2 or positive_prob.shape != targets.shape
+                or positive_prob.shape[1] != self.num_classes):
             raise ValueError(f"expected predictions and targets of shape (N, {self.num_classes}), "
                              f"got {tuple(positive_prob.shape)} and {tuple(targets.shape)}")
         self.positive_prob.append(positive_prob.detach().float())

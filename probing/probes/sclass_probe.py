@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 from typing import Any
 
 import lightning
@@ -11,12 +12,14 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from probing.data.splits import TEST_SPLITS
+from probing.errors import ProbingError
 from probing.probes.components.probe_head import ProbeHead
 from probing.probes.metrics import SClassMetrics, TypeLevelMetrics
 
 EVAL_SPLITS = ("dev", *TEST_SPLITS)
 LEVELS = ("context", "type")
 CONTROL = "control"
+DEFAULT_OPTIMIZER = partial(torch.optim.Adam, lr=1e-3)
 
 
 class SClassProbe(lightning.LightningModule):
@@ -29,7 +32,9 @@ class SClassProbe(lightning.LightningModule):
 
     Training: every probe k sees every training example. The loss is the sum over probes of each probe's mean
     cross-entropy; as the probes share no parameters, each gets exactly the gradient it would get alone.
-    Adam, lr 1e-3 (A.5).
+    `optimizer` builds the optimizer from parameter groups (Hydra: a `_partial_` config); Adam, lr 1e-3 (A.5) by
+    default. A non-finite training loss stops the run with a ProbingError (it would otherwise train on and score
+    garbage).
 
     `num_layers`: features are (B, num_layers, D) and an ELMo scalar mix (its options in `mix`: layer_norm,
     dropout, l2_lambda, lr) learns which layers to use; its L2 penalty joins the loss and its weights are logged
@@ -53,8 +58,7 @@ class SClassProbe(lightning.LightningModule):
         input_dim: int,
         class_names: list[str],
         hidden_dim: int = 1024,
-        lr: float = 1e-3,
-        weight_decay: float = 0.0,
+        optimizer: Callable[..., torch.optim.Optimizer] = DEFAULT_OPTIMIZER,
         dropout: float = 0.0,
         level: str = "context",
         num_layers: int | None = None,
@@ -64,10 +68,11 @@ class SClassProbe(lightning.LightningModule):
         super().__init__()
         if level not in LEVELS:
             raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
-        self.save_hyperparameters()
+        self.save_hyperparameters(ignore=["optimizer"])
         self.class_names = list(class_names)
+        self.optimizer = optimizer
         mix_options = {key: value for key, value in dict(mix or {}).items() if key != "lr"}
-        self.mix_lr = float(dict(mix or {}).get("lr") or lr)
+        self.mix_lr = dict(mix or {}).get("lr")
         head = dict(num_probes=len(self.class_names), input_dim=input_dim, hidden_dim=hidden_dim, dropout=dropout,
                     num_layers=num_layers, mix=mix_options)
         self.probes = ProbeHead(**head)
@@ -111,6 +116,10 @@ class SClassProbe(lightning.LightningModule):
         if self.control_probes is not None:
             control_loss = self.probe_loss(self.control_probes(features), self.targets(batch, control=True))
             loss = loss + control_loss + self.control_probes.penalty()
+        if not torch.isfinite(loss):
+            raise ProbingError(f"the training loss became {float(loss)} at epoch {self.current_epoch}, step "
+                               f"{batch_idx}: the features or the learning rate are broken. Fix: check the feature "
+                               "store (delete it to rebuild it) or lower probe.module.optimizer.lr")
         self.log("train/loss", loss, on_step=False, on_epoch=True, batch_size=features.shape[0])
         return loss
 
@@ -166,15 +175,14 @@ class SClassProbe(lightning.LightningModule):
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         heads = [head for head in (self.probes, self.control_probes) if head is not None]
-        groups = [group for head in heads
-                  for group in head.parameter_groups(self.hparams.lr, self.hparams.weight_decay, self.mix_lr)]
-        return torch.optim.Adam(groups)
+        return self.optimizer([group for head in heads for group in head.parameter_groups(self.mix_lr)])
 
     def mix_summary(self) -> dict[str, Any]:
         """{"mix_weights": softmax weights, layer 0 first, "gamma": float} of the real task's mix ({} without one)."""
         if self.probes.mix is None:
             return {}
-        return {"mix_weights": self.probes.mix.normalized_weights().tolist(), "gamma": float(self.probes.mix.gamma.detach())}
+        mix = self.probes.mix
+        return {"mix_weights": mix.normalized_weights().tolist(), "gamma": float(mix.gamma.detach())}
 
 
 def with_selectivity(real: dict, control: dict) -> dict:

@@ -1,30 +1,56 @@
-"""What the jobs share: data loading, the encoder and its feature stores, the Trainer and its loggers, results."""
+"""What the jobs share: checking the composed config, data loading, feature stores, the Trainer and its loggers, and
+results.json (written atomically; a finished job is not run again, and never overwritten by another configuration)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import os
+import sys
+import tempfile
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 import lightning as L
-from hydra.utils import instantiate
 from omegaconf import DictConfig
 
+from probing.config import build
 from probing.data.sources import WordInContextData
 from probing.data.splits import SPLIT_NAMES, split_summary
 from probing.data.text import sha256_file
 from probing.errors import ConfigError
-from probing.features.encoder import WordEncoder
 from probing.features.extraction import extract_split
+from probing.features.featurizer import Featurizer
 from probing.features.store import records_fingerprint, store_path
+from probing.report.aggregate import RESULTS_FILE
 
-log = logging.getLogger("probing")
+log = logging.getLogger(__name__)
+
+
+def check_config(cfg: DictConfig, known_keys: Iterable[str]) -> None:
+    """Refuse what Hydra lets through: a top-level key no job reads (`+laeyr=3`, the fix Hydra suggests for a typo,
+    would otherwise probe the default layer) and a seed that is not an integer."""
+    unknown = sorted(set(cfg) - set(known_keys))
+    if unknown:
+        raise ConfigError(f"unknown setting(s) {', '.join(unknown)}: no part of this job reads them. Fix: check the "
+                          f"spelling; the top-level settings are {', '.join(sorted(known_keys))}")
+    if "seed" in cfg:
+        require_int("seed", cfg.seed)
+
+
+def require_int(key: str, value: Any, minimum: int | None = None) -> int:
+    """`value` as an int (bools refused), at least `minimum`; otherwise a ConfigError naming `key`."""
+    if isinstance(value, bool) or not isinstance(value, int) or (minimum is not None and value < minimum):
+        bound = f" >= {minimum}" if minimum is not None else ""
+        raise ConfigError(f"{key}={value!r} is not an integer{bound}. Fix: set {key} to an integer{bound}")
+    return value
 
 
 def load_data(data_cfg: DictConfig) -> WordInContextData:
     """Read the configured corpus and make its word-disjoint, sampled train/dev/test splits."""
-    data = instantiate(data_cfg.source, _convert_="all").load()
+    data = build(data_cfg.source, "data.source").load()
     for split, counts in split_summary(data.splits).items():
         log.info("%s %s: %d words, %d combinations, %d contexts", data.name, split,
                  counts["words"], counts["combinations"], counts["contexts"])
@@ -33,36 +59,28 @@ def load_data(data_cfg: DictConfig) -> WordInContextData:
     return data
 
 
-def context_size_of(cfg: DictConfig) -> int | None:
-    """`context_size` as the encoder takes it: words left and right of the target, None for the whole sentence."""
-    value = cfg.context_size
-    if value is None or value == "all":
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ConfigError(f"context_size={value!r} is not a context size. Fix: context_size=0, 2, 4, 8, 16, 32 (any "
-                          "number of words >= 0 on each side of the target) or context_size=all (the whole sentence)")
-    return value
+def store_root(store_dir: str) -> Path:
+    """`paths.store_dir` as a folder that exists (created if missing); a file there is a ConfigError."""
+    root = Path(store_dir)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError, PermissionError) as error:
+        problem = "is a file, not a folder" if root.is_file() else f"cannot be created ({error.strerror})"
+        raise ConfigError(f"paths.store_dir={store_dir} {problem}. Fix: set paths.store_dir (or PROBING_STORE_DIR) "
+                          "to a folder you can write") from error
+    return root
 
 
-def build_encoder(cfg: DictConfig) -> WordEncoder:
-    features, model = cfg.features, cfg.model
-    return WordEncoder(
-        model.name_or_path, pooling=features.pooling, max_length=features.max_length,
-        context_size=context_size_of(cfg), device=features.device, revision=model.revision,
-        precision=str(features.precision), random_init=bool(model.get("random_init", False)),
-        init_seed=int(model.get("init_seed", 0)),
-    )
-
-
-def ensure_features(cfg: DictConfig, data: WordInContextData, featurizer,
-                    splits: tuple[str, ...] = SPLIT_NAMES) -> dict[str, Path]:
+def ensure_features(cfg: DictConfig, data: WordInContextData, featurizer: Featurizer,
+                    splits: Iterable[str] = SPLIT_NAMES) -> dict[str, Path]:
     """Extract (or resume, or verify) the store of each split; a store built for another request is refused."""
+    root = store_root(cfg.features.store_dir)
     file_hashes = [[Path(f).name, sha256_file(f)] for f in data.files]  # in reading order; names may repeat
     paths = {}
     for split in splits:
         records_sha256 = records_fingerprint(data.splits[split])
-        path = store_path(cfg.features.store_dir, featurizer.store_name, data.name, split, featurizer.store_kind,
-                          context_size_of(cfg), records_sha256)
+        path = store_path(root, featurizer.store_name, data.name, split, featurizer.store_kind,
+                          featurizer.context_size, records_sha256)
         extract_split(
             data.splits[split], featurizer, path, class_names=data.classes, records_sha256=records_sha256,
             metadata_extra={"data": data.name, "split": split, "data_files": file_hashes},
@@ -72,18 +90,58 @@ def ensure_features(cfg: DictConfig, data: WordInContextData, featurizer,
     return paths
 
 
-def build_trainer(cfg: DictConfig, callbacks: list[L.Callback]) -> L.Trainer:
-    if cfg.probe.early_stopping.enabled:
-        callbacks = [*callbacks, L.pytorch.callbacks.EarlyStopping(
-            monitor="dev/micro_f1", mode="max", patience=cfg.probe.early_stopping.patience)]
-    loggers = [instantiate(lg) for lg in (cfg.get("logger") or {}).values()]
-    return instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False)
+def build_trainer(cfg: DictConfig, extra_callbacks: Iterable[L.Callback] = ()) -> L.Trainer:
+    """The Trainer of `trainer`, with the callbacks of `callbacks` (then `extra_callbacks`) and the loggers of
+    `logger`."""
+    callbacks = [build(node, f"callbacks.{name}") for name, node in (cfg.get("callbacks") or {}).items()]
+    loggers = [build(node, f"logger.{name}") for name, node in (cfg.get("logger") or {}).items()]
+    return build(cfg.trainer, "trainer", callbacks=[*callbacks, *extra_callbacks], logger=loggers or False)
 
 
 def finished_results(path: Path, config: dict[str, Any]) -> dict[str, Any] | None:
-    """The results.json at `path` if an earlier run wrote it for exactly this configuration, else None."""
-    if path.is_file():
+    """The results.json at `path` if an earlier job wrote it for exactly this configuration; None if there is none
+    (or a damaged one, which is run again). Results of another configuration are never overwritten: refused."""
+    if not path.is_file():
+        return None
+    try:
         previous = json.loads(path.read_text(encoding="utf-8"))
-        if previous.get("config") == config:
-            return previous
-    return None
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        log.warning("%s is damaged (its job was stopped while writing it); running the job again", path)
+        return None
+    if previous.get("config") == config:
+        return previous
+    raise ConfigError(f"{path} holds the results of another configuration, which this job would overwrite. Fix: run "
+                      "into a new folder (hydra.run.dir=... or hydra.sweep.dir=...), or delete that results.json")
+
+
+def write_results(path: Path, results: dict[str, Any]) -> None:
+    """Write results.json atomically: a job stopped mid-write leaves the previous file (or none), never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as file:
+            file.write(json.dumps(results, indent=2) + "\n")
+            file.flush()
+            os.fsync(file.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def results_path(cfg: DictConfig) -> Path:
+    return Path(cfg.paths.output_dir) / RESULTS_FILE
+
+
+@contextlib.contextmanager
+def closing_loggers() -> Iterator[None]:
+    """Finish the W&B run of a job however the job ends, so that a failed job of a sweep does not leave its run open
+    for the next job to log into (W&B keeps one run per process)."""
+    failed = True
+    try:
+        yield
+        failed = False
+    finally:
+        wandb = sys.modules.get("wandb")
+        if wandb is not None and wandb.run is not None:
+            wandb.finish(exit_code=1 if failed else 0)

@@ -5,11 +5,15 @@ A probe run probes one *representation* of the words:
   (`layer=mix`), or a bag-of-embeddings baseline (`baseline=pbert|bertw|prand|pstatic`, or the same name as
   `layer=`), each from its HDF5 feature store;
 - type level (`probe.level=type`, Zhao §3.2.1, Fig. 1): one vector per word from the space `embeddings=...`.
+
+Everything is built from the composed config with hydra.utils.instantiate: the data source (`data.source`), the
+encoder (`features.encoder`), the baselines (`baselines.<name>`), the word spaces (`embeddings`, `type_spaces`), the
+probe module and its optimizer (`probe.module`), the callbacks, loggers and Trainer.
 """
 
 from __future__ import annotations
 
-import json
+import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,67 +22,48 @@ from typing import Any
 import lightning as L
 import numpy as np
 import torch
-from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from probing.config import CONFIG_DIR
+from probing.config import build
+from probing.data.settings import require_bool
 from probing.data.sources import WordInContextData
 from probing.data.splits import SEEN, TEST_SPLITS, split_summary
 from probing.data.types import TypeLevelData, type_summary
 from probing.errors import ConfigError
-from probing.features.baselines import (
-    BASELINE_LABELS,
-    WordpieceBaseline,
-    check_baseline,
-    oov_summary,
-    rand_baseline,
-    static_baseline,
-)
-from probing.features.static_embeddings import read_static_embeddings
+from probing.features.baselines import BASELINE_LABELS, check_baseline, oov_summary
+from probing.features.featurizer import Featurizer, parse_context_size
 from probing.features.store import FeatureStore
-from probing.features.type_spaces import (
-    SPACES,
-    average_by_word,
-    avg_vectors,
-    bertw_vectors,
-    rand_vectors,
-    space_label,
-    static_vectors,
-)
 from probing.probes.callbacks import KeepBestWeights
 from probing.probes.controls import class_distribution, control_classes
 from probing.probes.datamodule import ALL_LAYERS, ProbingDataModule, StoreDataModule, TensorSplit
 from probing.probes.sclass_probe import LEVELS
 from probing.tasks.common import (
-    build_encoder,
     build_trainer,
-    context_size_of,
+    check_config,
+    closing_loggers,
     ensure_features,
     finished_results,
     load_data,
-    log,
+    require_int,
+    results_path,
+    write_results,
 )
 
+log = logging.getLogger(__name__)
+
 MIX = "mix"
+# The top-level settings of conf/probe.yaml (anything else is a typo).
+KNOWN_KEYS = ("task_name", "paths", "model", "data", "features", "probe", "trainer", "callbacks", "logger",
+              "embeddings", "type_spaces", "layer", "baseline", "baselines", "context_size", "seed", "optimized_metric")
+# At type level, `layer=` names a space of `type_spaces`: an integer l is AVG-l.
+NAMED_TYPE_SPACES = ("rand", "bertw")
 
 
-def build_featurizer(cfg: DictConfig, baseline: str | None):
-    """What fills the store: the encoder itself, or one of the bag-of-embeddings baselines (probing.features.baselines)."""
+def build_featurizer(cfg: DictConfig, baseline: str | None) -> Featurizer:
+    """What fills the store: the encoder itself, or one of the bag-of-embeddings baselines."""
     if baseline is None:
-        return build_encoder(cfg)
-    if baseline in ("pbert", "bertw"):
-        return WordpieceBaseline(baseline, build_encoder(cfg))
-    if baseline == "prand":
-        return rand_baseline(int(cfg.baselines.rand_dim), int(cfg.baselines.rand_seed), context_size_of(cfg))
-    return static_baseline(load_static(cfg, "baseline=pstatic"), int(cfg.baselines.oov_seed), context_size_of(cfg))
-
-
-def load_static(cfg: DictConfig, what: str):
-    space = cfg.get("embeddings")
-    if space is None or space.kind != "static" or not space.get("path"):
-        raise ConfigError(f"{what} needs a static embedding file. Fix: add embeddings=glove (or fasttext, word2vec, "
-                          "static) embeddings.path=/path/to/vectors.txt")
-    return read_static_embeddings(space.path, name=space.name)
+        return build(cfg.features.encoder, "features.encoder")
+    return build(cfg.baselines[baseline], f"baselines.{baseline}")
 
 
 def resolve_layer(layer: Any, num_layers: int) -> int:
@@ -174,7 +159,9 @@ def oov_summary_of(featurizer, data: WordInContextData) -> dict[str, Any]:
 
 def control_seed(cfg: DictConfig) -> int | None:
     control = cfg.probe.get("control_task")
-    return int(control.seed) if control is not None and control.enabled else None
+    if control is None or not require_bool("probe.control_task.enabled", control.enabled):
+        return None
+    return require_int("probe.control_task.seed", control.seed)
 
 
 def seen_fraction(cfg: DictConfig) -> float:
@@ -196,49 +183,47 @@ def seen_fraction(cfg: DictConfig) -> float:
 
 
 def type_inputs(cfg: DictConfig) -> ProbeInputs:
-    """One vector per word from the space `embeddings=...` on the type-level word splits (Fig. 1)."""
-    space = type_space(cfg)
-    data = instantiate(cfg.data.source, _convert_="all").load_types()
-    layer, about = None, {}
-    if space.kind == "rand":
-        vectors = rand_vectors(space, data)
-    elif space.kind == "static":
-        vectors, about = static_vectors(space, data)
-    elif space.kind == "bertw":
-        vectors = bertw_vectors(build_encoder(cfg), data)
+    """One vector per word from a word space on the type-level word splits (Fig. 1)."""
+    space_cfg, key = type_space_config(cfg)
+    data = build(cfg.data.source, "data.source").load_types()
+    layer = None
+    if space_cfg.get("_partial_"):  # AVG-l: the space reads the stores of the data's contexts at layer l
+        layer, stores = avg_stores(cfg)
+        space = build(space_cfg, key)(stores=stores, layer=layer)
     else:
-        data, vectors, about, layer = avg_space(cfg, data)
+        space = build(space_cfg, key)
+    data, vectors, about = space.vectors(data)
     for split, types in data.splits.items():
         log.info("%s %s: %d words, %d gold (word, class) pairs", data.name, split, len(types.words),
                  int(types.targets.sum()))
     splits = type_splits(data, vectors, control_seed(cfg))
-    about |= {"layer": layer, "embeddings": str(space.name), "representation": space_label(space, layer),
+    about |= {"layer": layer, "embeddings": str(space.name), "representation": space.label,
               "data_summary": type_summary(data)}
     return ProbeInputs(ProbingDataModule(splits, batch_size=cfg.probe.batch_size), data.classes, about)
 
 
-def type_space(cfg: DictConfig) -> DictConfig:
-    """The word space of a type-level run: `embeddings=...`, or else the `layer` setting: an integer l is AVG-l,
-    `rand` / `bertw` those spaces (so that one sweep axis, `layer=0,...,L,rand,bertw`, covers Table 5)."""
-    space = cfg.get("embeddings")
-    if space is None and (isinstance(cfg.layer, int) or cfg.layer in ("rand", "bertw")):
-        name = "avg" if isinstance(cfg.layer, int) else cfg.layer
-        space = OmegaConf.load(Path(CONFIG_DIR) / "embeddings" / f"{name}.yaml")
-    if space is None or space.get("kind") not in SPACES:
+def type_space_config(cfg: DictConfig) -> tuple[DictConfig, str]:
+    """The word space of a type-level run and its config key: `embeddings=...`, or else the `layer` setting: an
+    integer l is AVG-l, `rand` / `bertw` those spaces (so that one sweep axis, `layer=0,...,L,rand,bertw`, covers
+    Table 5)."""
+    if cfg.get("embeddings") is not None:
+        return cfg.embeddings, "embeddings"
+    layer = cfg.layer
+    name = "avg" if isinstance(layer, int) and not isinstance(layer, bool) else layer
+    if name not in ("avg", *NAMED_TYPE_SPACES):
         raise ConfigError("probe.level=type needs a word space. Fix: layer=l (AVG-l), layer=rand, layer=bertw, or "
                           "a static file: embeddings=glove embeddings.path=/path/to/glove.6B.300d.txt")
-    return space
+    return cfg.type_spaces[name], f"type_spaces.{name}"
 
 
-def avg_space(cfg: DictConfig, data: TypeLevelData):
-    """AVG-l: each word's mean vector at layer l over its contexts in the data's feature stores."""
+def avg_stores(cfg: DictConfig) -> tuple[int, dict[str, Path]]:
+    """The layer of AVG-l and the encoder's stores of the data's contexts (extracted if needed)."""
     contexts = load_data(cfg.data)
-    encoder = build_encoder(cfg)
+    encoder = build(cfg.features.encoder, "features.encoder")
     layer = resolve_layer(cfg.layer, encoder.info.num_layers)
     stores = ensure_features(cfg, contexts, encoder)
-    del encoder
-    data, vectors, about = avg_vectors(average_by_word(stores, layer), data)
-    return data, vectors, {**about, "stores": {split: str(path) for split, path in stores.items()}}, layer
+    del encoder  # free its memory before training
+    return layer, stores
 
 
 def type_splits(data: TypeLevelData, vectors: dict[str, np.ndarray], seed: int | None) -> dict[str, TensorSplit]:
@@ -261,8 +246,8 @@ def stored_skips(path: Path) -> int:
         return store.num_skipped
 
 
-def finish_loggers(trainer: L.Trainer, results: dict[str, Any]) -> None:
-    """Put the final scores in the W&B run summary and close the run, so the next job of a multirun starts its own."""
+def summarise_in_wandb(trainer: L.Trainer, results: dict[str, Any]) -> None:
+    """Put the final scores in the W&B run summary (the run is finished by `closing_loggers`)."""
     keys = ("micro_f1", "n_combinations", "n_contexts", "selectivity", "control_micro_f1")
     summary = {f"{split}/final_{key}": results[split][key] for split in ("dev", *TEST_SPLITS) if split in results
                for key in keys if key in results[split]}
@@ -270,31 +255,42 @@ def finish_loggers(trainer: L.Trainer, results: dict[str, Any]) -> None:
         if isinstance(logger, L.pytorch.loggers.WandbLogger):
             logger.experiment.summary.update({**summary, "representation": results["representation"],
                                               "best_epoch": results["best_epoch"]})
-            logger.experiment.finish()
+
+
+def best_weights_keeper(trainer: L.Trainer) -> KeepBestWeights:
+    """The callback that keeps the probes' best-dev weights (`callbacks.keep_best`): the test split is always scored
+    with them."""
+    for callback in trainer.callbacks:
+        if isinstance(callback, KeepBestWeights) and callback.submodule == "probes":
+            return callback
+    raise ConfigError("callbacks.keep_best is missing: the test split is scored with the probes' best-dev weights. "
+                      "Fix: keep callbacks=default (or a callbacks config that includes keep_best)")
 
 
 def train_probe(cfg: DictConfig, inputs: ProbeInputs, config: dict[str, Any]):
     """Fit the probes (and the control probes) keeping each head's best-dev weights; score dev, test (and seen).
-    Returns the module, {"best_epoch": ..., "control_best_epoch": ...} and the trainer."""
+    Returns the module, {"best_epoch": ..., "control_best_epoch": ...}, the best dev micro-F1 and the trainer."""
     datamodule = inputs.datamodule
     control = control_seed(cfg) is not None
-    module = instantiate(cfg.probe.module)(
+    module = build(cfg.probe.module, "probe.module")(
         input_dim=datamodule.feature_dim, class_names=inputs.classes, level=cfg.probe.level,
         num_layers=datamodule.num_layers, mix=OmegaConf.to_container(cfg.probe.mix, resolve=True), control=control)
-    keep_best = {"best_epoch": KeepBestWeights(monitor="dev/micro_f1", submodule="probes")}
+    keepers = {}
     if control:
         # Dev words are unseen, so the control task's dev score is a prior-level floor and its best epoch is noise.
         # Scoring memorisation on seen words needs both heads trained alike: the control head then keeps the weights
         # of the real head's best epoch.
         monitor = "dev/micro_f1" if SEEN in datamodule.splits else "dev/control_micro_f1"
-        keep_best["control_best_epoch"] = KeepBestWeights(monitor=monitor, submodule="control_probes")
-    trainer = build_trainer(cfg, list(keep_best.values()))
+        keepers["control_best_epoch"] = KeepBestWeights(monitor=monitor, submodule="control_probes")
+    trainer = build_trainer(cfg, keepers.values())
+    keepers = {"best_epoch": best_weights_keeper(trainer), **keepers}
     for logger in trainer.loggers:  # the whole resolved config, so runs can be filtered by layer, model, data...
         logger.log_hyperparams({**config, "representation": inputs.about["representation"]})
     trainer.fit(module, datamodule=datamodule)
     trainer.validate(module, datamodule=datamodule, verbose=False)
     trainer.test(module, datamodule=datamodule, verbose=False)
-    return module, {name: callback.best_epoch for name, callback in keep_best.items()}, trainer
+    best_epochs = {name: keeper.best_epoch for name, keeper in keepers.items()}
+    return module, best_epochs, keepers["best_epoch"].best_score, trainer
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
@@ -303,34 +299,72 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     A job whose run folder already holds the results of the same configuration is not run again, so a sweep
     interrupted and relaunched into its folder (`hydra.sweep.dir=...`) only runs the jobs that had not finished.
     """
-    out = Path(cfg.paths.output_dir) / "results.json"
+    check_config(cfg, KNOWN_KEYS)
+    out = results_path(cfg)
     config = OmegaConf.to_container(cfg, resolve=True)
     previous = finished_results(out, config)
     if previous is not None:
         log.info("%s already holds the results of this configuration; not running it again (delete it to rerun)", out)
         return previous
+    check_probe_settings(cfg)
+    with closing_loggers():
+        results = probe(cfg, config)
+    write_results(out, results)
+    log.info("%s: dev micro-F1 %.3f, test micro-F1 %.3f%s -> %s", results["representation"],
+             results["dev"]["micro_f1"], results["test"]["micro_f1"], selectivity_note(results), out)
+    return results
+
+
+def check_probe_settings(cfg: DictConfig) -> None:
+    """Refuse bad probe settings before any extraction."""
     if cfg.probe.level not in LEVELS:
         raise ConfigError(f"probe.level={cfg.probe.level!r} is unknown. Fix: probe.level=context or probe.level=type")
-    seen_fraction(cfg)  # a bad seen split is refused before any extraction
+    require_int("probe.batch_size", cfg.probe.batch_size, minimum=1)
+    require_int("trainer.max_epochs", cfg.trainer.get("max_epochs"), minimum=1)  # 0 would score untrained probes
+    seen_fraction(cfg)
+
+
+def probe(cfg: DictConfig, config: dict[str, Any]) -> dict[str, Any]:
     started = time.time()
     L.seed_everything(cfg.seed, workers=True)
     inputs = type_inputs(cfg) if cfg.probe.level == "type" else context_inputs(cfg)
-    module, best_epochs, trainer = train_probe(cfg, inputs, config)
+    module, best_epochs, best_dev, trainer = train_probe(cfg, inputs, config)
     results = {
         "model": cfg.model.name, "model_name_or_path": cfg.model.name_or_path,
         "random_init": bool(cfg.model.get("random_init", False)), "data": cfg.data.name, "level": cfg.probe.level,
         "embeddings": None, **inputs.about, "probe": cfg.probe.name, "seed": cfg.seed,
-        "pooling": cfg.features.pooling, "context_size": context_size_of(cfg), "classes": inputs.classes,
+        "pooling": cfg.features.pooling, "context_size": parse_context_size(cfg.context_size),
+        "classes": inputs.classes,
         **{split: module.split_metrics[split] for split in ("dev", *TEST_SPLITS) if split in module.split_metrics},
         **module.mix_summary(),
-        **best_epochs, "epochs_trained": trainer.current_epoch,
+        **best_epochs, "epochs_trained": trainer.current_epoch, "warnings": training_warnings(best_dev, trainer),
         "duration_s": round(time.time() - started, 2), "config": config,
     }
-    out.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
-    finish_loggers(trainer, results)
-    log.info("%s: dev micro-F1 %.3f, test micro-F1 %.3f%s -> %s", results["representation"],
-             results["dev"]["micro_f1"], results["test"]["micro_f1"], selectivity_note(results), out)
+    summarise_in_wandb(trainer, results)
     return results
+
+
+def training_warnings(best_dev: float | None, trainer: L.Trainer) -> list[str]:
+    """What a reader of the results must know: a dev micro-F1 of 0 in every epoch usually means "trained too
+    briefly" (e.g. P-BERT stopped early), not "no information in the representation"."""
+    warnings = []
+    if not best_dev:
+        warnings.append(f"dev micro-F1 stayed 0 in all {trainer.current_epoch} epochs: the probes never predicted a "
+                        "class; this usually means too few epochs (raise trainer.max_epochs or the early-stopping "
+                        "patience), not that the representation holds no information")
+    for warning in warnings:
+        log.warning("%s", warning)
+    return warnings
+
+
+def optimized_value(results: dict[str, Any], metric: str) -> float:
+    """The `optimized_metric` ("dev/micro_f1", "test/selectivity", ...) of a run's results, for a Hydra sweeper."""
+    split, _, name = str(metric).partition("/")
+    value = results.get(split, {}).get(name) if isinstance(results.get(split), dict) else None
+    if not isinstance(value, (int, float)):
+        raise ConfigError(f"optimized_metric={metric} is not a score of this run. Fix: <split>/<score>, e.g. "
+                          "dev/micro_f1 or dev/selectivity (the control task must be on for selectivity)")
+    return float(value)
 
 
 def selectivity_note(results: dict[str, Any]) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 
 import lightning
 import numpy as np
@@ -16,6 +17,10 @@ from probing.probes.sclass_probe import SClassProbe
 
 CLASSES = ["food", "art", "location", "organization"]
 DIM = 16
+
+
+def adam(**options):
+    return partial(torch.optim.Adam, **options)
 
 
 def toy_split(first_word: int, words_per_class: int, seed: int) -> list[dict]:
@@ -35,7 +40,7 @@ def toy_split(first_word: int, words_per_class: int, seed: int) -> list[dict]:
         combinations += [(shared, k), (shared, (k + 1) % len(CLASSES))]
         word += words_per_class + 1
     contexts = []
-    for combination_id, (word, label) in enumerate(combinations, start=first_word * 10):
+    for combination_id, (_word, label) in enumerate(combinations, start=first_word * 10):
         n_contexts = int(torch.randint(1, 6, (1,), generator=generator))
         features = centres[label] + torch.randn(n_contexts, DIM, generator=generator)
         contexts += [{"features": f, "label": label, "combination": combination_id} for f in features]
@@ -60,7 +65,7 @@ def splits():
 
 def test_probe_separates_word_disjoint_toy_classes(splits):
     lightning.seed_everything(0, verbose=False)
-    model = SClassProbe(input_dim=DIM, class_names=CLASSES, hidden_dim=32, lr=1e-2)
+    model = SClassProbe(input_dim=DIM, class_names=CLASSES, hidden_dim=32, optimizer=adam(lr=1e-2))
     run = trainer(max_epochs=10)
 
     run.validate(model, loader(splits["dev"]), verbose=False)
@@ -99,7 +104,8 @@ def test_predict_positive_prob_is_softmax_of_positive_logit():
 
 
 def with_control(contexts: list[dict], seed: int) -> list[dict]:
-    """Each word gets a random control class (here the combination stands for the word), as probing.probes.controls does."""
+    """Each word gets a random control class (here the combination stands for the word), as probing.probes.controls
+    does."""
     generator = torch.Generator().manual_seed(seed)
     classes: dict[int, int] = {}
     out = []
@@ -113,7 +119,7 @@ def with_control(contexts: list[dict], seed: int) -> list[dict]:
 def test_control_head_learns_alongside_and_selectivity_is_the_difference(splits):
     lightning.seed_everything(0, verbose=False)
     data = {name: with_control(contexts, seed) for seed, (name, contexts) in enumerate(splits.items())}
-    model = SClassProbe(input_dim=DIM, class_names=CLASSES, hidden_dim=32, lr=1e-2, control=True)
+    model = SClassProbe(input_dim=DIM, class_names=CLASSES, hidden_dim=32, optimizer=adam(lr=1e-2), control=True)
     run = trainer(max_epochs=10)
     run.fit(model, loader(data["train"], shuffle=True), loader(data["dev"]))
     assert {"dev/control_micro_f1", "dev/selectivity"} <= set(run.callback_metrics)
@@ -151,7 +157,8 @@ def test_seen_split_selectivity_exposes_a_probe_that_memorises_words(splits):
     held = controls.seen_rows(np.array([c["combination"] for c in data["train"]]), fraction=0.5, seed=0)
     train = [c for c, out in zip(data["train"], held) if not out]
     seen = [c for c, out in zip(data["train"], held) if out]
-    model = SClassProbe(input_dim=DIM + num_words, class_names=CLASSES, hidden_dim=64, lr=1e-2, control=True)
+    model = SClassProbe(input_dim=DIM + num_words, class_names=CLASSES, hidden_dim=64, optimizer=adam(lr=1e-2),
+                        control=True)
     run = trainer(max_epochs=40)
     run.fit(model, loader(train, shuffle=True), loader(data["dev"]))
     run.test(model, [loader(data["test"]), loader(seen)], verbose=False)  # dataloader 1 is the seen split
@@ -179,7 +186,8 @@ def test_mix_learns_to_weight_the_informative_layer(splits):
     lightning.seed_everything(0, verbose=False)
     data = {name: layered(contexts, 2, 4, seed) for seed, (name, contexts) in enumerate(splits.items())}
     mix = {"l2_lambda": 0.0, "lr": 0.05}
-    model = SClassProbe(input_dim=DIM, class_names=CLASSES, hidden_dim=32, lr=1e-2, num_layers=4, mix=mix)
+    model = SClassProbe(input_dim=DIM, class_names=CLASSES, hidden_dim=32, optimizer=adam(lr=1e-2), num_layers=4,
+                        mix=mix)
     assert model.mix_summary()["mix_weights"] == pytest.approx([0.25] * 4)  # uniform before training
     run = trainer(max_epochs=15)
     run.fit(model, loader(data["train"], shuffle=True), loader(data["dev"]))
@@ -190,8 +198,8 @@ def test_mix_learns_to_weight_the_informative_layer(splits):
 
 
 def test_mix_parameters_form_their_own_group_without_weight_decay():
-    model = SClassProbe(input_dim=DIM, class_names=CLASSES, hidden_dim=8, lr=1e-3, weight_decay=0.1, num_layers=3,
-                        mix={"lr": 0.05, "l2_lambda": 0.5})
+    model = SClassProbe(input_dim=DIM, class_names=CLASSES, hidden_dim=8, optimizer=adam(lr=1e-3, weight_decay=0.1),
+                        num_layers=3, mix={"lr": 0.05, "l2_lambda": 0.5})
     groups = model.configure_optimizers().param_groups
     mix_group = next(g for g in groups if any(p is model.probes.mix.weights for p in g["params"]))
     assert mix_group["lr"] == 0.05 and mix_group["weight_decay"] == 0.0
@@ -215,7 +223,7 @@ def test_type_level_probe_scores_every_word_class_decision():
             out.append({"features": features, "targets": targets})
         return out
 
-    model = SClassProbe(input_dim=DIM, class_names=CLASSES, hidden_dim=32, lr=1e-2, level="type")
+    model = SClassProbe(input_dim=DIM, class_names=CLASSES, hidden_dim=32, optimizer=adam(lr=1e-2), level="type")
     run = trainer(max_epochs=20)
     run.fit(model, loader(words(400), shuffle=True), loader(words(100)))
     test_words = words(100)

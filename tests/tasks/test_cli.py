@@ -27,7 +27,7 @@ def test_configs_compose(config, overrides):
         cfg = compose(config, overrides=overrides)
     assert cfg.model.name_or_path and cfg.data.source._target_.startswith("probing.data.sources.")
     if config == "probe":
-        assert cfg.probe.module.hidden_dim == 1024 and cfg.probe.module.lr == pytest.approx(1e-3)
+        assert cfg.probe.module.hidden_dim == 1024 and cfg.probe.module.optimizer.lr == pytest.approx(1e-3)
 
 
 @pytest.mark.parametrize("layer,expected", [(0, 0), (6, 6), (-1, 6), (-7, 0)])
@@ -68,8 +68,8 @@ def test_missing_data_file_names_file_and_key(tmp_path):
 def test_minilm_sweep_end_to_end(tmp_path, minilm_path):
     """Two layers of the packaged MiniLM on the bundled sample: results.json, stores, report; then a refused store."""
     sweep = tmp_path / "sweep"
-    result = run_script("probe.py", "-m", "layer=0,4", "trainer.max_epochs=25", "probe.early_stopping.enabled=true",
-                        "probe.early_stopping.patience=8", "logger=csv", f"hydra.sweep.dir={sweep}", cwd=tmp_path)
+    result = run_script("probe.py", "-m", "layer=0,4", "trainer.max_epochs=25", "callbacks=early_stopping",
+                        "callbacks.early_stopping.patience=8", "logger=csv", f"hydra.sweep.dir={sweep}", cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     results = {r["layer"]: r for r in (json.loads(p.read_text()) for p in sweep.glob("*/results.json"))}
     assert sorted(results) == [0, 4]
@@ -92,7 +92,8 @@ def test_minilm_sweep_end_to_end(tmp_path, minilm_path):
 
 
 def test_finished_job_is_not_run_again(tmp_path, tiny_bert_path):
-    """A relaunched run into a folder that holds its results.json skips; another configuration there runs."""
+    """A relaunched run into a folder that holds its results.json skips; another configuration there is refused
+    (it would overwrite the finished results)."""
     common = [f"model.name_or_path={tiny_bert_path}", "trainer.max_epochs=2", "logger=csv",
               f"hydra.run.dir={tmp_path / 'run'}"]
     first = run_script("probe.py", "layer=1", *common, cwd=tmp_path)
@@ -108,8 +109,8 @@ def test_finished_job_is_not_run_again(tmp_path, tiny_bert_path):
     assert results_file.stat().st_mtime_ns == written
 
     other = run_script("probe.py", "layer=2", *common, cwd=tmp_path)
-    assert other.returncode == 0
-    assert json.loads(results_file.read_text())["layer"] == 2
+    assert other.returncode == 2 and "holds the results of another configuration" in other.stderr
+    assert "Traceback" not in other.stderr and results_file.stat().st_mtime_ns == written
 
 
 def test_each_data_selection_gets_its_own_store(tmp_path, tiny_bert_path):

@@ -30,7 +30,8 @@ class ProbeHead(nn.Module):
         """features (B, D), or (B, num_layers, D) with a mix -> logits (B, C, 2)."""
         if self.mix is not None:
             if features.dim() != 3:
-                raise ValueError(f"the scalar mix needs features of shape (batch, layers, dim), got {tuple(features.shape)}")
+                raise ValueError(
+                    f"the scalar mix needs features of shape (batch, layers, dim), got {tuple(features.shape)}")
             features = self.mix(features.transpose(0, 1))
         return self.mlps(features)
 
@@ -38,9 +39,10 @@ class ProbeHead(nn.Module):
         """The mix's L2 penalty on its pre-softmax weights (0 without a mix)."""
         return self.mix.l2_penalty() if self.mix is not None else 0.0
 
-    def parameter_groups(self, lr: float, weight_decay: float, mix_lr: float) -> list[dict]:
-        """The probes' parameters with (lr, weight_decay); the mix's as its own group (mix_lr, no weight decay)."""
-        groups = [{"params": list(self.mlps.parameters()), "lr": lr, "weight_decay": weight_decay}]
+    def parameter_groups(self, mix_lr: float | None = None) -> list[dict]:
+        """The probes' parameters (with the optimizer's own lr and weight decay); the mix's as its own group (mix_lr,
+        the optimizer's lr when None; no weight decay)."""
+        groups = [{"params": list(self.mlps.parameters())}]
         if self.mix is not None:
             groups.append(self.mix.parameter_group(mix_lr))
         return groups

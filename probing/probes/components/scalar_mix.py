@@ -127,13 +127,15 @@ class ScalarMix(nn.Module):
         """
         return self.l2_lambda * self.weights.square().sum()
 
-    def parameter_group(self, lr: float) -> dict:
-        """An optimizer parameter group for w and gamma with its own lr and NO weight decay.
+    def parameter_group(self, lr: float | None = None) -> dict:
+        """An optimizer parameter group for w and gamma with its own lr (the optimizer's when None) and NO weight
+        decay.
 
         The only regulariser on w is the explicit `l2_penalty` (Peters), and decaying gamma would shrink the whole
         representation, so the probe's generic weight decay must not reach these two parameters.
         """
-        return {"params": [self.weights, self.gamma], "lr": lr, "weight_decay": 0.0}
+        group = {"params": [self.weights, self.gamma], "weight_decay": 0.0}
+        return group if lr is None else {**group, "lr": lr}
 
     def extra_repr(self) -> str:
         return (
