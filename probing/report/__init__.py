@@ -19,7 +19,7 @@ from pathlib import Path
 
 from hydra.experimental.callback import Callback
 
-from probing.report.aggregate import RESULTS_FILE, aggregate, find_results
+from probing.report.aggregate import RESULTS_FILE, aggregate, distinct_runs, find_results
 from probing.report.plots import write_plots
 from probing.report.tables import fixed_settings, summary, write_csv
 
@@ -28,7 +28,10 @@ def write_report(folder: Path, out_dir: Path | None = None) -> list[dict] | None
     """Aggregate the results below `folder`; write report.csv, report.md and the plots; print the tables."""
     folder = Path(folder)
     out_dir = Path(out_dir or folder)
-    results = find_results(folder)
+    results, repeats = distinct_runs(find_results(folder))
+    if repeats:
+        print(f"Counted once: {len(repeats)} results.json of runs found twice (same configuration and seed): "
+              + ", ".join(repeats))
     if not results:
         print(f"No {RESULTS_FILE} found below {folder}.")
         return None

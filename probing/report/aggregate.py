@@ -73,6 +73,31 @@ def _run_specific(key: str, value: Any, result: dict[str, Any]) -> bool:
     return key == "seed" or key.startswith("paths.") or (isinstance(value, str) and bool(run_dir) and run_dir in value)
 
 
+def run_identity(result: dict[str, Any]) -> str:
+    """What makes a run itself: its config (seed included) without where it was written. Two results.json files
+    with the same identity are one run found twice (a copied folder), never two seeds."""
+    config = result.get("config")
+    if not config:  # results written before configs were recorded: only the file tells them apart
+        return result["_file"]
+    values = {key: value for key, value in config_values(config).items()
+              if key == "seed" or not _run_specific(key, value, result)}
+    return json.dumps(values, sort_keys=True, default=str)
+
+
+def distinct_runs(results: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """The results with every run counted once (the first file found), and the files left out as repeats."""
+    seen: set[str] = set()
+    kept, repeats = [], []
+    for result in results:
+        identity = run_identity(result)
+        if identity in seen:
+            repeats.append(result["_file"])
+        else:
+            kept.append(result)
+            seen.add(identity)
+    return kept, repeats
+
+
 def variant_keys(runs: list[dict[str, Any]]) -> list[str]:
     """Config keys whose values differ among runs of one setting, apart from the seed, the run folder and values
     that follow from the seed (the control task's seed, a run name holding it)."""

@@ -267,7 +267,8 @@ def test_pstatic_metadata_identifies_the_file(word2vec):
     sha256 = hashlib.sha256((EMBEDDINGS / "word2vec.txt").read_bytes()).hexdigest()
     baseline = static_baseline(word2vec, 4, 3)
     assert baseline.store_metadata() == {
-        "vectors": f"static-word2vec-{sha256[:10]}", "embeddings_name": "word2vec", "embeddings_sha256": sha256, "oov_seed": 4,
+        "vectors": f"static-word2vec-{sha256[:10]}", "embeddings_name": "word2vec", "embeddings_sha256": sha256,
+        "oov_seed": 4,
         "baseline": "pstatic", "context_size": 3, "num_layers": 1, "hidden_size": 3}
     assert static_baseline(word2vec, 4, None).store_metadata()["context_size"] == "all"
     assert baseline.static is word2vec and baseline.store_kind == "pstatic"

@@ -12,6 +12,7 @@ import torch
 from torch.nn import functional as F
 from torch.utils.data import DataLoader
 
+from probing.errors import ProbingError
 from probing.probes import controls
 from probing.probes.sclass_probe import SClassProbe
 
@@ -231,3 +232,14 @@ def test_type_level_probe_scores_every_word_class_decision():
     test = model.split_metrics["test"]
     assert test["micro_f1"] > 0.95
     assert test["n_contexts"] == 100 and test["n_combinations"] == int(sum(w["targets"].sum() for w in test_words))
+
+
+def test_a_non_finite_loss_stops_training_with_a_clear_error(splits):
+    """Broken features (a NaN in one training row) must stop the run, never end in a score."""
+    broken = [dict(context) for context in splits["train"]]
+    broken[3]["features"] = broken[3]["features"].clone()
+    broken[3]["features"][0] = float("nan")
+    model = SClassProbe(input_dim=DIM, class_names=CLASSES, hidden_dim=8)
+    with pytest.raises(ProbingError, match="the training loss became nan at epoch 0"):
+        trainer(max_epochs=2).fit(model, loader(broken), loader(splits["dev"]))
+    assert "test" not in model.split_metrics

@@ -56,7 +56,8 @@ def plots_written(tmp_path, results):
 
 @pytest.fixture
 def sweep(tmp_path):
-    scores = {(0, 1): (0.50, 0.40), (0, 2): (0.60, 0.50), (1, 1): (0.70, 0.65), (1, 2): (0.80, 0.75), (10, 1): (0.9, 0.85)}
+    scores = {(0, 1): (0.50, 0.40), (0, 2): (0.60, 0.50), (1, 1): (0.70, 0.65), (1, 2): (0.80, 0.75),
+              (10, 1): (0.9, 0.85)}
     return write_results(tmp_path, [old_result(layer, seed, dev, test)
                                     for (layer, seed), (dev, test) in sorted(scores.items())])
 
@@ -131,7 +132,8 @@ def test_csv_and_long_table_carry_selectivity_and_mix_weights(tmp_path):
     assert float(row["test_selectivity"]) == float(row["dev_selectivity"]) == pytest.approx(0.25)
     assert float(row["test_control_micro_f1"]) == pytest.approx(0.35)
     lines = (tmp_path / "report.md").read_text().splitlines()
-    assert lines[4] == "| representation | dev micro-F1 | test micro-F1 | test selectivity | seeds | test comb. | test contexts |"
+    assert lines[4] == ("| representation | dev micro-F1 | test micro-F1 | test selectivity | seeds | test comb. "
+                        "| test contexts |")
     assert lines[6] == "| mix | 0.600 | 0.600 | 0.250 | 1 | None | None |"
 
 
@@ -268,3 +270,15 @@ def test_per_class_f1_by_layer_averages_seeds_and_keeps_undefined():
     assert per_class_by_layer(results + [{**run(0, 1, [0.1, 0.1]), "model": "other"}]) is None
     baselines = [{**run(None, 1, [0.9, 0.9]), "representation": "Rand"}]
     assert per_class_by_layer(results + baselines)[1] == [0, 1]  # baselines have no layer: left out
+
+
+def test_a_run_found_twice_is_counted_once(tmp_path, capsys):
+    """A results.json copied into a second job folder (same configuration and seed) is one run, not two seeds with
+    std 0; another seed of the same configuration still counts."""
+    runs = [result("6", 0, 0.5, 0.4, config=run_config(0, run_dir=f"{tmp_path}/a")),
+            result("6", 0, 0.5, 0.4, config=run_config(0, run_dir=f"{tmp_path}/b")),
+            result("6", 1, 0.7, 0.6, config=run_config(1, run_dir=f"{tmp_path}/c"))]
+    write_results(tmp_path, runs)
+    [row] = write_report(tmp_path)
+    assert row["seeds"] == [0, 1] and row["test_micro_f1"] == pytest.approx(0.5)
+    assert "Counted once: 1 results.json" in capsys.readouterr().out

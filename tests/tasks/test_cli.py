@@ -116,7 +116,8 @@ def test_finished_job_is_not_run_again(tmp_path, tiny_bert_path):
 def test_each_data_selection_gets_its_own_store(tmp_path, tiny_bert_path):
     """Another split seed is another set of records: a store of its own, not a refusal or a silent reuse."""
     for seed in (0, 1, 0):
-        result = run_script("extract.py", f"model.name_or_path={tiny_bert_path}", f"data.split.seed={seed}", cwd=tmp_path)
+        result = run_script("extract.py", f"model.name_or_path={tiny_bert_path}", f"data.split.seed={seed}",
+                            cwd=tmp_path)
         assert result.returncode == 0, result.stderr[-3000:]
     stores = sorted(p.name for p in (tmp_path / "stores").rglob("*.h5"))
     assert len(stores) == 6 and len({name.split(".")[3] for name in stores}) >= 2

@@ -102,7 +102,8 @@ def test_seen_split_holds_out_training_contexts_and_scores_selectivity_there(tmp
 
 def test_type_level_avg_and_static_spaces(tmp_path, tiny):
     runs = {}
-    for name, overrides in {"avg": ["layer=1"], "glove": ["embeddings=glove", f"embeddings.path={GLOVE_FIXTURE}"]}.items():
+    spaces = {"avg": ["layer=1"], "glove": ["embeddings=glove", f"embeddings.path={GLOVE_FIXTURE}"]}
+    for name, overrides in spaces.items():
         result = run_script("probe.py", "probe.level=type", *overrides, "trainer.max_epochs=2", *tiny,
                             f"hydra.run.dir={tmp_path / name}", cwd=tmp_path)
         assert result.returncode == 0, result.stderr[-3000:]

@@ -1,0 +1,24 @@
+"""Composing the entry scripts' configs in-process (Hydra's compose API), for runs where a subprocess is not what is
+being tested."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig
+
+from probing.config import CONFIG_DIR
+
+
+def compose_job(config: str, tmp_path: Path, *overrides: str) -> DictConfig:
+    """The config of `python <config>.py <overrides>` with its run folder at tmp_path/run and its stores at
+    tmp_path/stores (Hydra's runtime folder does not exist outside a Hydra app)."""
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        return compose(config, overrides=[f"paths.output_dir={tmp_path / 'run'}",
+                                          f"paths.store_dir={tmp_path / 'stores'}", *overrides])
+
+
+def tiny_model(tiny_bert_path: Path) -> list[str]:
+    """Overrides that put the tiny random BERT of the tests (2 transformer layers: hidden states 0..2) in place."""
+    return [f"model.name_or_path={tiny_bert_path}", "model.num_layers=3", "logger=csv"]

@@ -1,0 +1,124 @@
+"""Faults a hostile user found in probe.py/extract.py: each reproduced as the user ran it, then held to one `error:`
+line (exit 2), or to the results being kept, never overwritten or counted twice."""
+
+from __future__ import annotations
+
+import json
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from probing.errors import ConfigError
+from probing.tasks import extract, probe
+from probing.tasks.common import closing_loggers, write_results
+from tests.helpers import REPO, run_script
+from tests.helpers.runs import compose_job, tiny_model
+
+
+@pytest.fixture
+def tiny(tiny_bert_path):
+    return tiny_model(tiny_bert_path)
+
+
+def sweep_results(sweep):
+    return {json.loads(p.read_text())["layer"]: p for p in sweep.glob("*/results.json")}
+
+
+def test_a_relaunched_sweep_with_other_values_keeps_every_finished_result(tmp_path, tiny):
+    sweep = tmp_path / "sweep"
+    common = ["trainer.max_epochs=1", "probe.control_task.enabled=false", *tiny, f"hydra.sweep.dir={sweep}"]
+    first = run_script("probe.py", "-m", "layer=0,1,2", *common, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr[-3000:]
+    before = {layer: path.read_text() for layer, path in sweep_results(sweep).items()}
+    second = run_script("probe.py", "-m", "layer=1,2", *common, cwd=tmp_path)
+    assert second.returncode == 0, second.stderr[-3000:]
+    after = sweep_results(sweep)
+    assert sorted(after) == [0, 1, 2] and {layer: p.read_text() for layer, p in after.items()} == before
+    assert (second.stdout + second.stderr).count("not running it again") == 2
+    rows = [line for line in (sweep / "report.md").read_text().splitlines() if line.startswith("| ")]
+    assert [row.split(" | ")[0] for row in rows[1:4]] == ["| 0", "| 1", "| 2"]  # each layer once, one seed each
+    assert all(row.split(" | ")[3] == "1" for row in rows[1:4])
+
+
+def test_a_damaged_results_file_is_run_again_and_rewritten_whole(tmp_path, tiny, caplog):
+    cfg = compose_job("probe", tmp_path, *tiny, "layer=1", "trainer.max_epochs=1")
+    out = tmp_path / "run" / "results.json"
+    out.parent.mkdir(parents=True)
+    out.write_text('{"model": "minilm", "dev": {"micro_f')  # a job killed while writing it, before the fix
+    results = probe.run(cfg)
+    assert "is damaged" in caplog.text
+    assert json.loads(out.read_text()) == json.loads(json.dumps(results))
+
+
+def test_results_are_replaced_atomically(tmp_path, monkeypatch):
+    out = tmp_path / "results.json"
+    write_results(out, {"layer": 1})
+    monkeypatch.setattr("os.fsync", lambda fd: (_ for _ in ()).throw(KeyboardInterrupt()))
+    with pytest.raises(KeyboardInterrupt):
+        write_results(out, {"layer": 2})
+    assert json.loads(out.read_text()) == {"layer": 1} and [p.name for p in tmp_path.iterdir()] == ["results.json"]
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (["seed=abc"], "seed='abc' is not an integer"),
+    (["+laeyr=3"], "unknown setting(s) laeyr"),
+    (["probe.batch_size=0"], "probe.batch_size=0 is not an integer >= 1"),
+    (["trainer.max_epochs=0"], "trainer.max_epochs=0 is not an integer >= 1"),
+    (["probe.control_task.enabled=no"], "probe.control_task.enabled must be true or false"),
+    (["data.source.include_verbs=no"], "data.source.include_verbs must be true or false"),
+    (["data.split.test_fraction=abc"], "data.split.test_fraction"),
+    (["data.source._target_=probing.data.sources.NoSuchSource"], "data.source: cannot be built"),
+    (["paths.store_dir=README.md"], "is a file, not a folder"),
+    (["model.random_init=yes"], "model.random_init must be true or false"),
+])
+def test_bad_settings_are_config_errors_naming_the_setting(tmp_path, tiny, overrides, message, monkeypatch):
+    monkeypatch.chdir(REPO)  # so that README.md is a file there
+    cfg = compose_job("probe", tmp_path, *tiny, "layer=1", *overrides)
+    if overrides == ["paths.store_dir=README.md"]:
+        cfg.features.store_dir = str(REPO / "README.md")
+    with pytest.raises(ConfigError, match="Fix:") as error:
+        probe.run(cfg)
+    assert message in str(error.value)
+    assert not (tmp_path / "run" / "results.json").exists()
+
+
+def test_extract_refuses_an_unknown_split(tmp_path):
+    cfg = compose_job("extract", tmp_path, "splits=[train,foo]")
+    with pytest.raises(ConfigError, match=r"\['foo'\] is not a split of the data"):
+        extract.run(cfg)
+
+
+@pytest.mark.parametrize("script,overrides,message", [
+    ("probe.py", ["seed=abc", "logger=none"], "error: seed='abc' is not an integer"),
+    ("probe.py", ["+laeyr=3", "logger=none"], "error: unknown setting(s) laeyr"),
+    ("extract.py", ["splits=[train,foo]"], "error: splits=['train', 'foo']"),
+])
+def test_the_entry_scripts_print_one_error_line_and_exit_2(tmp_path, script, overrides, message):
+    result = run_script(script, *overrides, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr[-2000:]
+    assert result.stderr.strip().splitlines()[-1].startswith(message) and "Traceback" not in result.stderr
+
+
+def test_a_dev_score_of_zero_in_every_epoch_is_a_warning_in_the_results(caplog):
+    warnings = probe.training_warnings(0.0, SimpleNamespace(current_epoch=3))
+    assert len(warnings) == 1 and "stayed 0 in all 3 epochs" in warnings[0] and "stayed 0" in caplog.text
+    assert probe.training_warnings(0.2, SimpleNamespace(current_epoch=3)) == []
+
+
+def test_a_failed_job_finishes_its_wandb_run(monkeypatch):
+    finished = []
+    fake = SimpleNamespace(run=object(), finish=lambda exit_code: finished.append(exit_code))
+    monkeypatch.setitem(sys.modules, "wandb", fake)
+    with pytest.raises(RuntimeError), closing_loggers():
+        raise RuntimeError("the job failed")
+    with closing_loggers():
+        pass
+    assert finished == [1, 0]
+
+
+def test_optimized_metric_is_read_from_the_results():
+    results = {"dev": {"micro_f1": 0.5, "selectivity": 0.2}}
+    assert probe.optimized_value(results, "dev/selectivity") == 0.2
+    with pytest.raises(ConfigError, match="optimized_metric=dev/nope"):
+        probe.optimized_value(results, "dev/nope")
