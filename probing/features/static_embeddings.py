@@ -33,7 +33,7 @@ import numpy as np
 from probing.data.text import UTF8_FIX, sha256_file
 from probing.errors import ConfigError, DataFormatError
 
-logger = logging.getLogger(__name__)
+log = logging.getLogger(__name__)
 
 ROW_FIX = 'write one word per line as "word v1 ... vD" with the same D on every line; a word may not contain spaces'
 HEADER_FIX = 'a word2vec header is one line "V D" of two positive integers (number of words, dimension)'
@@ -134,7 +134,7 @@ def read_static_embeddings(
     with _numbered_lines(path) as lines:
         words, vectors = _parse_lines(lines, path)
     embeddings = StaticEmbeddings(name or _default_name(path), path, words, vectors, sha256_file(path))
-    logger.info("read %s from %s: %d words x %d dims in %.1fs", embeddings.name, path, len(words), embeddings.dim,
+    log.info("read %s from %s: %d words x %d dims in %.1fs", embeddings.name, path, len(words), embeddings.dim,
                 time.perf_counter() - start)
     return embeddings
 
