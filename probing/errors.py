@@ -28,3 +28,7 @@ class StoreMismatchError(ProbingError):
 
 class ConfigError(ProbingError):
     """A configuration value is invalid (unknown layer, unsupported option...)."""
+
+
+class StoreCorruptError(ProbingError):
+    """A feature store's contents are damaged: a checksum does not match, or a value is NaN or inf."""

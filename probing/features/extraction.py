@@ -7,6 +7,11 @@ fails at once rather than at the end) and cut by a token budget: batch size x lo
 Rows the encoder cannot represent (`prepare_many` returns None: the target alone is longer than
 `max_length`, or has no wordpieces) stay in the store flagged `skipped`; the report counts them with
 their reasons, and readers leave them out.
+
+A complete store that matches the request is only read (opened read-only, so it may sit on a read-only
+disk). Anything else is created or resumed under the store's lock (see `probing.features.store`): a second
+run into the same store is refused at once with one line, as are a file at the store's path that is not a
+store (left untouched) and a full disk (the rows written so far are kept for the rerun).
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from tqdm.auto import tqdm
 from probing.data.records import WordInContext
 from probing.errors import ProbingError
 from probing.features.encoder import PreparedInput, WordEncoder
-from probing.features.store import FeatureStore, StoreWriter, records_fingerprint
+from probing.features.store import FeatureStore, StoreWriter, records_fingerprint, store_lock
 
 log = logging.getLogger(__name__)
 
@@ -95,8 +100,9 @@ def extract_split(records: Sequence[WordInContext], encoder: WordEncoder, path: 
     """Make `path` hold the features of every record, computing only the rows not yet written.
 
     A new store is created; an existing one must match the request (model, settings, data: else
-    StoreMismatchError listing each difference) and is resumed. `metadata_extra` adds request keys such
-    as the data name, split and data-file hashes; they are recorded and compared like the others.
+    StoreMismatchError listing each difference) and is resumed, or only read if it is complete.
+    `metadata_extra` adds request keys such as the data name, split and data-file hashes; they are
+    recorded and compared like the others.
     """
     started = time.perf_counter()
     path = Path(path)
@@ -104,8 +110,37 @@ def extract_split(records: Sequence[WordInContext], encoder: WordEncoder, path: 
         raise ProbingError(
             f"{path}: no records to extract features for. Fix: check the data files and the split settings")
     request = request_metadata(records, encoder, dtype, metadata_extra or {}, records_sha256)
+    report = _finished_report(path, request, len(records), started)
+    if report is None:
+        with store_lock(path):
+            if not path.exists():
+                FeatureStore.create(path, request, records, class_names)
+            # another run may have completed the store before this one took the lock
+            report = _finished_report(path, request, len(records), started) or _fill(
+                path, request, records, encoder, max_tokens_per_batch, progress, started)
+    log.info("%s", report.summary())
+    return report
+
+
+def _finished_report(path: Path, request: Mapping[str, Any], rows: int, started: float) -> ExtractionReport | None:
+    """The report of a complete store at `path` that matches `request`, found by reading only; None if there is no
+    store yet or it is unfinished. A file that is not a store, or a store of another request, is refused.
+
+    HDF5's file lock is not taken, so that this look never makes the open of a run writing the store fail."""
     if not path.exists():
-        FeatureStore.create(path, request, records, class_names)
+        return None
+    with FeatureStore(path, file_locking=False) as store:
+        store.check_metadata(request)
+        if not store.is_complete:
+            return None
+        skipped = store.num_skipped
+    return ExtractionReport(path=path, rows_total=rows, rows_already_done=rows, rows_computed=0,
+                            rows_skipped=skipped, seconds=time.perf_counter() - started)
+
+
+def _fill(path: Path, request: Mapping[str, Any], records: Sequence[WordInContext], encoder: WordEncoder,
+          max_tokens_per_batch: int, progress: bool, started: float) -> ExtractionReport:
+    """Compute and write the unwritten rows of the store at `path` (its lock held)."""
     skips_before = Counter(encoder.skips.counts)
     with StoreWriter(path) as writer:
         writer.check_metadata(request)
@@ -115,13 +150,11 @@ def extract_split(records: Sequence[WordInContext], encoder: WordEncoder, path: 
         todo = [(int(row), prepared) for row, prepared in zip(pending, inputs) if prepared is not None]
         tokens = _encode_rows(todo, encoder, writer, max_tokens_per_batch, progress, path.name)
         rows_skipped = int(writer.file["skipped"][()].sum())
-    report = ExtractionReport(
+    return ExtractionReport(
         path=path, rows_total=len(records), rows_already_done=len(records) - len(pending), rows_computed=len(todo),
         rows_skipped=rows_skipped, skipped_now=dict(encoder.skips.counts - skips_before), tokens=tokens,
         seconds=time.perf_counter() - started,
     )
-    log.info("%s", report.summary())
-    return report
 
 
 def _encode_rows(todo: list[tuple[int, PreparedInput]], encoder: WordEncoder, writer: StoreWriter,

@@ -1,7 +1,9 @@
-"""Extraction: token-budget batching, skips, resume, refusal, and a SIGKILLed run resumed to the same store."""
+"""Extraction: token-budget batching, skips, resume, refusal, a SIGKILLed run resumed to the same store, files that
+are not stores, read-only complete stores, a full disk, and two runs into one store."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import random
@@ -11,6 +13,7 @@ import sys
 import time
 from pathlib import Path
 
+import h5py
 import numpy as np
 import pytest
 import torch
@@ -20,6 +23,9 @@ from probing.errors import ProbingError, StoreMismatchError
 from probing.features.encoder import EncoderInfo, PreparedInput, WordEncoder
 from probing.features.extraction import extract_split, plan_batches
 from probing.features.store import FeatureStore, StoreWriter
+from tests.helpers.stores import assert_one_line_error, file_state, hold_store_lock, record_h5py_modes
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 CLASSES = ["food", "organization", "plant"]
 WORDS = ["the", "a", "apple", "juice", "is", "healthy", "stock", "rises", "she", "eats", "airheads", "in",
@@ -227,3 +233,246 @@ def test_sigkilled_extraction_resumes_to_the_uninterrupted_result(tiny_bert_path
         assert got.labels().tolist() == want.labels().tolist()
         for layer in range(3):
             np.testing.assert_allclose(got.read_layer(layer), want.read_layer(layer), rtol=2e-3, atol=2e-3)
+
+
+def extract_fake(path: Path, records: list[WordInContext], encoder: FakeEncoder | None = None, **kwargs):
+    return extract_split(records, encoder or FakeEncoder(), path, class_names=CLASSES, max_tokens_per_batch=12,
+                         progress=False, **kwargs)
+
+
+def assert_fake_store_complete(path: Path, rows: int) -> None:
+    with FeatureStore(path) as store:
+        assert store.is_complete and store.row_ids().tolist() == list(range(rows))
+        for layer in range(3):
+            np.testing.assert_array_equal(store.read_layer(layer), expected_fake_features(range(rows), layer))
+
+
+def unflag(path: Path, rows: list[int]) -> None:
+    """As if the run had been killed before setting the flags of `rows` (its last batch)."""
+    with StoreWriter(path) as writer:
+        writer.file["written"][rows] = 0
+
+
+def write_not_a_store(path: Path, kind: str) -> None:
+    if kind == "empty file":
+        path.write_bytes(b"")
+    elif kind == "unrelated hdf5":
+        with h5py.File(path, "w") as handle:
+            handle.create_dataset("embeddings", data=np.arange(12.0).reshape(3, 4))
+    else:
+        extract_fake(path, fake_records([3, 4]))
+        with h5py.File(path, "r+") as handle:
+            del handle.attrs["store_format"]
+        path.with_name(path.name + ".lock").unlink()
+
+
+@pytest.mark.parametrize("kind", ["empty file", "unrelated hdf5", "store without store_format"])
+def test_a_file_that_is_not_a_store_is_refused_and_never_modified(tmp_path, monkeypatch, kind):
+    path = tmp_path / "s.h5"
+    write_not_a_store(path, kind)
+    before = file_state(path)
+    modes = record_h5py_modes(monkeypatch)
+    for _ in range(2):  # every rerun is refused the same way
+        with pytest.raises(StoreMismatchError) as raised:
+            extract_fake(path, fake_records([3, 4]))
+        assert_one_line_error(raised.value, str(path), "delete")
+    assert set(modes) == {"r"} and file_state(path) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.h5"]
+
+
+def test_store_of_the_previous_format_is_refused_by_the_metadata_comparison(tmp_path):
+    path, records = tmp_path / "s.h5", fake_records([3, 4])
+    extract_fake(path, records)
+    with h5py.File(path, "r+") as handle:  # format 1: no checksums
+        handle.attrs["store_format"] = 1
+        del handle["block_rows"], handle["block_crc32"]
+    before = file_state(path)
+    with pytest.raises(StoreMismatchError) as raised:
+        extract_fake(path, records)
+    assert "store_format: store has 1, request has 2" in str(raised.value)
+    assert "Fix: delete the file" in str(raised.value)
+    assert file_state(path) == before
+
+
+def test_a_complete_store_is_only_read_even_on_a_read_only_disk(tmp_path, monkeypatch):
+    folder, records = tmp_path / "stores", fake_records([3, 4, 5])
+    path, lock = folder / "s.h5", folder / "s.h5.lock"
+    extract_fake(path, records)
+    lock.unlink()
+    before = file_state(path)
+    modes = record_h5py_modes(monkeypatch)  # chmod does not stop root: the modes show that nothing is written
+    path.chmod(0o444)
+    folder.chmod(0o555)
+    try:
+        report = extract_fake(path, records)
+    finally:
+        folder.chmod(0o755)
+        path.chmod(0o644)
+    assert (report.rows_already_done, report.rows_computed, report.rows_skipped) == (3, 0, 0)
+    assert set(modes) == {"r"} and not lock.exists() and file_state(path) == before
+
+
+def disk_full(*_args, **_kwargs):
+    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def fail_on_call(original, call: int, only=lambda *args: True):
+    """`original`, except that its `call`-th call (counting those `only` accepts) finds the disk full."""
+    calls = []
+
+    def patched(*args, **kwargs):
+        if only(*args):
+            calls.append(args)
+            if len(calls) == call:
+                disk_full()
+        return original(*args, **kwargs)
+
+    return patched
+
+
+@pytest.mark.parametrize("fault", ["flush", "features write"])
+def test_a_full_disk_keeps_the_written_rows_and_the_rerun_resumes(tmp_path, monkeypatch, fault):
+    path, records = tmp_path / "s.h5", fake_records([4] * 6)
+    if fault == "flush":  # flushes 1-3 commit the first batch; the 4th is the second batch's features
+        monkeypatch.setattr(h5py.File, "flush", fail_on_call(h5py.File.flush, 4))
+    else:
+        monkeypatch.setattr(h5py.Dataset, "__setitem__", fail_on_call(
+            h5py.Dataset.__setitem__, 2, only=lambda dataset, *_: dataset.name == "/features"))
+    with pytest.raises(ProbingError) as raised:
+        extract_fake(path, records)
+    assert_one_line_error(raised.value, str(path), "disk is full", "paths.store_dir", "PROBING_STORE_DIR")
+    monkeypatch.undo()
+    encoder = FakeEncoder()
+    report = extract_fake(path, records, encoder)
+    assert (report.rows_already_done, report.rows_computed) == (2, 4) and len(encoder.batches) == 2
+    assert_fake_store_complete(path, 6)
+
+
+def test_a_full_disk_while_creating_the_store_leaves_no_partial_file(tmp_path, monkeypatch):
+    path, records = tmp_path / "stores" / "s.h5", fake_records([4] * 6)
+
+    def create_dataset(group, name, *args, **kwargs):
+        if name == "features":  # as HDF5 reports it: no errno attribute, the reason in the text
+            raise OSError("Unable to create dataset (file write failed: errno = 28, error message = "
+                          "'No space left on device')")
+        return original(group, name, *args, **kwargs)
+
+    original = h5py.Group.create_dataset
+    monkeypatch.setattr(h5py.Group, "create_dataset", create_dataset)
+    with pytest.raises(ProbingError) as raised:
+        extract_fake(path, records)
+    assert_one_line_error(raised.value, str(path), "disk is full", "PROBING_STORE_DIR")
+    assert [p.name for p in path.parent.iterdir() if not p.name.endswith(".lock")] == []
+    monkeypatch.undo()
+    extract_fake(path, records)
+    assert_fake_store_complete(path, 6)
+
+
+def test_a_run_is_refused_while_another_holds_the_store_lock_and_resumes_after(tmp_path):
+    path, records = tmp_path / "s.h5", fake_records([4] * 6)
+    extract_fake(path, records)
+    unflag(path, [4, 5])
+    before = file_state(path)
+    with hold_store_lock(path, pid=4242):
+        with pytest.raises(ProbingError) as raised:
+            extract_fake(path, records)
+        assert_one_line_error(raised.value, str(path), "another run", "pid 4242", "Fix: wait")
+        assert file_state(path) == before
+        fresh = tmp_path / "fresh.h5"
+        with hold_store_lock(fresh, pid=4242), pytest.raises(ProbingError, match="another run"):
+            extract_fake(fresh, records)
+        assert not fresh.exists()
+    report = extract_fake(path, records)
+    assert (report.rows_already_done, report.rows_computed) == (4, 2)
+    assert_fake_store_complete(path, 6)
+
+
+class ReenteringEncoder(FakeEncoder):
+    """Has another process extract into the same store while this one writes it (at its second batch)."""
+
+    def __init__(self, path: Path):
+        super().__init__()
+        self.path, self.second_run = path, None
+
+    def encode(self, batch):
+        if len(self.batches) == 1:
+            self.second_run = subprocess.run([sys.executable, "-c", RUN_FAKE, str(self.path)], cwd=REPO_ROOT,
+                                             capture_output=True, text=True, timeout=120)
+        return super().encode(batch)
+
+
+def test_a_second_run_started_while_the_first_writes_is_refused(tmp_path):
+    path = tmp_path / "s.h5"
+    encoder = ReenteringEncoder(path)
+    report = extract_fake(path, fake_records([4] * 24), encoder)
+    second = encoder.second_run
+    assert second.returncode == 2 and second.stderr.startswith("error: ") and second.stderr.count("\n") == 1
+    assert_one_line_error(second.stderr[len("error: "):-1], str(path), "another run", f"pid {os.getpid()}", "Fix: wait")
+    assert (report.rows_computed, len(encoder.batches)) == (24, 12)
+    assert_fake_store_complete(path, 24)
+
+
+HOLD_OPEN = """
+import sys, h5py
+handle = h5py.File(sys.argv[1], "r+")
+print("open", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_store_open_in_another_process_gives_one_line(tmp_path, monkeypatch):
+    monkeypatch.delenv("HDF5_USE_FILE_LOCKING", raising=False)
+    path, records = tmp_path / "s.h5", fake_records([4] * 6)
+    extract_fake(path, records)
+    unflag(path, [4, 5])
+    holder = subprocess.Popen([sys.executable, "-c", HOLD_OPEN, str(path)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "open\n"
+        with pytest.raises(ProbingError) as raised:
+            extract_fake(path, records)
+        assert_one_line_error(raised.value, str(path), "another run", "Fix: wait")
+    finally:
+        holder.communicate("")
+    assert extract_fake(path, records).rows_computed == 2
+
+
+RUN_FAKE = """
+import sys, time
+from pathlib import Path
+from probing.errors import ProbingError
+from probing.features.extraction import extract_split
+from tests.features.test_extraction import CLASSES, FakeEncoder, fake_records
+
+class SlowEncoder(FakeEncoder):
+    def encode(self, batch):
+        time.sleep(0.02)
+        return super().encode(batch)
+
+path = Path(sys.argv[1])
+while len(sys.argv) > 2 and not Path(sys.argv[2]).exists():  # the start signal
+    time.sleep(0.001)
+try:
+    extract_split(fake_records([4] * 24), SlowEncoder(), path, class_names=CLASSES, max_tokens_per_batch=12,
+                  progress=False)
+except ProbingError as error:
+    print(f"error: {error}", file=sys.stderr)
+    sys.exit(2)
+"""
+
+
+def test_two_runs_started_together_into_one_store(tmp_path):
+    path, start = tmp_path / "stores" / "s.h5", tmp_path / "start"
+    env = {**os.environ, "HDF5_USE_FILE_LOCKING": "FALSE"}  # as on file systems without locks: the store lock alone
+    racers = [subprocess.Popen([sys.executable, "-c", RUN_FAKE, str(path), str(start)], cwd=REPO_ROOT, env=env,
+                               stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    time.sleep(3)  # both have imported everything and wait for the start signal
+    start.touch()
+    stderrs = [racer.communicate(timeout=120)[1] for racer in racers]
+    results = [(racer.returncode, stderr) for racer, stderr in zip(racers, stderrs)]
+    assert 0 in [code for code, _ in results], results
+    for code, stderr in results:
+        if code:
+            assert stderr.count("\n") == 1 and stderr.startswith("error: ") and "another run" in stderr, stderr
+            assert str(path) in stderr and "Traceback" not in stderr
+    assert_fake_store_complete(path, 24)

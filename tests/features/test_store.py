@@ -1,18 +1,30 @@
-"""Feature store: layout, round trip, metadata refusal, unreadable files."""
+"""Feature store: layout, round trip, metadata refusal, unreadable files, checksums and non-finite features."""
 
 from __future__ import annotations
 
 import logging
+import shutil
+import zlib
 from pathlib import Path
+from types import SimpleNamespace
 
 import h5py
 import numpy as np
 import pytest
 
 from probing.data.records import WordInContext
-from probing.errors import ConfigError, ProbingError, StoreMismatchError
+from probing.errors import ConfigError, ProbingError, StoreCorruptError, StoreMismatchError
 from probing.features.store import FeatureStore, StoreWriter, records_fingerprint, store_path
-from tests.helpers.stores import CLASSES, DIM, LAYERS, features_of, make_records, metadata
+from tests.helpers.stores import (
+    CLASSES,
+    DIM,
+    LAYERS,
+    assert_one_line_error,
+    features_of,
+    make_records,
+    metadata,
+    write_complete_store,
+)
 
 
 @pytest.fixture
@@ -37,7 +49,8 @@ def test_layout_is_allocated_at_creation_and_chunked_per_layer(store_file):
         assert features.chunks == (1, 10, DIM)
         assert features.id.get_storage_size() == LAYERS * 10 * DIM * 2  # every chunk exists before any write
         assert handle.attrs["data_files"] == '{"train.txt": "' + "d" * 64 + '"}'
-        assert handle.attrs["store_format"] == 1
+        assert handle.attrs["store_format"] == 2
+        assert handle["block_rows"].shape == (10,) and handle["block_crc32"].shape == (10, LAYERS)
     assert not store_file.with_name("split.h5.partial").exists()
 
 
@@ -153,3 +166,133 @@ def test_fingerprint_covers_content_not_source():
     assert records_fingerprint(moved) == records_fingerprint(records)
     assert records_fingerprint(relabelled) != records_fingerprint(records)
     assert records_fingerprint(records[::-1]) != records_fingerprint(records)
+
+
+def test_each_block_records_its_length_and_a_crc32_per_layer(tmp_path):
+    path = write_complete_store(tmp_path / "split.h5")
+    with h5py.File(path, "r") as handle:
+        features, crc = handle["features"], handle["block_crc32"]
+        assert handle["block_rows"][()].tolist() == [4, 0, 0, 0, 6, 0, 0, 0, 0, 0]
+        for layer in range(LAYERS):
+            assert crc[0, layer] == zlib.crc32(features[layer, 0:4].tobytes())
+            assert crc[4, layer] == zlib.crc32(features[layer, 4:10].tobytes())
+
+
+def overwrite(path: Path, offset: int, data: bytes) -> None:
+    with path.open("r+b") as file:
+        file.seek(offset)
+        file.write(data)
+
+
+def test_corrupted_feature_bytes_are_refused_on_read(tmp_path):
+    path = write_complete_store(tmp_path / "split.h5")
+    with h5py.File(path, "r") as handle:
+        layer_1 = handle["features"].id.get_chunk_info_by_coord((1, 0, 0)).byte_offset
+    overwrite(path, layer_1 + 5 * DIM * 2, np.random.default_rng(0).bytes(2 * DIM))  # slot 5 of layer 1
+    with FeatureStore(path) as store:
+        np.testing.assert_array_equal(store.read_layer(0), features_of(range(10))[:, 0])
+        np.testing.assert_array_equal(store.read_layer(2), features_of(range(10))[:, 2])
+        for read in (lambda: store.read_layer(1), store.read_all_layers):
+            with pytest.raises(StoreCorruptError) as raised:
+                read()
+            assert_one_line_error(raised.value, str(path), "layer 1", "checksum", "Fix: delete the file")
+
+
+def test_non_finite_features_are_refused_on_read(tmp_path):
+    path = write_complete_store(tmp_path / "split.h5")
+    with h5py.File(path, "r+") as handle:  # an inf with a matching checksum: damage no checksum can see
+        layer = handle["features"][2]
+        layer[1, 3] = np.inf
+        handle["features"][2] = layer
+        handle["block_crc32"][0, 2] = zlib.crc32(layer[0:4].tobytes())
+    with FeatureStore(path) as store:
+        store.read_layer(1)
+        with pytest.raises(StoreCorruptError) as raised:
+            store.read_layer(2, dtype=None)
+    assert_one_line_error(raised.value, str(path), "layer 2", "NaN or inf", "Fix: delete the file")
+
+
+def test_features_that_are_not_finite_in_storage_are_refused_before_writing(store_file):
+    huge = features_of([3, 5])
+    huge[1, 2, 0] = 1e6  # beyond float16's largest value, 65504: it would be stored as inf
+    nan = features_of([4])
+    nan[0, 0, 0] = np.nan
+    with StoreWriter(store_file) as writer:
+        with pytest.raises(ProbingError) as raised:
+            writer.write_rows([3, 5], huge)
+        assert_one_line_error(raised.value, str(store_file), "record 5", "float16", "features.dtype=float32")
+        with pytest.raises(ProbingError) as raised:
+            writer.write_rows([4], nan)
+        assert_one_line_error(raised.value, str(store_file), "record 4", "NaN or inf")
+        assert writer.pending_rows().tolist() == list(range(10))
+        writer.write_rows([3, 5], features_of([3, 5]))  # nothing was written, not even a slot used
+    with h5py.File(store_file, "r") as handle:
+        assert handle["slots"][[3, 5]].tolist() == [0, 1]
+
+
+def test_a_float32_store_keeps_what_float16_cannot(tmp_path):
+    path = tmp_path / "f32.h5"
+    FeatureStore.create(path, metadata(10, dtype="float32"), make_records(), CLASSES)
+    features = features_of(range(10)) * 1e4
+    with StoreWriter(path) as writer:
+        writer.write_rows(range(10), features)
+    with FeatureStore(path) as store:
+        np.testing.assert_array_equal(store.read_all_layers(), features)
+
+
+def test_store_of_the_previous_format_is_refused_with_the_delete_fix(tmp_path):
+    path = write_complete_store(tmp_path / "old.h5")
+    with h5py.File(path, "r+") as handle:  # format 1: no checksums
+        handle.attrs["store_format"] = 1
+        del handle["block_rows"], handle["block_crc32"]
+    with FeatureStore(path) as store:
+        with pytest.raises(StoreMismatchError) as raised:
+            store.check_metadata(metadata(10))
+        assert "store_format: store has 1, request has 2" in str(raised.value)
+        assert "Fix: delete the file" in str(raised.value)
+        with pytest.raises(StoreMismatchError) as raised:
+            store.read_layer(0)
+        assert_one_line_error(raised.value, str(path), "store_format", "Fix: delete the file")
+    with pytest.raises(StoreMismatchError, match="store_format.*Fix: delete the file"):
+        StoreWriter(path)
+
+
+def test_a_batch_cut_off_while_its_flags_were_written_is_rewritten_whole(store_file):
+    with StoreWriter(store_file) as writer:
+        writer.write_rows([7, 2, 9], features_of([7, 2, 9]))
+        writer.write_rows([0, 5, 8], features_of([0, 5, 8]))
+        writer.file["written"][[0, 8]] = 0  # only row 5 of the second batch got its flag before the kill
+    with StoreWriter(store_file) as writer:
+        assert writer.pending_rows().tolist() == [0, 1, 3, 4, 5, 6, 8]
+        writer.write_rows([8, 0, 1, 3, 4, 5, 6], features_of([8, 0, 1, 3, 4, 5, 6]))
+    with h5py.File(store_file, "r") as handle:
+        assert handle["slots"][()].tolist() == [4, 5, 1, 6, 7, 8, 9, 0, 3, 2]
+    with FeatureStore(store_file) as store:
+        np.testing.assert_array_equal(store.read_all_layers(), features_of(range(10)))
+
+
+def test_an_hdf5_file_that_is_not_a_store_is_refused(tmp_path):
+    path = tmp_path / "foreign.h5"
+    with h5py.File(path, "w") as handle:
+        handle.create_dataset("written", data=np.ones(3, np.uint8))
+    with pytest.raises(StoreMismatchError) as raised:
+        FeatureStore(path).read_layer(0)
+    assert_one_line_error(raised.value, str(path), "not a feature store", "delete")
+
+
+def test_a_store_missing_a_table_is_refused(tmp_path):
+    path = write_complete_store(tmp_path / "split.h5")
+    with h5py.File(path, "r+") as handle:
+        del handle["skipped"]
+    with pytest.raises(StoreCorruptError) as raised:
+        FeatureStore(path).read_layer(0)
+    assert_one_line_error(raised.value, str(path), "skipped", "Fix: delete the file")
+
+
+def test_a_store_larger_than_the_free_space_is_refused_before_writing(tmp_path, monkeypatch):
+    monkeypatch.setattr(shutil, "disk_usage", lambda folder: SimpleNamespace(total=10**9, used=10**9 - 100, free=100))
+    path = tmp_path / "split.h5"
+    with pytest.raises(ProbingError) as raised:
+        FeatureStore.create(path, metadata(10), make_records(), CLASSES)
+    assert_one_line_error(raised.value, str(path), "the disk is full", "MB are free", "PROBING_STORE_DIR")
+    assert not list(tmp_path.iterdir())

@@ -1,10 +1,19 @@
-"""A toy split of ten records and the store metadata and features of it, for store and datamodule tests."""
+"""A toy split of ten records and the store metadata and features of it, for store and datamodule tests, and
+checks shared by the store and extraction tests (one-line errors, untouched files, h5py open modes, the store lock)."""
 
 from __future__ import annotations
 
+import fcntl
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import h5py
 import numpy as np
 
 from probing.data.records import WordInContext
+from probing.features.store import FeatureStore, StoreWriter
 
 LAYERS, DIM = 3, 4
 CLASSES = ["food", "organization", "plant"]
@@ -30,3 +39,50 @@ def features_of(rows) -> np.ndarray:
     """Row r, layer l, dim d -> r + l / 4 + d / 16 (exact in float16)."""
     rows = np.asarray(rows, dtype=np.float32)[:, None, None]
     return (rows + np.arange(LAYERS)[None, :, None] / 4 + np.arange(DIM)[None, None, :] / 16).astype(np.float32)
+
+
+def write_complete_store(path: Path, batches=((7, 2, 9, 0), (5, 8, 1, 3, 6, 4)), **overrides) -> Path:
+    """A store of the toy split with every row written by `batches` (one contiguous block each)."""
+    records = make_records()
+    FeatureStore.create(path, metadata(len(records), **overrides), records, CLASSES)
+    with StoreWriter(path) as writer:
+        for batch in batches:
+            writer.write_rows(list(batch), features_of(batch))
+    return path
+
+
+def assert_one_line_error(error: Exception | str, *parts: str) -> None:
+    """A user error as the entry scripts print it: one line with a fix, holding each of `parts`."""
+    message = str(error)
+    assert "\n" not in message and "Fix: " in message, message
+    for part in parts:
+        assert part in message, (part, message)
+
+
+def file_state(path: Path) -> tuple[bytes, int]:
+    """The bytes and modification time of a file, to show it was left untouched."""
+    return path.read_bytes(), path.stat().st_mtime_ns
+
+
+def record_h5py_modes(monkeypatch) -> list[str]:
+    """Record the mode of every h5py.File opened from now on (the test's monkeypatch undoes it)."""
+    modes, original = [], h5py.File
+
+    def opening(name, mode="r", *args, **kwargs):
+        modes.append(mode)
+        return original(name, mode, *args, **kwargs)
+
+    monkeypatch.setattr(h5py, "File", opening)
+    return modes
+
+
+@contextmanager
+def hold_store_lock(path: Path, pid: int) -> Iterator[None]:
+    """Hold `<store>.lock` as a running extraction does (exclusive flock, its pid inside)."""
+    fd = os.open(path.with_name(path.name + ".lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        os.write(fd, f"{pid}\n".encode())
+        yield
+    finally:
+        os.close(fd)
