@@ -78,6 +78,10 @@ def ensure_features(cfg: DictConfig, data: WordInContextData, featurizer: Featur
     file_hashes = [[Path(f).name, sha256_file(f)] for f in data.files]  # in reading order; names may repeat
     paths = {}
     for split in splits:
+        if not data.splits[split]:
+            raise ConfigError(f"the {split} split of {data.name} is empty, so there is nothing to extract for it. Fix: "
+                              "set data.split.dev_fraction and test_fraction (shares of the words) so that every "
+                              "split gets words, or use more data")
         records_sha256 = records_fingerprint(data.splits[split])
         path = store_path(root, featurizer.store_name, data.name, split, featurizer.store_kind,
                           featurizer.context_size, records_sha256)

@@ -122,3 +122,10 @@ def test_optimized_metric_is_read_from_the_results():
     assert probe.optimized_value(results, "dev/selectivity") == 0.2
     with pytest.raises(ConfigError, match="optimized_metric=dev/nope"):
         probe.optimized_value(results, "dev/nope")
+
+
+def test_an_empty_split_is_named_before_any_store_is_made(tmp_path, tiny):
+    cfg = compose_job("probe", tmp_path, *tiny, "layer=1", "data.split.dev_fraction=0.0")
+    with pytest.raises(ConfigError, match="the dev split of streusle is empty"):
+        probe.run(cfg)
+    assert not (tmp_path / "stores").exists() or not any((tmp_path / "stores").rglob("dev.*.h5"))
