@@ -4,6 +4,10 @@ Files: "WORD POS CHUNK NER" per line, IOB2 tags over PER/LOC/ORG/MISC, blank lin
 "-DOCSTART-" lines between documents. The same mention extraction serves the files and the Hugging Face
 dataset. Mentions are found with seqeval's chunker, which also accepts IOB1-style input: an I-X that does
 not continue an X mention starts a new one, and each such mention is counted in the SkipCounter.
+
+For NER fine-tuning the same files are read as tagged sentences (`read_conll2003_sentences`), tags in IOB2:
+an I-X that opens a mention (IOB1 style) is rewritten as B-X and counted (SKIP_IOB1_TO_IOB2). The shared copy of
+the data is IOB2 throughout (no such tag in train, valid or test).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from probing.data.records import SkipCounter, WordInContext
+from probing.data.tasks import HUB_SPLITS, TaggedSentence
 from probing.data.text import read_lines
 from probing.errors import DataFormatError
 
@@ -19,6 +24,8 @@ ENTITY_TYPES = ("PER", "LOC", "ORG", "MISC")
 N_COLUMNS = 4
 DOCSTART = "-DOCSTART-"
 SKIP_I_WITHOUT_B = "I- tag without B-, treated as mention start"
+SKIP_IOB1_TO_IOB2 = "I- tag opening a mention (IOB1), read as B- (IOB2)"
+SKIP_HUB_EMPTY_ROW = "hub row without tokens or a -DOCSTART- row, not a sentence"
 DATA_DIR_FIX = "set `data.data_dir` to a folder with the CoNLL-2003 files train.txt, valid.txt and test.txt"
 EMPTY_FILE_FIX = "give a file with one token per line (WORD POS CHUNK NER), or leave it out of data.source.files"
 
@@ -131,3 +138,68 @@ def conll2003_paths(data_dir: str | Path, files: Sequence[str | Path]) -> list[P
     if missing:
         raise DataFormatError(data_dir, None, f"missing CoNLL-2003 files {missing}", DATA_DIR_FIX)
     return paths
+
+
+def to_iob2(tags: Sequence[str], source: str, skips: SkipCounter) -> tuple[str, ...]:
+    """The tags with each I-X that does not continue an X mention rewritten as B-X, each rewrite counted in `skips`.
+
+    IOB2 input comes back unchanged; IOB1 (B- only between adjacent mentions of one type) becomes IOB2."""
+    converted = []
+    for position, tag in enumerate(tags):
+        previous = converted[-1] if converted else "O"
+        if tag.startswith("I-") and previous[2:] != tag[2:]:
+            skips.skip(SKIP_IOB1_TO_IOB2, f"{source} token {position + 1}")
+            tag = "B-" + tag[2:]
+        converted.append(tag)
+    return tuple(converted)
+
+
+def read_conll2003_sentences(
+    paths: Sequence[str | Path], skips: SkipCounter, config_key: str = "data.data_dir"
+) -> list[TaggedSentence]:
+    """Every sentence of the files with its IOB2 NER tags; each source is "file:line" of the sentence's first token.
+
+    -DOCSTART- lines are dropped; a tag outside O/B-X/I-X (X in ENTITY_TYPES) or a line without 4 columns is a
+    DataFormatError naming its line, and so is a file without any token line."""
+    sentences: list[TaggedSentence] = []
+    for path in paths:
+        before = len(sentences)
+        for first_line, tokens, tags in _read_sentences(path, config_key):
+            source = f"{path}:{first_line}"
+            sentences.append(TaggedSentence(tuple(tokens), to_iob2(tags, source, skips), source))
+        if len(sentences) == before:
+            problem = "no token lines: the file is empty or holds only blank and -DOCSTART- lines"
+            raise DataFormatError(path, None, problem, EMPTY_FILE_FIX)
+    return sentences
+
+
+def load_conll2003_sentences_from_hub(name: str, skips: SkipCounter) -> dict[str, list[TaggedSentence]]:
+    """The tagged sentences of a Hugging Face CoNLL-2003 dataset (columns `tokens`, `ner_tags`), by split.
+
+    Hub splits are renamed by HUB_SPLITS (validation -> dev); integer tags go through the dataset's ClassLabel
+    names, and each sentence's source is "name:split:row"."""
+    dataset = _load_hub_dataset(name)
+    splits: dict[str, list[TaggedSentence]] = {}
+    for hub_split, split in dataset.items():
+        if hub_split not in HUB_SPLITS:
+            continue
+        tag_names = split.features["ner_tags"].feature.names
+        sentences = splits.setdefault(HUB_SPLITS[hub_split], [])
+        for row, example in enumerate(split):
+            sentence = _hub_sentence(example["tokens"], [tag_names[i] for i in example["ner_tags"]],
+                                     f"{name}:{hub_split}:{row}", skips)
+            if sentence is not None:
+                sentences.append(sentence)
+    return splits
+
+
+def _hub_sentence(tokens: list[str], tags: list[str], source: str, skips: SkipCounter) -> TaggedSentence | None:
+    """A hub row as a sentence; a row without tokens, or a -DOCSTART- row, is counted in `skips` and left out."""
+    if not tokens or tokens[0] == DOCSTART:
+        skips.skip(SKIP_HUB_EMPTY_ROW, source)
+        return None
+    if len(tags) != len(tokens):
+        raise DataFormatError(source, None, f"{len(tokens)} tokens but {len(tags)} NER tags", DATA_DIR_FIX)
+    for tag in tags:
+        _check_tag(tag, source, None)
+    return TaggedSentence(tuple(tokens), to_iob2(tags, source, skips), source)

@@ -1,0 +1,102 @@
+"""CoNLL-U files (Universal Dependencies) as POS-tagged sentences, with the language-specific XPOS tags.
+
+CoNLL-U: one word per line, 10 tab-separated columns ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC, "#"
+comment lines, a blank line after each sentence. For English-EWT, XPOS holds Penn Treebank tags (plus UD's own
+ADD, AFX, GW, HYPH, NFP).
+
+Choices where the format leaves room:
+- A multiword token ("3-4 don't") is a line over the words that follow it ("3 do", "4 n't"); the words are read
+  and the range line is counted in the SkipCounter (SKIP_MULTIWORD). Empty nodes ("5.1", enhanced UD) are no
+  words; they are counted too (SKIP_EMPTY_NODE).
+- Word IDs must run 1, 2, 3... within a sentence; otherwise the file is not CoNLL-U and reading stops.
+- A missing XPOS ("_") is an error, not a skip: a treebank without XPOS (many UD treebanks) has no PTB tags to
+  learn, and dropping sentences would change the data silently.
+- A block of comments without word lines is an error, as is a file without any sentence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+
+from probing.data.records import SkipCounter
+from probing.data.tasks import TaggedSentence, files_in
+from probing.data.text import read_lines
+from probing.errors import DataFormatError
+
+N_COLUMNS = 10
+ID, FORM, XPOS = 0, 1, 4
+SUFFIX = ".conllu"
+SKIP_MULTIWORD = "multiword-token line (e.g. 3-4), its words are read from the lines after it"
+SKIP_EMPTY_NODE = "empty node (e.g. 5.1), not a word"
+FORMAT_FIX = "use CoNLL-U: 10 tab-separated columns, word IDs 1, 2, 3... per sentence, a blank line after each"
+XPOS_FIX = "use a treebank with XPOS tags (column 5), e.g. UD English-EWT, or fill in the missing tag"
+EMPTY_FILE_FIX = "give a CoNLL-U file with at least one sentence, or leave it out of data.source.paths"
+
+
+def conllu_files(paths: Sequence[Path], config_key: str = "data.source.paths") -> list[Path]:
+    """The CoNLL-U files to read: files as given and each folder's *.conllu files, sorted by name."""
+    return files_in(paths, f"*{SUFFIX}", config_key)
+
+
+def read_conllu_xpos(
+    paths: Iterable[Path], skips: SkipCounter, config_key: str = "data.source.paths"
+) -> list[TaggedSentence]:
+    """The sentences of the files with their XPOS tags, in order; each source is "file:line" of the first word."""
+    sentences: list[TaggedSentence] = []
+    for path in paths:
+        before = len(sentences)
+        sentences.extend(_read_sentences(path, skips, config_key))
+        if len(sentences) == before:
+            raise DataFormatError(path, None, "no sentences: the file is empty or holds no word lines", EMPTY_FILE_FIX)
+    return sentences
+
+
+def _read_sentences(path: Path, skips: SkipCounter, config_key: str) -> Iterator[TaggedSentence]:
+    block_start: int | None = None
+    words: list[tuple[int, str, str]] = []  # (line, form, xpos)
+    for number, line in read_lines(path, config_key):
+        if not line.strip():
+            if block_start is not None:
+                yield _sentence(words, path, block_start)
+            block_start, words = None, []
+            continue
+        block_start = number if block_start is None else block_start
+        if not line.startswith("#"):
+            word = _parse_word_line(line, path, number, len(words) + 1, skips)
+            if word is not None:
+                words.append((number, *word))
+    if block_start is not None:
+        yield _sentence(words, path, block_start)
+
+
+def _sentence(words: list[tuple[int, str, str]], path: Path, block_start: int) -> TaggedSentence:
+    if not words:
+        problem = "a sentence block without word lines (comments only) ends before this blank line"
+        raise DataFormatError(path, block_start, problem, FORMAT_FIX)
+    lines, forms, tags = zip(*words)
+    return TaggedSentence(forms, tags, f"{path}:{lines[0]}")
+
+
+def _parse_word_line(
+    line: str, path: Path, number: int, expected_id: int, skips: SkipCounter
+) -> tuple[str, str] | None:
+    """(FORM, XPOS) of a word line; None for a multiword-token line or an empty node (counted in `skips`)."""
+    columns = line.split("\t")
+    if len(columns) != N_COLUMNS:
+        raise DataFormatError(path, number, f"expected {N_COLUMNS} tab-separated columns, got {len(columns)}",
+                              FORMAT_FIX)
+    token_id = columns[ID]
+    for separator, reason in (("-", SKIP_MULTIWORD), (".", SKIP_EMPTY_NODE)):
+        parts = token_id.split(separator)
+        if len(parts) == 2 and all(part.isdigit() for part in parts):
+            skips.skip(reason, f"{path}:{number}")
+            return None
+    if token_id != str(expected_id):
+        raise DataFormatError(path, number, f"word ID {token_id!r} where {expected_id} comes next", FORMAT_FIX)
+    form, xpos = columns[FORM], columns[XPOS]
+    if not form:
+        raise DataFormatError(path, number, "empty FORM (column 2)", FORMAT_FIX)
+    if xpos in ("", "_"):
+        raise DataFormatError(path, number, f"no XPOS tag (column 5 is {xpos!r}) for {form!r}", XPOS_FIX)
+    return form, xpos

@@ -1,0 +1,273 @@
+"""Fine-tuning tasks as records: POS and NER tag every token of a sentence, SST-2 and MRPC label a text (pair).
+
+The record types, split names, task names and label inventories live here; the readers (probing.data.ptb,
+.conllu, .conll2003, .glue) turn files into these records, and one source class per task, built by Hydra from
+a `_target_` config with plain YAML values, reads them into a `TaskData` with `load()`.
+
+Splits are the corpus's own: "train" and "dev" always, "test" where the data has a labelled one. Nothing is
+re-split or sampled here.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from probing.data.records import SkipCounter
+from probing.data.settings import optional_path, path_list
+from probing.data.splits import SPLIT_NAMES
+from probing.errors import ConfigError, DataFormatError
+
+# Every task has these splits; "test" (the last of SPLIT_NAMES) only where the data has a labelled one.
+REQUIRED_SPLITS = ("train", "dev")
+TOKEN_TASKS = ("pos", "ner")
+SENTENCE_TASKS = ("sst2", "mrpc")
+TASK_NAMES = TOKEN_TASKS + SENTENCE_TASKS
+
+# IOB2 over CoNLL-2003's entity types, in the order of the Hugging Face dataset's ClassLabel names.
+NER_LABELS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC")
+# SST-2: 1 = positive; MRPC: 1 = paraphrase. Labels are kept as the strings of the files.
+GLUE_LABELS = ("0", "1")
+
+# Hugging Face split names -> ours.
+HUB_SPLITS = {"train": "train", "validation": "dev", "test": "test"}
+
+POS_FORMATS = ("conllu", "ptb")
+# Which files go to which split, as file-name patterns (fnmatch). CoNLL-U: UD's naming, <corpus>-<split>.conllu.
+# Penn Treebank: the NLTK sample's files wsj_0001-wsj_0159 train, wsj_0160-wsj_0199 dev (about 80/20 by file).
+CONLLU_SPLITS = {"train": "*-train.conllu", "dev": "*-dev.conllu", "test": "*-test.conllu"}
+PTB_SPLITS = {"train": ["wsj_00??.mrg", "wsj_01[0-5]?.mrg"], "dev": "wsj_01[6-9]?.mrg"}
+BUNDLED_POS_FILES = ("en_ewt-sample-train.conllu", "en_ewt-sample-dev.conllu")
+SKIP_FILE_IN_NO_SPLIT = "file matching no pattern of data.source.splits, not read"
+
+
+@dataclass(frozen=True)
+class TaggedSentence:
+    """A sentence with one tag per token (POS or NER). source: "file:line" of its first token line."""
+
+    tokens: tuple[str, ...]
+    tags: tuple[str, ...]
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.tokens:
+            raise ValueError(f"{self.source}: empty sentence")
+        if len(self.tags) != len(self.tokens):
+            raise ValueError(f"{self.source}: {len(self.tokens)} tokens but {len(self.tags)} tags")
+
+
+@dataclass(frozen=True)
+class TextExample:
+    """A text (SST-2) or text pair (MRPC, `text_pair` set) with its label. source: "file:line"."""
+
+    text: str
+    label: str
+    text_pair: str | None = None
+    source: str = ""
+
+
+@dataclass
+class TaskData:
+    """A fine-tuning task ready for tokenisation.
+
+    name:   one of TASK_NAMES.
+    labels: the label inventory in a fixed order (the classifier's output order).
+    splits: "train", "dev" (and "test" where labelled) -> records: TaggedSentence for TOKEN_TASKS,
+            TextExample for SENTENCE_TASKS.
+    files:  every data file read (for hashing); empty when loaded from the hub.
+    skips:  what the readers skipped or normalised, with counts.
+    """
+
+    name: str
+    labels: list[str]
+    splits: dict[str, list[TaggedSentence]] | dict[str, list[TextExample]]
+    files: list[Path]
+    skips: SkipCounter
+
+    @property
+    def token_level(self) -> bool:
+        """True for tagging tasks (one label per token), False for sentence classification."""
+        return self.name in TOKEN_TASKS
+
+
+def check_splits(splits: Mapping[str, list], origin: str, fix: str) -> None:
+    """"train" and "dev" must hold data; `origin` names where the data came from, `fix` how to give it."""
+    empty = [name for name in REQUIRED_SPLITS if not splits.get(name)]
+    if empty:
+        raise DataFormatError(origin, None, f"no {empty[0]} data", fix)
+
+
+def split_map(key: str, value: object) -> dict[str, list[str]]:
+    """{split: [item, ...]} from a mapping of split names to one string or a list of strings (YAML-friendly)."""
+    fix = f"Fix: {key}={{train: ..., dev: ...}} (test optional)"
+    if not isinstance(value, Mapping) or not value:
+        raise ConfigError(f"{key} must map splits to file names, got {value!r}. {fix}")
+    unknown = [split for split in value if split not in SPLIT_NAMES]
+    if unknown:
+        raise ConfigError(f"{key} names the split {unknown[0]!r}; splits are {', '.join(SPLIT_NAMES)}. {fix}")
+    return {split: [str(item) for item in path_list(f"{key}.{split}", items)] for split, items in value.items()}
+
+
+def files_by_split(
+    files: Sequence[Path], patterns: Mapping[str, list[str]], key: str, skips: SkipCounter
+) -> dict[str, list[Path]]:
+    """Each file's split: the split whose patterns match its name. A file matching two splits is a ConfigError;
+    one matching none is left out and counted in `skips` (e.g. the PTB sections outside a standard split)."""
+    by_split: dict[str, list[Path]] = {split: [] for split in patterns}
+    for path in files:
+        splits = [split for split, names in patterns.items() if any(fnmatch.fnmatch(path.name, n) for n in names)]
+        if len(splits) > 1:
+            raise ConfigError(f"{path.name} matches the patterns of splits {splits} in {key}. "
+                              f"Fix: make the patterns of {key} disjoint")
+        if splits:
+            by_split[splits[0]].append(path)
+        else:
+            skips.skip(SKIP_FILE_IN_NO_SPLIT, str(path))
+    return by_split
+
+
+def labels_in_order(splits: Mapping[str, list[TaggedSentence]]) -> list[str]:
+    """The tags found in every split, sorted: deterministic whatever the file order, and covering dev and test."""
+    return sorted({tag for sentences in splits.values() for sentence in sentences for tag in sentence.tags})
+
+
+def files_in(paths: Sequence[Path], pattern: str, config_key: str) -> list[Path]:
+    """Each file as given and each folder's files matching `pattern`, sorted by name; a missing path or a folder
+    without such files is a DataFormatError naming `config_key`."""
+    files: list[Path] = []
+    for path in paths:
+        if path.is_file():
+            files.append(path)
+            continue
+        if not path.is_dir():
+            raise DataFormatError(path, None, "no such file or folder", f"set `{config_key}` to existing paths")
+        found = sorted(item for item in path.glob(pattern) if item.is_file())
+        if not found:
+            raise DataFormatError(path, None, f"no {pattern} files in the folder", f"set `{config_key}` to data files")
+        files.extend(found)
+    return files
+
+
+def bundled_pos_paths() -> list[Path]:
+    """The UD English-EWT sample bundled with the package (probing/resources/ud_english_ewt/, see its README)."""
+    folder = resources.files("probing") / "resources" / "ud_english_ewt"
+    return [Path(str(folder / name)) for name in BUNDLED_POS_FILES]
+
+
+def choose(key: str, value: object, allowed: Sequence[str]) -> str:
+    if value not in allowed:
+        raise ConfigError(f"{key} must be one of {', '.join(allowed)}, got {value!r}. Fix: {key}={allowed[0]}")
+    return str(value)
+
+
+def archive_of(path: Path) -> Path | None:
+    """The .zip file that `path` lies in (a member named `ARCHIVE.zip/MEMBER`), or None for a file on disk."""
+    return next((parent for parent in path.parents if parent.suffix == ".zip" and parent.is_file()), None)
+
+
+def hashable_files(files: Sequence[Path]) -> list[Path]:
+    """The files on disk behind `files`, in order, once each: a zip member gives its archive."""
+    return list(dict.fromkeys(archive_of(path) or path for path in files))
+
+
+class PosSource:
+    """Part-of-speech tagging with Penn Treebank tags.
+
+    format="conllu": `paths` are CoNLL-U files, tags from XPOS (probing.data.conllu); `paths=None` reads the
+    bundled UD English-EWT sample (train 651 sentences, dev 189).
+    format="ptb": `paths` are Penn Treebank .mrg files, folders of them, or NLTK's treebank.zip (probing.data.ptb).
+    `splits` maps each split to file-name patterns (one or a list); defaults: CONLLU_SPLITS or PTB_SPLITS.
+    The label inventory is every tag of every split, sorted.
+    """
+
+    name = "pos"
+
+    def __init__(
+        self,
+        format: str = "conllu",
+        paths: str | Sequence[str] | None = None,
+        splits: Mapping[str, str | Sequence[str]] | None = None,
+    ):
+        self.format = choose("data.source.format", format, POS_FORMATS)
+        if paths is None and self.format == "ptb":
+            raise ConfigError("data.source.paths is not set for format=ptb. Fix: data.source.paths=[DIR_OR_ZIP], "
+                              "e.g. nltk_data/corpora/treebank.zip")
+        self.paths = path_list("data.source.paths", paths) if paths is not None else bundled_pos_paths()
+        default = CONLLU_SPLITS if self.format == "conllu" else PTB_SPLITS
+        self.splits = split_map("data.source.splits", default if splits is None else splits)
+
+    def load(self) -> TaskData:
+        # The readers import this module's record types, so they are imported where used.
+        from probing.data.conllu import conllu_files, read_conllu_xpos
+        from probing.data.ptb import ptb_files, read_ptb
+
+        find, read = (ptb_files, read_ptb) if self.format == "ptb" else (conllu_files, read_conllu_xpos)
+        skips = SkipCounter()
+        chosen = files_by_split(find(self.paths, "data.source.paths"), self.splits, "data.source.splits", skips)
+        splits = {split: read(paths, skips, "data.source.paths") for split, paths in chosen.items() if paths}
+        fix = "give data.source.paths with files whose names match data.source.splits.train and .dev"
+        check_splits(splits, ", ".join(str(path) for path in self.paths), fix)
+        read_files = [path for paths in chosen.values() for path in paths]
+        return TaskData(self.name, labels_in_order(splits), splits, hashable_files(read_files), skips)
+
+
+class NerSource:
+    """CoNLL-2003 named entities, IOB2 tags over PER/LOC/ORG/MISC (NER_LABELS), from `data_dir`'s files or, when
+    `data_dir` is None, the Hugging Face dataset `hub_name` (splits train/validation/test).
+
+    `files` maps each split to its file name (or names) in `data_dir`; the official split by default.
+    """
+
+    name = "ner"
+    FILES = {"train": "train.txt", "dev": "valid.txt", "test": "test.txt"}
+
+    def __init__(
+        self,
+        data_dir: str | None = None,
+        files: Mapping[str, str | Sequence[str]] | None = None,
+        hub_name: str = "conll2003",
+    ):
+        self.data_dir = optional_path("data.data_dir", data_dir)
+        self.files = split_map("data.source.files", self.FILES if files is None else files)
+        self.hub_name = hub_name
+
+    def load(self) -> TaskData:
+        from probing.data.conll2003 import conll2003_paths, load_conll2003_sentences_from_hub, read_conll2003_sentences
+
+        skips = SkipCounter()
+        if self.data_dir is None:
+            splits, files, origin = load_conll2003_sentences_from_hub(self.hub_name, skips), [], self.hub_name
+        else:
+            paths = {split: conll2003_paths(self.data_dir, names) for split, names in self.files.items()}
+            splits = {split: read_conll2003_sentences(found, skips) for split, found in paths.items()}
+            files, origin = [path for found in paths.values() for path in found], str(self.data_dir)
+        check_splits(splits, origin, "give data.source.files for train and dev, or a hub dataset with both")
+        return TaskData(self.name, list(NER_LABELS), splits, files, skips)
+
+
+class GlueSource:
+    """GLUE sentence classification, `task` "sst2" (one sentence) or "mrpc" (a sentence pair), labels "0"/"1".
+
+    `data_dir` is the task's folder (GLUE's SST-2/ or MRPC/) with train.tsv and dev.tsv, read by probing.data.glue;
+    None loads the Hugging Face dataset `hub_name` with config `task` (its unlabelled test split is left out).
+    """
+
+    def __init__(self, task: str = "sst2", data_dir: str | None = None, hub_name: str = "glue"):
+        self.name = choose("data.source.task", task, SENTENCE_TASKS)
+        self.data_dir = optional_path("data.data_dir", data_dir)
+        self.hub_name = hub_name
+
+    def load(self) -> TaskData:
+        from probing.data.glue import GLUE_FILES, load_glue_from_hub, read_glue_tsv
+
+        if self.data_dir is None:
+            splits, paths, origin = load_glue_from_hub(self.hub_name, self.name), [], f"{self.hub_name}/{self.name}"
+        else:
+            paths = [self.data_dir / name for name in GLUE_FILES.values()]
+            splits = {split: read_glue_tsv(path, self.name) for split, path in zip(GLUE_FILES, paths)}
+            origin = str(self.data_dir)
+        check_splits(splits, origin, "give a hub dataset with train and validation splits")
+        return TaskData(self.name, list(GLUE_LABELS), splits, paths, SkipCounter())
