@@ -11,6 +11,10 @@ Choices where Zhao et al. 2020 leave room:
   contiguous wordpiece window that holds the whole target and is centred on it as far as the sentence
   allows, instead of being dropped or cut at the end.
 - The model runs in float32; precision "bf16" / "16" adds autocast on CUDA only.
+- `attention_window` k (Zhao et al. App. C, applied here to frozen extraction): each wordpiece attends only to the
+  wordpieces of words at most k words away, counted in the words the encoder sees (after `context_size`); special
+  tokens attend to everything and are attended by nothing but themselves (`probing.features.attention`). The
+  features go to a store of their own (`<pooling>.attn-<k>` in its file name, `attention_window` in its metadata).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from probing.data.records import SkipCounter, WordInContext
 from probing.data.settings import require_bool
 from probing.data.text import sha256_files
 from probing.errors import ConfigError, ModelLoadError
+from probing.features.attention import check_window_support, model_attention_mask, parse_attention_window
 from probing.features.featurizer import PreparedInput, context_label, context_window, parse_context_size
 
 PACKAGED_PREFIX = "packaged:"
@@ -224,7 +229,8 @@ class WordEncoder:
     """Turns word-in-context records into (num_layers, hidden) vectors of a frozen encoder (a `Featurizer`).
 
     Built by Hydra from `features.encoder` (conf/features/default.yaml). `context_size`: words on each side of the
-    target, or None / "all" for the whole sentence."""
+    target, or None / "all" for the whole sentence. `attention_window`: words each word may attend to on each side,
+    None for the model's full attention."""
 
     def __init__(
         self,
@@ -237,6 +243,7 @@ class WordEncoder:
         precision: str = "32",
         random_init: bool = False,
         init_seed: int = 0,
+        attention_window: int | None = None,
     ):
         precision = str(precision)
         _check_options(pooling, precision)
@@ -249,11 +256,13 @@ class WordEncoder:
                 "Fix: features.precision=32"
             )
         self.random_init, self.init_seed = require_bool("model.random_init", random_init), int(init_seed)
+        self.attention_window = parse_attention_window(attention_window)
         with torch.random.fork_rng(devices=[]):  # a random-init encoder is a function of init_seed alone
             torch.manual_seed(self.init_seed)
             self.model, self.tokenizer, self.info = load_encoder(name_or_path, revision=revision,
                                                                  random_init=self.random_init)
         self.model.to(self.device)
+        self.causal = self.attention_window is not None and check_window_support(self.model)
         self.piece_budget = max_length - self.tokenizer.num_special_tokens_to_add()
         if self.piece_budget < 1:
             raise ConfigError(
@@ -270,8 +279,9 @@ class WordEncoder:
 
     @property
     def store_kind(self) -> str:
-        """What the features are, in the store's file name: the pooling of the target's wordpieces."""
-        return self.pooling
+        """What the features are, in the store's file name: the pooling of the target's wordpieces, and the
+        attention window where there is one."""
+        return self.pooling if self.attention_window is None else f"{self.pooling}.attn-{self.attention_window}"
 
     def store_metadata(self) -> dict:
         """What identifies these features in a store's metadata (compared when a store is reused)."""
@@ -285,6 +295,8 @@ class WordEncoder:
         }
         if self.random_init:
             metadata |= {"random_init": True, "init_seed": self.init_seed}
+        if self.attention_window is not None:  # absent for full attention, as in stores written before the option
+            metadata["attention_window"] = self.attention_window
         return metadata
 
     def prepare_many(self, records: Sequence[WordInContext]) -> list[PreparedInput | None]:
@@ -316,6 +328,7 @@ class WordEncoder:
         return PreparedInput(
             input_ids=list(final.ids),
             target_pieces=[i for i, word in enumerate(final.word_ids) if word in target_words],
+            word_ids=None if self.attention_window is None else list(final.word_ids),
         )
 
     def _with_special_tokens(self, encoding: Encoding) -> Encoding:
@@ -334,7 +347,7 @@ class WordEncoder:
             padding_value=self.tokenizer.pad_token_id,
         )
         lengths = torch.tensor([len(prepared.input_ids) for prepared in batch])
-        attention_mask = (torch.arange(input_ids.shape[1]) < lengths[:, None]).long()
+        attention_mask = self._attention_mask(batch, (torch.arange(input_ids.shape[1]) < lengths[:, None]).long())
         rows, cols, weights = pooling_index([prepared.target_pieces for prepared in batch], self.pooling)
         with torch.inference_mode():
             with torch.autocast(self.device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None):
@@ -342,6 +355,15 @@ class WordEncoder:
             index = (tensor.to(self.device) for tensor in (rows, cols, weights))
             pooled = pool_layers(output.hidden_states, *index, len(batch))
         return pooled.cpu()
+
+    def _attention_mask(self, batch: Sequence[PreparedInput], padding_mask: torch.Tensor) -> torch.Tensor:
+        """The (B, T) padding mask, or with an attention window the model's (B, 1, T, T) window mask."""
+        if self.attention_window is None:
+            return padding_mask
+        if any(prepared.word_ids is None for prepared in batch):
+            raise ValueError("attention_window needs word_ids in every PreparedInput (set by prepare_many)")
+        word_ids = [prepared.word_ids for prepared in batch]
+        return model_attention_mask(self.model, word_ids, self.attention_window, padding_mask, causal=self.causal)
 
 
 def _check_options(pooling: str, precision: str) -> None:

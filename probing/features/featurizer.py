@@ -25,10 +25,12 @@ WHOLE_SENTENCE = "all"
 @dataclass
 class PreparedInput:
     """One record ready to encode: input ids (wordpieces with special tokens, or word-vocabulary ids) and the
-    positions of the target's pieces among them."""
+    positions of the target's pieces among them; `word_ids`, where an attention window needs them, each piece's
+    word index (None for special tokens)."""
 
     input_ids: list[int]
     target_pieces: list[int]
+    word_ids: list[int | None] | None = None
 
 
 @runtime_checkable

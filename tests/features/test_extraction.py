@@ -55,6 +55,7 @@ class FakeEncoder:
         self.info = EncoderInfo("fake", "/models/fake", "f" * 64, "FakeTokenizer", "t" * 64, "FakeModel", 3, 4)
         self.skips = SkipCounter()
         self.pooling, self.max_length, self.context_size, self.random_init = pooling, max_length, None, False
+        self.attention_window = None
         self.batches: list[list[int]] = []
 
     store_metadata = WordEncoder.store_metadata

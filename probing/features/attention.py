@@ -1,0 +1,157 @@
+"""Attention windows: each word attends only to the words at most k to its left and right (Zhao et al. 2020, App. C).
+
+Zhao et al. "apply a mask on the attention matrix such that each word can only attend to k left and k right
+words". Where the paper leaves room, this module chooses:
+- Words, not wordpieces, are counted: a wordpiece attends to every wordpiece of the words at most k words away
+  (its own word included), so k = 0 still lets the pieces of one word see each other.
+- Special tokens ([CLS], [SEP], <s>, </s>...) attend to every real token, but no word attends to them (they
+  attend to one another). A word's hidden state therefore depends on nothing outside its window: letting words
+  see [CLS] or [SEP], which see the whole sentence, would hand every word the whole sentence from the second
+  layer on, and k = 0 would no longer isolate a word (Zhao's k = 0 POS accuracy, .886 against .977, suggests it
+  did). [CLS] keeps a view of the whole sentence for sentence tasks. The price: pretrained models that park
+  attention on [SEP] or [CLS] lose that outlet, so a window wider than the sentence is not full attention;
+  `window=None` is (the model's own mask, untouched).
+- Padding is never attended to; a padding position attends to itself only, so that no row of the mask is empty.
+- The window is per attention matrix. Stacked layers widen what a word sees: the output of layer l depends on
+  the words at most l * k away (the input embeddings, layer 0, on the word alone).
+- Causal models (GPT-2, BERT as a decoder) keep their causality: there the window leaves each word itself and
+  the k words to its left, since the right ones are hidden anyway.
+- The mask is dense: (B, 1, T, T), and the model still computes every T x T score before masking. It restricts
+  what is attended to, not the cost: attention stays O(n^2) in time and memory, not the O(nk) the paper quotes
+  for a banded implementation.
+
+How the model receives it (transformers 5): the masking utilities (`masking_utils.create_bidirectional_mask`,
+`create_causal_mask`), which BERT, RoBERTa, XLM-R, ELECTRA, ALBERT, DistilBERT and GPT-2 call, pass a 4-D
+`attention_mask` through as-is. The "sdpa" attention takes a boolean mask (True = attend), "eager" adds the mask
+to the scores, so it needs an additive float mask (0 or the dtype's minimum): a boolean one would be added as 0/1
+and silently ignored. Other attention implementations (flash, flex) are refused. `check_window_support` runs the
+model once on four tokens to confirm that it obeys the mask and to find out whether it is causal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from transformers import PreTrainedModel
+
+from probing.errors import ConfigError
+
+WINDOW_SETTING = "features.attention_window"
+MASK_IMPLEMENTATIONS = ("eager", "sdpa")
+SPECIAL = -1  # word index of a special token in the tensor form of word ids
+PADDING = -2  # word index of a padding position
+
+
+def parse_attention_window(value: Any, setting: str = WINDOW_SETTING) -> int | None:
+    """The attention window as given in a config: words on each side, or None for full attention."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(f"{setting}={value!r} is not an attention window. Fix: {setting}=0, 1, 2, 4, ... (words "
+                          f"each word may attend to on each side) or {setting}=null (full attention)")
+    return value
+
+
+def word_index_tensor(word_ids: Sequence[Sequence[int | None]], attention_mask: torch.Tensor | None = None
+                      ) -> torch.Tensor:
+    """(B, T) long: each position's word index, SPECIAL for None, PADDING past a list's end or where
+    `attention_mask` (B, T) is 0. T is the mask's width, else the longest list."""
+    width = attention_mask.shape[1] if attention_mask is not None else max((len(ids) for ids in word_ids), default=0)
+    index = torch.full((len(word_ids), width), PADDING, dtype=torch.long)
+    for row, ids in enumerate(word_ids):
+        if len(ids) > width:
+            raise ValueError(f"sequence {row} has {len(ids)} word ids, more than the mask's {width} positions")
+        index[row, :len(ids)] = torch.tensor([SPECIAL if word is None else word for word in ids], dtype=torch.long)
+    if attention_mask is not None:
+        index[attention_mask.cpu() == 0] = PADDING
+    return index
+
+
+def window_mask(word_ids: Sequence[Sequence[int | None]], window: int | None,
+                attention_mask: torch.Tensor | None = None, causal: bool = False) -> torch.Tensor:
+    """(B, 1, T, T) bool, True where the query (row) may attend to the key (column).
+
+    `word_ids`: per sequence, each wordpiece's word index (None for special tokens), as a fast tokenizer's
+    `word_ids()`; positions past a list's end, or 0 in `attention_mask` (B, T), are padding. `window`: words on
+    each side, None for no limit between words. The rules are the module's."""
+    index = word_index_tensor(word_ids, attention_mask)
+    is_word, is_special = index >= 0, index == SPECIAL
+    near = (index[:, :, None] - index[:, None, :]).abs() <= window if window is not None else True
+    allowed = is_word[:, :, None] & is_word[:, None, :] & near
+    allowed |= is_special[:, :, None] & (index >= SPECIAL)[:, None, :]
+    allowed |= torch.eye(index.shape[1], dtype=torch.bool)
+    if causal:
+        allowed &= torch.ones_like(allowed[0], dtype=torch.bool).tril()
+    return allowed[:, None]
+
+
+def as_model_mask(allowed: torch.Tensor, model: PreTrainedModel) -> torch.Tensor:
+    """The boolean (B, 1, T, T) mask in the form the model's attention implementation reads, on its device."""
+    implementation = _attention_implementation(model)
+    allowed = allowed.to(model.device)
+    if implementation == "sdpa":
+        return allowed
+    blocked = torch.finfo(model.dtype).min
+    return torch.zeros(allowed.shape, dtype=model.dtype, device=model.device).masked_fill_(~allowed, blocked)
+
+
+def model_attention_mask(model: PreTrainedModel, word_ids: Sequence[Sequence[int | None]], window: int | None,
+                         attention_mask: torch.Tensor, causal: bool = False) -> torch.Tensor:
+    """What to pass the model as `attention_mask`: the (B, T) padding mask itself when `window` is None (the
+    model's own full attention), else the windowed 4-D mask in the model's form."""
+    if window is None:
+        return attention_mask
+    return as_model_mask(window_mask(word_ids, window, attention_mask, causal=causal), model)
+
+
+def check_window_support(model: PreTrainedModel) -> bool:
+    """Refuse (ConfigError) a model that cannot take a window mask; return whether it is causal.
+
+    Runs the model twice on four plain tokens: without a mask, changing the last token shows whether the first
+    one sees it (causal if not); with a k = 0 window, changing the first token must leave the other three
+    unchanged at every layer, or the model does not obey a 4-D mask."""
+    _attention_implementation(model)
+    a, b, c, other = _plain_token_ids(model)
+    ids = torch.tensor([[a, b, b, c], [a, b, b, other], [other, b, b, c]])
+    plain = _hidden_states(model, ids[:2], None)
+    causal = _same(plain[:, 0, 0], plain[:, 1, 0])
+    mask = as_model_mask(window_mask([[0, 1, 2, 3]] * 2, 0, causal=causal), model)
+    windowed = _hidden_states(model, ids[[0, 2]], mask)
+    if not _same(windowed[:, 0, 1:], windowed[:, 1, 1:]):
+        raise ConfigError(f"{type(model).__name__} does not obey a 4-D attention mask, so {WINDOW_SETTING} cannot be "
+                          f"applied to it. Fix: {WINDOW_SETTING}=null, or a BERT- or RoBERTa-like encoder")
+    return causal
+
+
+def _attention_implementation(model: PreTrainedModel) -> str:
+    implementation = model.config._attn_implementation
+    if implementation not in MASK_IMPLEMENTATIONS:
+        raise ConfigError(f"{WINDOW_SETTING} needs the eager or sdpa attention, but the model uses "
+                          f"{implementation!r}. Fix: load it with attn_implementation='sdpa', or {WINDOW_SETTING}=null")
+    return implementation
+
+
+def _plain_token_ids(model: PreTrainedModel) -> list[int]:
+    """Four distinct token ids that are none of the config's special ids (RoBERTa derives positions from pad)."""
+    config = model.config
+    special = {getattr(config, name, None) for name in ("pad_token_id", "bos_token_id", "eos_token_id",
+                                                          "sep_token_id", "cls_token_id")}
+    plain = [i for i in range(min(config.vocab_size, 64)) if i not in special]
+    if len(plain) < 4:
+        raise ConfigError(f"{type(model).__name__} has too small a vocabulary to check {WINDOW_SETTING}. "
+                          f"Fix: {WINDOW_SETTING}=null")
+    return plain[-4:]
+
+
+def _same(first: torch.Tensor, second: torch.Tensor) -> bool:
+    """Equal up to float noise: a token that a change can reach moves by far more than 1e-5."""
+    return torch.allclose(first, second, rtol=0.0, atol=1e-5)
+
+
+def _hidden_states(model: PreTrainedModel, ids: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+    """(layers, B, T, D) float32: every hidden state of one forward pass."""
+    with torch.inference_mode():
+        output = model(input_ids=ids.to(model.device), attention_mask=mask, output_hidden_states=True)
+    return torch.stack(output.hidden_states).float()
