@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
+import torch
 from omegaconf import DictConfig
 
 from probing.config import build
@@ -97,9 +98,27 @@ def ensure_features(cfg: DictConfig, data: WordInContextData, featurizer: Featur
 def build_trainer(cfg: DictConfig, extra_callbacks: Iterable[L.Callback] = ()) -> L.Trainer:
     """The Trainer of `trainer`, with the callbacks of `callbacks` (then `extra_callbacks`) and the loggers of
     `logger`."""
+    check_devices(cfg.trainer)
     callbacks = [build(node, f"callbacks.{name}") for name, node in (cfg.get("callbacks") or {}).items()]
     loggers = [build(node, f"logger.{name}") for name, node in (cfg.get("logger") or {}).items()]
     return build(cfg.trainer, "trainer", callbacks=[*callbacks, *extra_callbacks], logger=loggers or False)
+
+
+def check_devices(trainer: DictConfig) -> None:
+    """Refuse what Lightning would start anyway or quietly change: more devices than there are, and float16 on a
+    CPU (Lightning would switch it to bf16 with a warning)."""
+    accelerator = str(trainer.get("accelerator", "auto"))
+    on_gpu = accelerator in ("gpu", "cuda") or (accelerator == "auto" and torch.cuda.is_available())
+    available = torch.cuda.device_count() if on_gpu else os.cpu_count() or 1
+    devices = trainer.get("devices", 1)
+    if isinstance(devices, int) and not isinstance(devices, bool) and devices > available:
+        where = "GPUs" if on_gpu else "CPU cores"
+        raise ConfigError(f"trainer.devices={devices}, but this machine has {available} {where}. Fix: "
+                          f"trainer.devices={available} or fewer")
+    precision = str(trainer.get("precision", "32-true"))
+    if not on_gpu and precision in ("16", "16-mixed", "16-true"):
+        raise ConfigError(f"trainer.precision={precision} needs a GPU; this run is on the CPU. Fix: "
+                          "trainer.precision=bf16-mixed (fast on CPUs with bf16 units) or 32-true")
 
 
 def finished_results(path: Path, config: dict[str, Any]) -> dict[str, Any] | None:

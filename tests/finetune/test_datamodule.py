@@ -1,0 +1,74 @@
+"""Tokenised fine-tuning batches, checked by hand on the tiny WordPiece vocabulary of the tests."""
+
+from __future__ import annotations
+
+import pytest
+from transformers import AutoTokenizer
+
+from probing.data.records import SkipCounter
+from probing.data.tasks import TaggedSentence, TaskData, TextExample
+from probing.errors import ConfigError
+from probing.finetune.datamodule import PAD_WORD, TaskDataModule, whole_words_within
+from probing.finetune.metrics import IGNORE
+
+TAGS = ["DT", "NN", "PRP", "VBZ"]
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_bert_path):
+    return AutoTokenizer.from_pretrained(tiny_bert_path)
+
+
+def pos_data(*sentences: TaggedSentence) -> TaskData:
+    return TaskData("pos", TAGS, {"train": list(sentences), "dev": list(sentences[:1])}, [], SkipCounter())
+
+
+SHE = TaggedSentence(("she", "eats", "airheads"), ("PRP", "VBZ", "NN"), "toy:1")
+APPLE = TaggedSentence(("the", "apple"), ("DT", "NN"), "toy:2")
+
+
+def test_each_word_is_scored_at_its_last_wordpiece(tokenizer):
+    module = TaskDataModule(pos_data(SHE, APPLE), tokenizer, batch_size=2)
+    module.setup()
+    batch = module.collate(module.examples["train"])
+    # [CLS] she eats air ##head ##s [SEP]   /   [CLS] the apple [SEP] + 3 padding
+    assert tokenizer.convert_ids_to_tokens(batch["input_ids"][0]) == [
+        "[CLS]", "she", "eats", "air", "##head", "##s", "[SEP]"]
+    assert batch["last_piece"].tolist() == [[1, 2, 5], [1, 2, PAD_WORD]]
+    assert batch["labels"].tolist() == [[2, 3, 1], [0, 1, IGNORE]]
+    assert batch["word_ids"].tolist() == [[-1, 0, 1, 2, 2, 2, -1], [-1, 0, 1, -1, -1, -1, -1]]
+    assert batch["attention_mask"].tolist() == [[1] * 7, [1, 1, 1, 1, 0, 0, 0]]
+
+
+def test_max_length_keeps_whole_words_and_counts_the_rest(tokenizer):
+    module = TaskDataModule(pos_data(SHE), tokenizer, max_length=5)  # room for 3 pieces: "airheads" has 3 itself
+    module.setup()
+    [example] = module.examples["train"]
+    assert tokenizer.convert_ids_to_tokens(example.input_ids) == ["[CLS]", "she", "eats", "[SEP]"]
+    assert example.labels == [2, 3] and module.summary()["train"] == {"examples": 1, "words": 2, "cut_words": 1}
+
+
+@pytest.mark.parametrize("word_ids,budget,keep", [
+    ([0, 1, 2, 2, 2], 5, 5), ([0, 1, 2, 2, 2], 4, 2), ([0, 1, 2, 2, 2], 3, 2), ([0, 0, 1], 1, 0), ([0, 1], 1, 1)])
+def test_whole_words_within_a_budget(word_ids, budget, keep):
+    assert whole_words_within(word_ids, budget) == keep
+
+
+def test_sentence_pairs_keep_their_label(tokenizer):
+    data = TaskData("mrpc", ["0", "1"], {"train": [TextExample("the apple", "1", "an apple", "toy:1")],
+                                         "dev": [TextExample("she eats", "0", None, "toy:2")]}, [], SkipCounter())
+    module = TaskDataModule(data, tokenizer)
+    module.setup()
+    batch = module.collate(module.examples["train"])
+    assert tokenizer.convert_ids_to_tokens(batch["input_ids"][0]) == [
+        "[CLS]", "the", "apple", "[SEP]", "[UNK]", "apple", "[SEP]"]  # "an" is not in the tiny vocabulary
+    assert batch["labels"].tolist() == [1] and "last_piece" not in batch
+
+
+def test_the_batch_size_is_global_over_processes(tokenizer):
+    module = TaskDataModule(pos_data(SHE, APPLE), tokenizer, batch_size=6)
+    module.trainer = type("FakeTrainer", (), {"world_size": 2})()
+    assert module.per_device(6) == 3
+    module.trainer = type("FakeTrainer", (), {"world_size": 4})()
+    with pytest.raises(ConfigError, match="must divide evenly over 4 processes"):
+        module.per_device(6)

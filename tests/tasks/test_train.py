@@ -1,0 +1,94 @@
+"""train.py as a user runs it: fine-tune, keep the best dev epoch, export a model that probing loads, resume after
+a crash, DDP under a multirun, and bad settings as one error line."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import h5py
+import pytest
+
+from probing.errors import ConfigError
+from probing.finetune.module import FineTuner
+from probing.tasks import extract, train
+from tests.helpers import FIXTURE_STREUSLE, run_script
+from tests.helpers.runs import compose_job
+
+
+@pytest.fixture
+def tiny(tiny_bert_path):
+    return [f"model.name_or_path={tiny_bert_path}", "logger=csv", "task.batch_size=64"]
+
+
+def test_fine_tuning_exports_a_model_that_extraction_loads(tmp_path, tiny, tiny_bert_path):
+    results = train.run(compose_job("train", tmp_path, *tiny, "trainer.max_epochs=2"))
+    run = tmp_path / "run"
+    assert json.loads((run / "results.json").read_text()) == json.loads(json.dumps(results))
+    assert results["task"] == "pos" and results["epochs_trained"] == 2 and results["best_epoch"] in (0, 1)
+    assert 0.0 <= results["dev"]["accuracy"] <= 1.0 and results["attention_window"] is None
+    assert results["data_summary"]["train"]["examples"] == 651 and results["precision"] == "32-true"
+    assert Path(results["model_dir"]) == run / "model" and (run / "checkpoints" / "best.ckpt").is_file()
+    mini = f"data.source.paths=[{FIXTURE_STREUSLE}]"
+    stores = extract.run(compose_job("extract", tmp_path / "probe", f"model.name_or_path={run / 'model'}", mini))
+    original = extract.run(compose_job("extract", tmp_path / "probe", f"model.name_or_path={tiny_bert_path}", mini))
+    with h5py.File(stores["dev"]) as tuned, h5py.File(original["dev"]) as pretrained:
+        assert tuned.attrs["weights_sha256"] != pretrained.attrs["weights_sha256"]
+        assert tuned["features"].shape == pretrained["features"].shape
+
+
+def test_an_interrupted_run_resumes_from_its_last_checkpoint(tmp_path, tiny, monkeypatch, caplog):
+    caplog.set_level(logging.INFO, logger="probing")
+    cfg = compose_job("train", tmp_path, *tiny, "trainer.max_epochs=3")
+    original, steps = FineTuner.training_step, []
+
+    def crash_in_epoch_two(module, batch, batch_idx):
+        if module.current_epoch == 2:
+            raise RuntimeError("the machine went away")
+        return original(module, batch, batch_idx)
+
+    def counted(module, batch, batch_idx):
+        steps.append(module.current_epoch)
+        return original(module, batch, batch_idx)
+
+    monkeypatch.setattr(FineTuner, "training_step", crash_in_epoch_two)
+    with pytest.raises(RuntimeError, match="went away"):
+        train.run(cfg)
+    checkpoints = tmp_path / "run" / "checkpoints"
+    best_before = (checkpoints / "best.ckpt").read_bytes()
+    assert not (tmp_path / "run" / "results.json").exists()
+    monkeypatch.setattr(FineTuner, "training_step", counted)
+    results = train.run(cfg)
+    assert "resuming from" in caplog.text and results["epochs_trained"] == 3
+    assert set(steps) == {2} and len(steps) == 11  # only the third epoch ran again: 651 sentences / 64 a batch
+    if results["best_epoch"] < 2:  # the best epoch came before the crash: its checkpoint was kept as it was
+        assert (checkpoints / "best.ckpt").read_bytes() == best_before
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (["finetune.attention_window=-1"], "finetune.attention_window=-1 is not an integer >= 0"),
+    (["finetune.attention_window=abc"], "finetune.attention_window='abc'"),
+    (["task=sst2", "data.data_dir=/nowhere", "finetune.attention_window=2"], "word-level tasks only"),
+    (["finetune.isotropy_reg=-0.1"], "finetune.isotropy_reg=-0.1 is not a weight >= 0"),
+    (["task.batch_size=0"], "task.batch_size=0 is not an integer >= 1"),
+    (["+taks=ner"], "unknown setting(s) taks"),
+    (["trainer.accelerator=cpu", "trainer.devices=512"], "trainer.devices=512"),
+    (["trainer.accelerator=cpu", "trainer.precision=16-mixed"], "trainer.precision=16-mixed"),
+])
+def test_bad_settings_are_refused_before_training(tmp_path, tiny, overrides, message):
+    with pytest.raises(ConfigError, match="Fix:") as error:
+        train.run(compose_job("train", tmp_path, *tiny, *overrides))
+    assert message in str(error.value) and not (tmp_path / "run" / "results.json").exists()
+
+
+def test_ddp_under_a_multirun_runs_each_job_once_in_two_processes(tmp_path, tiny):
+    sweep = tmp_path / "sweep"
+    result = run_script("train.py", "-m", "finetune.attention_window=0,null", "trainer=ddp", "trainer.devices=2",
+                        "trainer.accelerator=cpu", "trainer.max_epochs=1", *tiny, f"hydra.sweep.dir={sweep}",
+                        cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    runs = [json.loads(path.read_text()) for path in sweep.glob("*/results.json")]
+    assert sorted(str(r["attention_window"]) for r in runs) == ["0", "None"]
+    assert all(r["devices"] == 2 for r in runs)
+    assert result.stdout.count("Launching 2 jobs locally") + result.stderr.count("Launching 2 jobs locally") == 1
