@@ -6,6 +6,8 @@ dev/test micro-F1 and, when the control task ran, of selectivity (Hewitt & Liang
 there is one). report.md adds "paper-shaped" tables laid out like Zhao et al. (2020): one column per representation
 in the paper's order (Tables 5/6), and micro-F1 by context size (Fig. 5). Plots: micro-F1 by layer (baselines as
 horizontal lines), by context size, the learned scalar-mix weights (Peters et al. 2018) and per-class test F1 by layer.
+Fine-tuning runs (train.py) get their own section (probing.report.finetuning): dev scores beside Zhao et al.'s Table 3,
+and Table 7 with its plot when the attention window varies.
 
 Runs automatically at the end of every Hydra multirun (see conf/hydra/default.yaml) and by hand on any folder:
 
@@ -20,12 +22,14 @@ from pathlib import Path
 from hydra.experimental.callback import Callback
 
 from probing.report.aggregate import RESULTS_FILE, aggregate, distinct_runs, find_results
+from probing.report.finetuning import is_finetuning, write_finetuning_report
 from probing.report.plots import write_plots
 from probing.report.tables import fixed_settings, summary, write_csv
 
 
 def write_report(folder: Path, out_dir: Path | None = None) -> list[dict] | None:
-    """Aggregate the results below `folder`; write report.csv, report.md and the plots; print the tables."""
+    """Aggregate the results below `folder`; write report.md, the CSV files and the plots; print the tables.
+    Probe runs and fine-tuning runs (train.py) get a section each. Returns the probe rows (None without any run)."""
     folder = Path(folder)
     out_dir = Path(out_dir or folder)
     results, repeats = distinct_runs(find_results(folder))
@@ -35,15 +39,24 @@ def write_report(folder: Path, out_dir: Path | None = None) -> list[dict] | None
     if not results:
         print(f"No {RESULTS_FILE} found below {folder}.")
         return None
-    rows = aggregate(results)
     out_dir.mkdir(parents=True, exist_ok=True)
-    text = summary(rows)
-    write_csv(rows, out_dir / "report.csv")
-    heading = f"# S-class probing report\n\n{len(results)} runs from `{folder}`; {fixed_settings(rows)}.\n\n"
-    (out_dir / "report.md").write_text(heading + text + "\n", encoding="utf-8")
-    plots = write_plots(rows, results, out_dir)
-    print(f"\nS-class probing, {len(results)} runs ({fixed_settings(rows)}):\n{text}\n")
-    print(f"Report written to {out_dir}: " + ", ".join(["report.csv", "report.md", *plots]))
+    probes = [result for result in results if not is_finetuning(result)]
+    finetuning = [result for result in results if is_finetuning(result)]
+    sections, files, rows = [], [], []
+    if probes:
+        rows = aggregate(probes)
+        write_csv(rows, out_dir / "report.csv")
+        files += ["report.csv", *write_plots(rows, probes, out_dir)]
+        sections.append(f"# S-class probing report\n\n{len(probes)} runs from `{folder}`; {fixed_settings(rows)}."
+                        f"\n\n{summary(rows)}")
+    if finetuning:
+        text, written = write_finetuning_report(finetuning, out_dir)
+        files += written
+        sections.append(f"# Fine-tuning report\n\n{len(finetuning)} runs from `{folder}`.\n\n{text}")
+    report = "\n\n".join(sections)
+    (out_dir / "report.md").write_text(report + "\n", encoding="utf-8")
+    print(f"\n{report}\n")
+    print(f"Report written to {out_dir}: " + ", ".join(["report.md", *files]))
     return rows
 
 

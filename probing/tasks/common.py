@@ -137,13 +137,14 @@ def finished_results(path: Path, config: dict[str, Any]) -> dict[str, Any] | Non
                       "into a new folder (hydra.run.dir=... or hydra.sweep.dir=...), or delete that results.json")
 
 
-def write_results(path: Path, results: dict[str, Any]) -> None:
-    """Write results.json atomically: a job stopped mid-write leaves the previous file (or none), never half of one."""
+def write_json_atomically(path: Path, content: dict[str, Any]) -> None:
+    """Write a JSON file (results.json, ...) atomically: a job stopped mid-write leaves the previous file (or none),
+    never half of one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as file:
-            file.write(json.dumps(results, indent=2) + "\n")
+            file.write(json.dumps(content, indent=2) + "\n")
             file.flush()
             os.fsync(file.fileno())
         os.replace(temporary, path)

@@ -46,7 +46,7 @@ from probing.tasks.common import (
     load_data,
     require_int,
     results_path,
-    write_results,
+    write_json_atomically,
 )
 
 log = logging.getLogger(__name__)
@@ -309,7 +309,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     check_probe_settings(cfg)
     with closing_loggers():
         results = probe(cfg, config)
-    write_results(out, results)
+    write_json_atomically(out, results)
     log.info("%s: dev micro-F1 %.3f, test micro-F1 %.3f%s -> %s", results["representation"],
              results["dev"]["micro_f1"], results["test"]["micro_f1"], selectivity_note(results), out)
     return results

@@ -9,6 +9,7 @@ model are written by the process of rank 0 only.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import sys
@@ -35,7 +36,7 @@ from probing.tasks.common import (
     finished_results,
     require_int,
     results_path,
-    write_results,
+    write_json_atomically,
 )
 
 log = logging.getLogger(__name__)
@@ -44,6 +45,7 @@ log = logging.getLogger(__name__)
 KNOWN_KEYS = ("task_name", "paths", "model", "task", "data", "finetune", "trainer", "callbacks", "logger", "seed",
               "optimized_metric")
 MODEL_FOLDER = "model"
+CHECKPOINT_CONFIG = "config.json"  # beside the checkpoints: the configuration they belong to
 # What Lightning's DDP launcher writes into the launching process's environment.
 DDP_ENVIRONMENT = ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "LOCAL_RANK", "WORLD_SIZE")
 
@@ -62,7 +64,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     with closing_loggers(), distributed_state_of_this_job():
         results, is_rank_zero = finetune(cfg, config)
     if is_rank_zero:
-        write_results(out, results)
+        write_json_atomically(out, results)
         log.info("%s: dev %s -> %s", cfg.task.name, format_scores(results["dev"]), out)
     return results
 
@@ -135,7 +137,8 @@ def finetune(cfg: DictConfig, config: dict[str, Any]) -> tuple[dict[str, Any], b
     best = best_checkpoint(trainer)
     for logger in trainer.loggers:
         logger.log_hyperparams(config)
-    trainer.fit(module, datamodule=datamodule, ckpt_path=resume_point(best.dirpath), weights_only=True)
+    resume = resume_point(best.dirpath, config, trainer.is_global_zero)
+    trainer.fit(module, datamodule=datamodule, ckpt_path=resume, weights_only=True)
     if not best.best_model_path:
         raise ConfigError(f"no checkpoint of the best dev epoch was written (callbacks.best monitors "
                           f"{best.monitor}). Fix: task.monitor must be a dev metric of the task")
@@ -174,11 +177,21 @@ def best_checkpoint(trainer: L.Trainer) -> ModelCheckpoint:
                       "Fix: keep callbacks=finetune")
 
 
-def resume_point(checkpoints: str | None) -> str | None:
-    """The newest of last.ckpt (epoch end) and step.ckpt (every few steps) of an interrupted run, if any."""
+def resume_point(checkpoints: str | None, config: dict[str, Any], is_rank_zero: bool) -> str | None:
+    """The newest of last.ckpt (epoch end) and step.ckpt (every few steps) of an interrupted run of this same
+    configuration, if any. Checkpoints of another configuration are refused, never resumed or overwritten: the
+    folder records the configuration its checkpoints belong to (config.json)."""
     if not checkpoints:
         return None
-    found = [path for path in (Path(checkpoints) / "last.ckpt", Path(checkpoints) / "step.ckpt") if path.is_file()]
+    folder = Path(checkpoints)
+    recorded = folder / CHECKPOINT_CONFIG
+    found = [path for path in (folder / "last.ckpt", folder / "step.ckpt") if path.is_file()]
+    if found and recorded.is_file() and json.loads(recorded.read_text(encoding="utf-8")) != config:
+        raise ConfigError(f"{folder} holds the checkpoints of a run of another configuration. Fix: run into a new "
+                          "folder (hydra.run.dir=...), or relaunch with the same settings to resume it")
+    if is_rank_zero:
+        folder.mkdir(parents=True, exist_ok=True)
+        write_json_atomically(recorded, config)
     if not found:
         return None
     newest = max(found, key=lambda path: path.stat().st_mtime_ns)

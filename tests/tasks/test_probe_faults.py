@@ -11,7 +11,7 @@ import pytest
 
 from probing.errors import ConfigError
 from probing.tasks import extract, probe
-from probing.tasks.common import closing_loggers, write_results
+from probing.tasks.common import closing_loggers, write_json_atomically
 from tests.helpers import REPO, run_script
 from tests.helpers.runs import compose_job, tiny_model
 
@@ -53,10 +53,10 @@ def test_a_damaged_results_file_is_run_again_and_rewritten_whole(tmp_path, tiny,
 
 def test_results_are_replaced_atomically(tmp_path, monkeypatch):
     out = tmp_path / "results.json"
-    write_results(out, {"layer": 1})
+    write_json_atomically(out, {"layer": 1})
     monkeypatch.setattr("os.fsync", lambda fd: (_ for _ in ()).throw(KeyboardInterrupt()))
     with pytest.raises(KeyboardInterrupt):
-        write_results(out, {"layer": 2})
+        write_json_atomically(out, {"layer": 2})
     assert json.loads(out.read_text()) == {"layer": 1} and [p.name for p in tmp_path.iterdir()] == ["results.json"]
 
 

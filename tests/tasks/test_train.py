@@ -92,3 +92,18 @@ def test_ddp_under_a_multirun_runs_each_job_once_in_two_processes(tmp_path, tiny
     assert sorted(str(r["attention_window"]) for r in runs) == ["0", "None"]
     assert all(r["devices"] == 2 for r in runs)
     assert result.stdout.count("Launching 2 jobs locally") + result.stderr.count("Launching 2 jobs locally") == 1
+
+
+def test_checkpoints_of_another_configuration_are_refused(tmp_path, tiny, monkeypatch):
+    def crash(module, batch, batch_idx):
+        raise RuntimeError("stopped")
+
+    monkeypatch.setattr(FineTuner, "training_step", crash)
+    with pytest.raises(RuntimeError):
+        train.run(compose_job("train", tmp_path, *tiny, "trainer.max_epochs=1", "finetune.checkpoint_every_n_steps=1"))
+    monkeypatch.undo()
+    checkpoints = tmp_path / "run" / "checkpoints"
+    (checkpoints / "last.ckpt").write_bytes(b"the state of an interrupted run")
+    with pytest.raises(ConfigError, match="checkpoints of a run of another configuration"):
+        train.run(compose_job("train", tmp_path, *tiny, "trainer.max_epochs=2"))
+    assert (checkpoints / "last.ckpt").read_bytes() == b"the state of an interrupted run"

@@ -1,0 +1,131 @@
+"""results.json files of train.py -> a table of the fine-tuning runs (mean ± std over seeds of the dev scores, Zhao et
+al. 2020 Table 3 beside them) and, when the attention window varies, Table 7 (dev accuracy by window k) and its plot.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+from typing import Any
+
+from probing.report.aggregate import config_values, group_by, mean_std, value_sort_key, variant_keys
+from probing.report.plots import _pyplot, _save
+from probing.report.tables import format_score, markdown
+
+# A row is one setting; runs that differ only in their seed are averaged.
+SETTING_KEYS = ("task", "model", "attention_window", "isotropy_reg", "precision", "variant")
+SCORES = ("accuracy", "f1")
+# Zhao et al. 2020: Table 3 (BERT-base dev: accuracy; micro F1 for NER) and Table 7 (POS dev accuracy by window k;
+# None = all).
+ZHAO_TABLE3 = {"pos": 0.977, "sst2": 0.928, "mrpc": 0.853, "ner": 0.946}
+ZHAO_TABLE7 = {0: 0.886, 2: 0.973, 4: 0.975, 8: 0.976, 16: 0.977, 32: 0.977, None: 0.977}
+CSV_FIELDS = (*SETTING_KEYS, "seeds", "dev_accuracy", "dev_accuracy_std", "dev_f1", "dev_f1_std", "epochs_trained",
+              "duration_s", "zhao2020_bert_base")
+
+
+def is_finetuning(result: dict[str, Any]) -> bool:
+    """A result of train.py (probe runs have a representation instead of a task)."""
+    return "task" in result and "representation" not in result
+
+
+def with_variants(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each result gains `variant`: the other config values that set it apart from runs of the same setting."""
+    records = [dict(result) for result in results]
+    for runs in group_by(records, [key for key in SETTING_KEYS if key != "variant"]).values():
+        keys = variant_keys(runs)
+        for run in runs:
+            values = config_values(run.get("config") or {})
+            run["variant"] = ", ".join(f"{key}={values.get(key)}" for key in keys)
+    return records
+
+
+def aggregate(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per setting: mean and std over seeds of each dev score, the mean epochs and wall time."""
+    rows = []
+    for key, runs in group_by(with_variants(results), SETTING_KEYS).items():
+        row = dict(zip(SETTING_KEYS, key))
+        row["seeds"] = sorted((r.get("seed", r.get("config", {}).get("seed")) for r in runs), key=value_sort_key)
+        for score in SCORES:
+            row[f"dev_{score}"], row[f"dev_{score}_std"] = mean_std(r["dev"].get(score) for r in runs)
+        row["epochs_trained"] = mean_std(r.get("epochs_trained") for r in runs)[0]
+        row["duration_s"] = mean_std(r.get("duration_s") for r in runs)[0]
+        row["zhao2020_bert_base"] = ZHAO_TABLE3.get(row["task"])
+        rows.append(row)
+    return sorted(rows, key=lambda row: tuple(value_sort_key(row[k]) for k in SETTING_KEYS))
+
+
+def window_label(window: int | None) -> str:
+    return "all" if window is None else str(window)
+
+
+def runs_table(rows: list[dict[str, Any]]) -> str:
+    has_f1 = any(row["dev_f1"] is not None for row in rows)
+    header = ["task", "model", "attention window", "isotropy reg", "precision", "variant", "dev accuracy",
+              *(["dev F1"] if has_f1 else []), "seeds", "epochs", "minutes", "Zhao et al. (BERT-base)"]
+    body = [[row["task"], str(row["model"]), window_label(row["attention_window"]), str(row["isotropy_reg"]),
+             str(row["precision"]), row["variant"] or "-", format_score(row, "dev_accuracy"),
+             *([format_score(row, "dev_f1")] if has_f1 else []), str(len(row["seeds"])),
+             f"{row['epochs_trained']:g}", f"{row['duration_s'] / 60:.1f}",
+             "-" if row["zhao2020_bert_base"] is None else f"{row['zhao2020_bert_base']:.3f}"] for row in rows]
+    return markdown(header, body)
+
+
+def window_sweeps(rows: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Rows equal in all but the attention window, for groups with two or more windows (Table 7's shape)."""
+    groups = group_by(rows, [key for key in SETTING_KEYS if key != "attention_window"]).values()
+    return [sorted(group, key=lambda row: value_sort_key(row["attention_window"])) for group in groups
+            if len({row["attention_window"] for row in group}) > 1]
+
+
+def window_table(group: list[dict[str, Any]]) -> str:
+    """Zhao et al. Table 7's layout: one row per window k, dev accuracy, the paper's POS column beside it."""
+    paper = group[0]["task"] == "pos"
+    body = [[window_label(row["attention_window"]), format_score(row, "dev_accuracy"),
+             *([f"{ZHAO_TABLE7[row['attention_window']]:.3f}" if row["attention_window"] in ZHAO_TABLE7 else "-"]
+               if paper else [])] for row in group]
+    header = ["context size k", f"{group[0]['task']} dev accuracy ({group[0]['model']})",
+              *(["Zhao et al. Table 7 (BERT-base)"] if paper else [])]
+    return markdown(header, body)
+
+
+def plot_windows(sweeps: list[list[dict[str, Any]]], path: Path) -> bool:
+    """Dev accuracy by attention window (x: k, "all" last), one line per sweep; the paper's POS line dashed."""
+    if not sweeps:
+        return False
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.5, 4.0))
+    windows = sorted({row["attention_window"] for group in sweeps for row in group}, key=value_sort_key)
+    for group in sweeps:
+        xs = [windows.index(row["attention_window"]) for row in group]
+        stds = [row["dev_accuracy_std"] or 0.0 for row in group]
+        ax.errorbar(xs, [row["dev_accuracy"] for row in group], yerr=stds if any(stds) else None, fmt="-o",
+                    capsize=3, label=f"{group[0]['task']}, {group[0]['model']}")
+    if any(group[0]["task"] == "pos" for group in sweeps):
+        known = [w for w in windows if w in ZHAO_TABLE7]
+        ax.plot([windows.index(w) for w in known], [ZHAO_TABLE7[w] for w in known], "--", color="grey",
+                label="Zhao et al. Table 7 (BERT-base, POS)")
+    ax.set_xticks(range(len(windows)), [window_label(w) for w in windows])
+    ax.set_xlabel("attention window k (words on each side)")
+    ax.set_ylabel("dev accuracy")
+    ax.set_title("Fine-tuning with attention limited to k words (Zhao et al. 2020, App. C)", fontsize=9)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
+def write_finetuning_report(results: list[dict[str, Any]], out_dir: Path) -> tuple[str, list[str]]:
+    """The Markdown section of the fine-tuning runs, finetuning.csv and the window plot; returns (text, files)."""
+    rows = aggregate(results)
+    parts = [runs_table(rows)]
+    sweeps = window_sweeps(rows)
+    if sweeps:
+        parts += ["## By attention window (Zhao et al. 2020, Table 7)", *(window_table(group) for group in sweeps)]
+    with open(out_dir / "finetuning.csv", "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=CSV_FIELDS)
+        writer.writeheader()
+        writer.writerows({**{key: row[key] for key in CSV_FIELDS}, "seeds": " ".join(map(str, row["seeds"]))}
+                         for row in rows)
+    files = ["finetuning.csv"]
+    if plot_windows(sweeps, out_dir / "accuracy_by_attention_window.png"):
+        files.append("accuracy_by_attention_window.png")
+    return "\n\n".join(parts), files
