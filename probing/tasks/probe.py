@@ -334,6 +334,7 @@ def probe(cfg: DictConfig, config: dict[str, Any]) -> dict[str, Any]:
         "random_init": bool(cfg.model.get("random_init", False)), "data": cfg.data.name, "level": cfg.probe.level,
         "embeddings": None, **inputs.about, "probe": cfg.probe.name, "seed": cfg.seed,
         "pooling": cfg.features.pooling, "context_size": parse_context_size(cfg.context_size),
+        "attention_window": cfg.features.get("attention_window"),
         "classes": inputs.classes,
         **{split: module.split_metrics[split] for split in ("dev", *TEST_SPLITS) if split in module.split_metrics},
         **module.mix_summary(),
