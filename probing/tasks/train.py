@@ -60,7 +60,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         log.info("%s already holds the results of this configuration; not running it again (delete it to rerun)", out)
         return previous
     check_finetune_settings(cfg)
-    keep_ddp_processes_on_this_job()
+    if "ddp" in str(cfg.trainer.get("strategy", "")):
+        keep_ddp_processes_on_this_job()
     with closing_loggers(), distributed_state_of_this_job():
         results, is_rank_zero = finetune(cfg, config)
     if is_rank_zero:
