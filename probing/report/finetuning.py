@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from probing.report.aggregate import config_values, group_by, mean_std, value_sort_key, variant_keys
-from probing.report.plots import _pyplot, _save
+from probing.report.plots import pyplot, save_figure
 from probing.report.tables import format_score, markdown
 
 # A row is one setting; runs that differ only in their seed are averaged.
@@ -92,7 +92,7 @@ def plot_windows(sweeps: list[list[dict[str, Any]]], path: Path) -> bool:
     """Dev accuracy by attention window (x: k, "all" last), one line per sweep; the paper's POS line dashed."""
     if not sweeps:
         return False
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.5, 4.0))
     windows = sorted({row["attention_window"] for group in sweeps for row in group}, key=value_sort_key)
     for group in sweeps:
@@ -110,7 +110,7 @@ def plot_windows(sweeps: list[list[dict[str, Any]]], path: Path) -> bool:
     ax.set_title("Fine-tuning with attention limited to k words (Zhao et al. 2020, App. C)", fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def write_finetuning_report(results: list[dict[str, Any]], out_dir: Path) -> tuple[str, list[str]]:

@@ -31,7 +31,7 @@ from probing.report.tables import (
 )
 
 
-def _pyplot():
+def pyplot():
     import matplotlib
 
     matplotlib.use("Agg")
@@ -40,10 +40,10 @@ def _pyplot():
     return plt
 
 
-def _save(fig, path: Path) -> bool:
+def save_figure(fig, path: Path) -> bool:
     fig.tight_layout()
     fig.savefig(path, dpi=120, bbox_inches="tight")  # "tight" keeps the legend drawn beside the axes
-    _pyplot().close(fig)
+    pyplot().close(fig)
     return True
 
 
@@ -54,7 +54,7 @@ def _finish(fig, ax, path: Path, rows: list[dict], title: str, xlabel: str, ylab
     ax.set_title(f"{title}\n{fixed_settings(rows)}", fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def _colours() -> Iterator[str]:
@@ -119,7 +119,7 @@ def plot_by_layer(rows: list[dict], path: Path) -> bool:
     if not sweeps:
         return False
     drawn = [row for group in sweeps for row in group]
-    fig, ax = _pyplot().subplots(figsize=(7.5, 4.5))
+    fig, ax = pyplot().subplots(figsize=(7.5, 4.5))
     colours = _colours()
     label_keys = [k for k in varying_keys(drawn, DISPLAY_KEYS) if k not in ("representation", "level")]
     for group in sweeps:
@@ -137,7 +137,7 @@ def plot_by_context_size(rows: list[dict], path: Path) -> bool:
         return False
     drawn = [row for group in sweeps for row in group]
     sizes = context_sizes(drawn)
-    fig, ax = _pyplot().subplots(figsize=(7.5, 4.5))
+    fig, ax = pyplot().subplots(figsize=(7.5, 4.5))
     colours = _colours()
     label_keys = [k for k in varying_keys(drawn, DISPLAY_KEYS) if k not in ("representation", "context_size")]
     for group in sweeps:
@@ -159,7 +159,7 @@ def plot_mix_weights(rows: list[dict], path: Path) -> bool:
     mixed = [r for r in rows if r["mix_weights"]]
     if not mixed:
         return False
-    fig, ax = _pyplot().subplots(figsize=(7.5, 4.2))
+    fig, ax = pyplot().subplots(figsize=(7.5, 4.2))
     width = 0.8 / len(mixed)
     label_keys = [k for k in varying_keys(mixed, DISPLAY_KEYS) if k != "representation"]
     for i, row in enumerate(mixed):
@@ -196,7 +196,7 @@ def plot_per_class(results: list[dict[str, Any]], path: Path) -> bool:
         return False
     import numpy as np
 
-    plt = _pyplot()
+    plt = pyplot()
     classes, layers, grid = table
     values = np.array([[np.nan if x is None else x for x in row] for row in grid], dtype=float)
     fig, ax = plt.subplots(figsize=(1.2 + 0.55 * len(layers), 1.0 + 0.28 * len(classes)))
@@ -206,7 +206,7 @@ def plot_per_class(results: list[dict[str, Any]], path: Path) -> bool:
     ax.set_xlabel("layer")
     ax.set_title("test F1 per class (blank: undefined)", fontsize=9)
     fig.colorbar(image, ax=ax, fraction=0.05)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def write_plots(rows: list[dict], results: list[dict[str, Any]], out_dir: Path) -> list[str]:
