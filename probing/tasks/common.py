@@ -15,7 +15,7 @@ from typing import Any
 
 import lightning as L
 import torch
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from probing.config import build
 from probing.data.sources import WordInContextData
@@ -151,6 +151,17 @@ def write_json_atomically(path: Path, content: dict[str, Any]) -> None:
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+def job_state(cfg: DictConfig) -> tuple[Path, dict[str, Any], dict[str, Any] | None]:
+    """(where the job's results.json goes, the resolved config, the results of an earlier job of this same
+    configuration there or None); a finished job is not run again."""
+    out = results_path(cfg)
+    config = OmegaConf.to_container(cfg, resolve=True)
+    previous = finished_results(out, config)
+    if previous is not None:
+        log.info("%s already holds the results of this configuration; not running it again (delete it to rerun)", out)
+    return out, config, previous
 
 
 def results_path(cfg: DictConfig) -> Path:

@@ -42,10 +42,9 @@ from probing.tasks.common import (
     check_config,
     closing_loggers,
     ensure_features,
-    finished_results,
+    job_state,
     load_data,
     require_int,
-    results_path,
     write_json_atomically,
 )
 
@@ -300,11 +299,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     interrupted and relaunched into its folder (`hydra.sweep.dir=...`) only runs the jobs that had not finished.
     """
     check_config(cfg, KNOWN_KEYS)
-    out = results_path(cfg)
-    config = OmegaConf.to_container(cfg, resolve=True)
-    previous = finished_results(out, config)
+    out, config, previous = job_state(cfg)
     if previous is not None:
-        log.info("%s already holds the results of this configuration; not running it again (delete it to rerun)", out)
         return previous
     check_probe_settings(cfg)
     with closing_loggers():

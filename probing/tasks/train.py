@@ -33,9 +33,8 @@ from probing.tasks.common import (
     build_trainer,
     check_config,
     closing_loggers,
-    finished_results,
+    job_state,
     require_int,
-    results_path,
     write_json_atomically,
 )
 
@@ -53,11 +52,8 @@ DDP_ENVIRONMENT = ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "LOCAL_RANK", "WOR
 def run(cfg: DictConfig) -> dict[str, Any]:
     """Fine-tune, export the best dev model to <run>/model, write results.json (rank 0)."""
     check_config(cfg, KNOWN_KEYS)
-    out = results_path(cfg)
-    config = OmegaConf.to_container(cfg, resolve=True)
-    previous = finished_results(out, config)
+    out, config, previous = job_state(cfg)
     if previous is not None:
-        log.info("%s already holds the results of this configuration; not running it again (delete it to rerun)", out)
         return previous
     check_finetune_settings(cfg)
     if "ddp" in str(cfg.trainer.get("strategy", "")):
