@@ -84,7 +84,7 @@ def test_minilm_sweep_end_to_end(tmp_path, minilm_path):
     assert (sweep / "report.csv").is_file() and (sweep / "micro_f1_by_layer.png").is_file()
     assert (sweep / "per_class_f1_by_layer.png").is_file()
     assert "| 4 |" in result.stdout
-    [layer_0] = [path for path in sweep.iterdir() if path.name.startswith("layer=0,")]  # folders named by overrides
+    [layer_0] = [path for path in sweep.iterdir() if ",layer=0," in path.name]  # folders named by overrides
     assert (layer_0 / "csv" / "metrics.csv").is_file()
 
     refused = run_script("probe.py", "layer=4", "features.max_length=64", "logger=none", cwd=tmp_path)
