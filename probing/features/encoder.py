@@ -273,8 +273,13 @@ class WordEncoder:
 
     @property
     def store_name(self) -> str:
-        """The store folder of this encoder's features: its name, tagged when the weights are re-initialised."""
+        """The store folder of this encoder's features: its name, tagged when the weights are re-initialised. A
+        local folder (e.g. a fine-tuned model, `<train run>/model`) is named by its last two path parts and its
+        weights hash, so that two models in one folder, one after the other, never share a store."""
         name = self.info.model_name
+        if not name.startswith(PACKAGED_PREFIX) and Path(self.info.model_path).is_dir():
+            folder = Path(self.info.model_path).resolve()
+            name = f"{folder.parent.name}-{folder.name}-{self.info.weights_sha256[:10]}"
         return f"{name}-random-init-seed{self.init_seed}" if self.random_init else name
 
     @property

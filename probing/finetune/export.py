@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 from safetensors.torch import save_file
 
+from probing.features.finetuned import TASK_FILE
 from probing.finetune.module import FineTuner
 
 
@@ -31,5 +32,5 @@ def export_model(module: FineTuner, folder: Path, task: str) -> Path:
     save_file({name: tensor.detach().cpu().contiguous() for name, tensor in module.head.state_dict().items()},
               folder / "task_head.safetensors")
     about = {"task": task, "kind": module.kind, "labels": module.labels}
-    (folder / "task.json").write_text(json.dumps(about, indent=2) + "\n", encoding="utf-8")
+    (folder / TASK_FILE).write_text(json.dumps(about, indent=2) + "\n", encoding="utf-8")
     return folder

@@ -32,10 +32,12 @@ from probing.data.types import TypeLevelData, type_summary
 from probing.errors import ConfigError
 from probing.features.baselines import BASELINE_LABELS, check_baseline, oov_summary
 from probing.features.featurizer import Featurizer, parse_context_size
+from probing.features.finetuned import finetuned_task
 from probing.features.store import FeatureStore
 from probing.probes.callbacks import KeepBestWeights
 from probing.probes.controls import class_distribution, control_classes
 from probing.probes.datamodule import ALL_LAYERS, ProbingDataModule, StoreDataModule, TensorSplit
+from probing.probes.saved import PROBES_FILE, SavedProbes, find_reusable, probe_files, save_probes
 from probing.probes.sclass_probe import LEVELS
 from probing.tasks.common import (
     build_trainer,
@@ -53,7 +55,8 @@ log = logging.getLogger(__name__)
 MIX = "mix"
 # The top-level settings of conf/probe.yaml (anything else is a typo).
 KNOWN_KEYS = ("task_name", "paths", "model", "data", "features", "probe", "trainer", "callbacks", "logger",
-              "embeddings", "type_spaces", "layer", "baseline", "baselines", "context_size", "seed", "optimized_metric")
+              "embeddings", "type_spaces", "layer", "baseline", "baselines", "context_size", "seed", "optimized_metric",
+              "finetuned", "comparison_setup")
 # At type level, `layer=` names a space of `type_spaces`: an integer l is AVG-l.
 NAMED_TYPE_SPACES = ("rand", "bertw")
 
@@ -304,7 +307,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         return previous
     check_probe_settings(cfg)
     with closing_loggers():
-        results = probe(cfg, config)
+        results = probe(cfg, config, out.parent)
     write_json_atomically(out, results)
     log.info("%s: dev micro-F1 %.3f, test micro-F1 %.3f%s -> %s", results["representation"],
              results["dev"]["micro_f1"], results["test"]["micro_f1"], selectivity_note(results), out)
@@ -318,15 +321,32 @@ def check_probe_settings(cfg: DictConfig) -> None:
     require_int("probe.batch_size", cfg.probe.batch_size, minimum=1)
     require_int("trainer.max_epochs", cfg.trainer.get("max_epochs"), minimum=1)  # 0 would score untrained probes
     seen_fraction(cfg)
+    if cfg.probe.get("reuse"):
+        probe_files(cfg.probe.reuse)
 
 
-def probe(cfg: DictConfig, config: dict[str, Any]) -> dict[str, Any]:
+def probe(cfg: DictConfig, config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+    """Train the probes and save them in `run_dir` (or, with `probe.reuse`, score saved ones), and sum up the run."""
     started = time.time()
     L.seed_everything(cfg.seed, workers=True)
     inputs = type_inputs(cfg) if cfg.probe.level == "type" else context_inputs(cfg)
-    module, best_epochs, best_dev, trainer = train_probe(cfg, inputs, config)
+    features = features_about(cfg, inputs)
+    reuse = cfg.probe.get("reuse")
+    if reuse:
+        saved = find_reusable(reuse, features, seed=cfg.seed)
+        module, trainer = score_saved_probes(cfg, inputs, saved, config)
+        best_epochs, warnings = {"best_epoch": None}, []
+        probes = {"reused_probes": reused_summary(saved)}
+    else:
+        module, best_epochs, best_dev, trainer = train_probe(cfg, inputs, config)
+        warnings = training_warnings(best_dev, trainer)
+        saved_to = save_probes(module, run_dir / PROBES_FILE, {**features, **best_epochs, "seed": cfg.seed,
+                                                                "best_dev_micro_f1": best_dev,
+                                                                "module": dict(module.hparams)})
+        probes = {"probes_file": str(saved_to)}
     results = {
-        "model": cfg.model.name, "model_name_or_path": cfg.model.name_or_path,
+        "model": cfg.model.name, "model_name_or_path": features["model_name_or_path"],
+        "weights_sha256": features["weights_sha256"], "finetuned_task": finetuned_task(features["model_name_or_path"]),
         "random_init": bool(cfg.model.get("random_init", False)), "data": cfg.data.name, "level": cfg.probe.level,
         "embeddings": None, **inputs.about, "probe": cfg.probe.name, "seed": cfg.seed,
         "pooling": cfg.features.pooling, "context_size": parse_context_size(cfg.context_size),
@@ -334,11 +354,56 @@ def probe(cfg: DictConfig, config: dict[str, Any]) -> dict[str, Any]:
         "classes": inputs.classes,
         **{split: module.split_metrics[split] for split in ("dev", *TEST_SPLITS) if split in module.split_metrics},
         **module.mix_summary(),
-        **best_epochs, "epochs_trained": trainer.current_epoch, "warnings": training_warnings(best_dev, trainer),
+        **best_epochs, **probes, "epochs_trained": trainer.current_epoch, "warnings": warnings,
         "duration_s": round(time.time() - started, 2), "config": config,
     }
     summarise_in_wandb(trainer, results)
     return results
+
+
+def features_about(cfg: DictConfig, inputs: ProbeInputs) -> dict[str, Any]:
+    """What the probes of this run are trained on (saved with them; saved probes must match it to be reused)."""
+    datamodule = inputs.datamodule
+    about = {"level": cfg.probe.level, "classes": list(inputs.classes), "feature_dim": datamodule.feature_dim,
+             "layer": inputs.about["layer"], "representation": inputs.about["representation"],
+             "pooling": cfg.features.pooling, "context_size": parse_context_size(cfg.context_size),
+             "attention_window": cfg.features.get("attention_window"), "num_layers": datamodule.num_layers,
+             "control_seed": control_seed(cfg), "data": cfg.data.name,
+             "model_name_or_path": str(cfg.features.encoder.name_or_path), "weights_sha256": None}
+    stores = inputs.about.get("stores")
+    if stores:  # the model actually read: its path and weights hash as the train store records them
+        with FeatureStore(stores["train"]) as store:
+            metadata = store.metadata
+        about |= {"model_name_or_path": metadata.get("model_path", about["model_name_or_path"]),
+                  "weights_sha256": metadata.get("weights_sha256")}
+    return about
+
+
+def score_saved_probes(cfg: DictConfig, inputs: ProbeInputs, saved: SavedProbes, config: dict[str, Any]):
+    """Zhao et al. 2020 §4.4.2 setup (a): the saved probes, unchanged, scored on this run's dev and test features.
+    The control head is scored too when this run's control task draws the same control classes (same seed)."""
+    datamodule = inputs.datamodule
+    seed = control_seed(cfg)
+    control = saved.has_control and seed is not None and saved.about.get("control_seed") == seed
+    module = build(cfg.probe.module, "probe.module")(**{**saved.about["module"], "control": control})
+    module.load_state_dict({name: tensor for name, tensor in saved.state_dict.items()
+                            if control or not name.startswith("control_probes.")})
+    log.info("Scoring the probes saved in %s (trained on %s) on %s, without training", saved.path,
+             saved.about["model_name_or_path"], cfg.features.encoder.name_or_path)
+    trainer = build_trainer(cfg)
+    for logger in trainer.loggers:
+        logger.log_hyperparams({**config, "representation": inputs.about["representation"]})
+    trainer.validate(module, datamodule=datamodule, verbose=False)
+    trainer.test(module, datamodule=datamodule, verbose=False)
+    return module, trainer
+
+
+def reused_summary(saved: SavedProbes) -> dict[str, Any]:
+    about = saved.about
+    return {"path": str(saved.path), "model_name_or_path": about["model_name_or_path"],
+            "weights_sha256": about["weights_sha256"], "finetuned_task": finetuned_task(about["model_name_or_path"]),
+            "best_epoch": about.get("best_epoch"), "seed": about.get("seed"),
+            "dev_micro_f1": about["best_dev_micro_f1"]}
 
 
 def training_warnings(best_dev: float | None, trainer: L.Trainer) -> list[str]:

@@ -27,6 +27,7 @@ from probing.config import build
 from probing.data.settings import require_bool
 from probing.data.tasks import SENTENCE_TASKS
 from probing.errors import ConfigError
+from probing.features.finetuned import MODEL_DIR
 from probing.finetune.datamodule import TaskDataModule
 from probing.finetune.export import export_model, load_checkpoint_weights
 from probing.tasks.common import (
@@ -43,7 +44,6 @@ log = logging.getLogger(__name__)
 # The top-level settings of conf/train.yaml (anything else is a typo).
 KNOWN_KEYS = ("task_name", "paths", "model", "task", "data", "finetune", "trainer", "callbacks", "logger", "seed",
               "optimized_metric")
-MODEL_FOLDER = "model"
 CHECKPOINT_CONFIG = "config.json"  # beside the checkpoints: the configuration they belong to
 # What Lightning's DDP launcher writes into the launching process's environment.
 DDP_ENVIRONMENT = ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "LOCAL_RANK", "WORLD_SIZE")
@@ -142,7 +142,7 @@ def finetune(cfg: DictConfig, config: dict[str, Any]) -> tuple[dict[str, Any], b
     load_checkpoint_weights(module, best.best_model_path)
     dev = {name.removeprefix("dev/"): float(value)
            for name, value in trainer.validate(module, datamodule=datamodule, verbose=False)[0].items()}
-    model_dir = export_model(module, Path(cfg.paths.output_dir) / MODEL_FOLDER, data.name) \
+    model_dir = export_model(module, Path(cfg.paths.output_dir) / MODEL_DIR, data.name) \
         if trainer.is_global_zero else None
     results = {
         "task": data.name, "model": cfg.model.name, "model_name_or_path": cfg.model.name_or_path,

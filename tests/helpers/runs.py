@@ -22,3 +22,22 @@ def compose_job(config: str, tmp_path: Path, *overrides: str) -> DictConfig:
 def tiny_model(tiny_bert_path: Path) -> list[str]:
     """Overrides that put the tiny random BERT of the tests (2 transformer layers: hidden states 0..2) in place."""
     return [f"model.name_or_path={tiny_bert_path}", "model.num_layers=3", "logger=csv"]
+
+
+def fake_finetuned_model(tiny_bert_path: Path, folder: Path, task: str, seed: int = 1) -> Path:
+    """The tiny BERT with every weight moved (seeded), saved as train.py exports a fine-tuned model: a Hugging Face
+    folder with task.json, `folder` (name it `<run>/model`)."""
+    import json
+
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    model = AutoModel.from_pretrained(tiny_bert_path)
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(0.5 * parameter.std().nan_to_num(0.0) * torch.randn(parameter.shape, generator=generator))
+    model.save_pretrained(folder)
+    AutoTokenizer.from_pretrained(tiny_bert_path).save_pretrained(folder)
+    (folder / "task.json").write_text(json.dumps({"task": task, "kind": "token", "labels": ["X"]}))
+    return folder

@@ -1,0 +1,106 @@
+"""Fine-tuned encoders as train.py leaves them: `<train run>/model/`, a Hugging Face folder with `task.json`.
+
+Probing and geometry load such a folder exactly like a pretrained model (DESIGN.md); this module only tells what a
+folder is (which task it was fine-tuned on) and finds the folders of a list of train.py runs or sweeps, for
+comparisons of fine-tuned and pretrained encoders (Zhao et al. 2020 §4.4.2).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from probing.errors import ConfigError
+
+TASK_FILE = "task.json"  # written by probing.finetune.export next to the weights
+MODEL_DIR = "model"      # the export's folder inside a train.py run folder
+
+
+@dataclass(frozen=True)
+class FinetunedModel:
+    path: Path   # the Hugging Face folder
+    task: str    # pos | ner | sst2 | mrpc
+    label: str   # unique among the models compared, safe in a folder name: the task, or task-<run folder>
+
+
+def finetuned_task(name_or_path: str | Path | None) -> str | None:
+    """The task a model folder was fine-tuned on (its task.json), or None for any other model."""
+    if name_or_path is None:
+        return None
+    task_file = Path(str(name_or_path)).expanduser() / TASK_FILE
+    if not task_file.is_file():
+        return None
+    try:
+        return str(json.loads(task_file.read_text(encoding="utf-8"))["task"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def model_folders(entry: str | Path) -> list[Path]:
+    """The exported model folders of one entry: a model folder itself, a train.py run folder (its model/), or a
+    folder of runs such as a train.py sweep (each run's model/), sorted."""
+    folder = Path(str(entry)).expanduser()
+    if (folder / TASK_FILE).is_file():
+        return [folder]
+    if (folder / MODEL_DIR / TASK_FILE).is_file():
+        return [folder / MODEL_DIR]
+    return sorted(path.parent for path in folder.glob(f"*/{MODEL_DIR}/{TASK_FILE}")) if folder.is_dir() else []
+
+
+def find_finetuned_models(entries: Sequence[str | Path] | str | None, key: str = "finetuned") -> list[FinetunedModel]:
+    """Every fine-tuned model named by `entries` (see model_folders), labelled by task; refused when an entry holds
+    none, so that a typo does not silently leave a model out of a comparison."""
+    if entries is None or (not isinstance(entries, str) and len(entries) == 0):
+        raise ConfigError(f"{key} names no fine-tuned model. Fix: {key}=[<train run>,...] (train.py run folders, "
+                          "their model/ folders, or a train.py sweep folder)")
+    entries = [entries] if isinstance(entries, (str, Path)) else list(entries)
+    folders = []
+    for entry in entries:
+        found = model_folders(entry)
+        if not found:
+            raise ConfigError(f"{key}: {entry} holds no model exported by train.py (<run>/{MODEL_DIR}/{TASK_FILE}). "
+                              "Fix: name a train.py run folder, its model/ folder, or a train.py sweep folder whose "
+                              "runs have finished")
+        folders += [folder.resolve() for folder in found if folder.resolve() not in folders]
+    tasks = [finetuned_task(folder) for folder in folders]
+    return [FinetunedModel(folder, task, label_of(folder, task, tasks.count(task) > 1))
+            for folder, task in zip(folders, tasks)]
+
+
+def label_of(folder: Path, task: str, shared_task: bool) -> str:
+    """`task`, or `task-<run folder>` when several models of the task are compared."""
+    run = folder.parent.name if folder.name == MODEL_DIR else folder.name
+    label = f"{task}-{run}" if shared_task else task
+    return re.sub(r"[^A-Za-z0-9._=+-]", "_", label)
+
+
+# Zhao et al. 2020 §4.4.2 as one sweep (conf/experiment/zhao2020_fig6.yaml): the pretrained model, then per fine-tuned
+# model setup (a), its pretrained probes scored on the fine-tuned features, and setup (b), new probes.
+PRETRAINED = "pretrained"
+SETUP_SUFFIXES = ("a", "b")
+
+
+def comparison_setups(entries: Sequence[str | Path] | str | None) -> list[str]:
+    """The sweep's setups in the order they must run: "pretrained", then "<label>-a", "<label>-b" per model."""
+    return [PRETRAINED] + [f"{model.label}-{suffix}" for model in find_finetuned_models(entries)
+                           for suffix in SETUP_SUFFIXES]
+
+
+def setup_model(setup: str, entries: Sequence[str | Path] | str | None, pretrained: str) -> str:
+    """The encoder of a setup: the pretrained model, or the fine-tuned model folder its label names."""
+    if setup == PRETRAINED:
+        return pretrained
+    label, _, suffix = str(setup).rpartition("-")
+    models = {model.label: model for model in find_finetuned_models(entries)}
+    if suffix not in SETUP_SUFFIXES or label not in models:
+        known = ", ".join(comparison_setups(entries))
+        raise ConfigError(f"comparison_setup={setup} is not a setup of this comparison. Fix: one of {known}")
+    return str(models[label].path)
+
+
+def setup_reuse(setup: str, sweep_dir: str | Path) -> str | None:
+    """Setup (a) scores the probes of the sweep's pretrained runs (its `pretrained/` folder); others train."""
+    return str(Path(str(sweep_dir)) / PRETRAINED) if str(setup).endswith("-a") else None

@@ -1,0 +1,108 @@
+"""Trained probes on disk: `probes.safetensors` in every probe run folder, and their reuse on other features.
+
+The file holds the best-dev weights of both heads (`probes.*`, and `control_probes.*` when the control task ran)
+and, in the safetensors metadata, what they were trained on (`about`): the model (path, weights hash), the
+representation (level, layer, pooling, context size, attention window), the class list, the feature dimension
+and the module's hyperparameters. Zhao et al. 2020 §4.4.2 setup (a) scores these probes, unchanged, on the
+features of a fine-tuned model: `probe.reuse=<run folder>` (see `find_reusable`). Loaded with safetensors only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import load_file, save_file
+
+from probing.errors import ConfigError, ProbingError
+
+PROBES_FILE = "probes.safetensors"
+FORMAT = 1
+HEADS = ("probes", "control_probes")
+# What must agree between the saved probes and the features they score (the model may differ: that is the point).
+MUST_MATCH = ("level", "classes", "feature_dim", "layer", "representation", "pooling", "context_size",
+              "attention_window", "num_layers")
+METADATA_KEY = "probing"
+
+
+@dataclass
+class SavedProbes:
+    path: Path
+    about: dict[str, Any]
+    state_dict: dict[str, torch.Tensor]
+
+    @property
+    def has_control(self) -> bool:
+        return any(name.startswith("control_probes.") for name in self.state_dict)
+
+
+def save_probes(module: torch.nn.Module, path: Path, about: Mapping[str, Any]) -> Path:
+    """Write both heads' weights and `about` to `path` atomically (a half-written file is never left behind)."""
+    tensors = {name: tensor.detach().cpu().contiguous() for name, tensor in module.state_dict().items()
+               if name.split(".", 1)[0] in HEADS}
+    partial = path.with_name(f".{path.name}.partial")
+    save_file(tensors, partial, metadata={METADATA_KEY: json.dumps({"format": FORMAT, **about})})
+    os.replace(partial, path)
+    return path
+
+
+def load_probes(path: Path) -> SavedProbes:
+    """The probes of one file; a damaged or foreign file is one ProbingError."""
+    try:
+        with safe_open(str(path), framework="pt") as handle:
+            metadata = handle.metadata() or {}
+        state = load_file(path)
+        about = json.loads(metadata[METADATA_KEY])
+    except (SafetensorError, OSError, KeyError, ValueError) as error:
+        raise ProbingError(f"{path} is not a readable probes file ({type(error).__name__}: {error}). Fix: rerun "
+                           "the probe run that wrote it") from error
+    if about.get("format") != FORMAT:
+        raise ProbingError(f"{path} has probes file format {about.get('format')}, this version reads {FORMAT}. "
+                           "Fix: rerun the probe run that wrote it")
+    return SavedProbes(Path(path), about, state)
+
+
+def differences(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+    """The MUST_MATCH settings where the saved probes and the current features disagree, as `key: saved vs now`."""
+    def shown(value: Any) -> str:
+        return f"{len(value)} classes" if isinstance(value, list) and len(value) > 5 else repr(value)
+
+    return [f"{key}: {shown(saved.get(key))} (saved) vs {shown(current.get(key))} (this run)"
+            for key in MUST_MATCH if saved.get(key) != current.get(key)]
+
+
+def probe_files(folder: str | Path, key: str = "probe.reuse") -> list[Path]:
+    """The probes file of a run folder, or every one below a folder of runs; none is a ConfigError."""
+    root = Path(str(folder)).expanduser()
+    files = [root / PROBES_FILE] if (root / PROBES_FILE).is_file() else sorted(root.rglob(PROBES_FILE))
+    if not files:
+        raise ConfigError(f"{key}={folder}: no saved probes ({PROBES_FILE}) there. Fix: point it to the folder of "
+                          "a finished probe run (or a sweep of them)")
+    return files
+
+
+def find_reusable(folder: str | Path, current: Mapping[str, Any], seed: int | None = None,
+                  key: str = "probe.reuse") -> SavedProbes:
+    """The saved probes below `folder` (a probe run folder, or a folder of runs such as a sweep) that fit the
+    current features (MUST_MATCH); among several, those of `seed`. Refused with the differences when none fits."""
+    candidates = [load_probes(path) for path in probe_files(folder, key)]
+    fitting = [saved for saved in candidates if not differences(saved.about, current)]
+    if not fitting:
+        closest = min(candidates, key=lambda saved: len(differences(saved.about, current)))
+        raise ConfigError(f"{key}={folder}: none of its {len(candidates)} saved probe set(s) was trained on features "
+                          f"like this run's; the closest ({closest.path}) differs in "
+                          f"{'; '.join(differences(closest.about, current))}. Fix: point it to the probes of the "
+                          "same layer, pooling, context size and classes, or change this run's settings to theirs")
+    same_seed = [saved for saved in fitting if saved.about.get("seed") == seed]
+    chosen = same_seed or fitting
+    if len(chosen) > 1:
+        shown = ", ".join(str(saved.path) for saved in chosen[:3])
+        raise ConfigError(f"{key}={folder}: {len(chosen)} saved probe sets fit this run ({shown}, ...). Fix: point "
+                          "it to one run folder")
+    return chosen[0]

@@ -1,0 +1,103 @@
+"""Saved probes and Zhao et al. 2020 §4.4.2: setup (a) scores saved probes on a fine-tuned model's features,
+setup (b) probes a fine-tuned model folder like any other encoder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from probing.errors import ConfigError
+from probing.probes.saved import PROBES_FILE, load_probes
+from tests.helpers import run_script
+from tests.helpers.runs import fake_finetuned_model, tiny_model
+from tests.tasks.test_probe_runs import run_in_process
+
+QUICK = ("trainer.max_epochs=3",)
+
+
+@pytest.fixture(scope="module")
+def finetuned_tiny(tmp_path_factory, tiny_bert_path) -> Path:
+    return fake_finetuned_model(tiny_bert_path, tmp_path_factory.mktemp("pos_run") / "model", "pos")
+
+
+@pytest.fixture(scope="module")
+def pretrained_run(tmp_path_factory, tiny_bert_path) -> tuple[Path, dict]:
+    """A probe run of layer 1 of the tiny BERT: its folder and results."""
+    tmp_path = tmp_path_factory.mktemp("pretrained")
+    results = run_in_process(tmp_path, "layer1", *tiny_model(tiny_bert_path), "layer=1", *QUICK)
+    return tmp_path / "layer1" / "run", results
+
+
+def test_a_probe_run_saves_its_probes_with_what_they_were_trained_on(pretrained_run):
+    run_dir, results = pretrained_run
+    saved = load_probes(run_dir / PROBES_FILE)
+    assert results["probes_file"] == str(run_dir / PROBES_FILE)
+    about = saved.about
+    assert about["layer"] == 1 and about["representation"] == "1" and about["pooling"] == "mean"
+    assert about["context_size"] is None and about["attention_window"] is None and about["feature_dim"] == 32
+    assert about["classes"] == results["classes"] and about["level"] == "context"
+    assert about["weights_sha256"] == results["weights_sha256"] and len(about["weights_sha256"]) == 64
+    assert about["best_epoch"] == results["best_epoch"] and about["seed"] == 0
+    assert about["module"]["hidden_dim"] == 1024 and about["module"]["input_dim"] == 32
+    heads = {name.split(".")[0] for name in saved.state_dict}
+    assert heads == {"probes", "control_probes"}
+
+
+def test_reusing_the_probes_on_the_same_model_reproduces_the_run(tmp_path, pretrained_run, tiny_bert_path):
+    """The saved weights are the best-dev ones the run was scored with: scoring them again gives the same numbers."""
+    run_dir, trained = pretrained_run
+    reused = run_in_process(tmp_path, "again", *tiny_model(tiny_bert_path), "layer=1", *QUICK,
+                            f"probe.reuse={run_dir}")
+    for split in ("dev", "test"):
+        for key in ("micro_f1", "context_accuracy", "control_micro_f1", "control_context_accuracy"):
+            assert reused[split][key] == pytest.approx(trained[split][key], abs=1e-6), (split, key)
+    assert reused["epochs_trained"] == 0 and reused["best_epoch"] is None and "probes_file" not in reused
+    assert reused["reused_probes"]["path"] == str(run_dir / PROBES_FILE)
+    assert not (tmp_path / "again" / "run" / PROBES_FILE).exists()  # nothing was trained, nothing to save
+
+
+def test_setups_a_and_b_on_a_fine_tuned_model(tmp_path, pretrained_run, finetuned_tiny, tiny_bert_path):
+    run_dir, trained = pretrained_run
+    overrides = (*tiny_model(tiny_bert_path), f"model.name_or_path={finetuned_tiny}", "layer=1", *QUICK)
+    setup_a = run_in_process(tmp_path, "a", *overrides, f"probe.reuse={run_dir.parent.parent}")  # found below
+    setup_b = run_in_process(tmp_path, "b", *overrides)
+    for results in (setup_a, setup_b):
+        assert results["model_name_or_path"] == str(finetuned_tiny.resolve()) and results["finetuned_task"] == "pos"
+        assert results["weights_sha256"] != trained["weights_sha256"]
+    assert setup_a["reused_probes"]["weights_sha256"] == trained["weights_sha256"]
+    assert setup_a["reused_probes"]["finetuned_task"] is None
+    # the moved weights change what the old probes see: (a) scores differ from the pretrained run's (argmax over
+    # the probes; on the tiny model's features the thresholded micro-F1 stays 0 and the real head's argmax is the
+    # majority class, so the control head shows the change)
+    def scores(results):
+        return results["test"]["context_accuracy"], results["test"]["control_context_accuracy"]
+
+    assert scores(setup_a) != scores(trained)
+    # (b) extracted features of its own, in a store named by the folder and its weights hash
+    store = Path(setup_b["stores"]["train"])
+    assert store != Path(trained["stores"]["train"])
+    assert store.parent.parent.name.endswith(setup_b["weights_sha256"][:10])
+    assert store.parent.parent.name.startswith("pos_run")
+    assert load_probes(tmp_path / "b" / "run" / PROBES_FILE).about["weights_sha256"] == setup_b["weights_sha256"]
+
+
+@pytest.mark.parametrize("change, named", [("layer=2", "layer: 1 (saved) vs 2"),
+                                           ("context_size=2", "context_size: None (saved) vs 2"),
+                                           ("features.pooling=last", "pooling: 'mean' (saved) vs 'last'")])
+def test_probes_of_other_features_are_refused(tmp_path, pretrained_run, tiny_bert_path, change, named):
+    run_dir, _ = pretrained_run
+    with pytest.raises(ConfigError, match="probe.reuse") as error:
+        run_in_process(tmp_path, "refused", *tiny_model(tiny_bert_path), "layer=1", *QUICK, change,
+                       f"probe.reuse={run_dir}")
+    assert named in str(error.value)
+
+
+def test_reuse_of_a_folder_without_probes_is_one_error_line(tmp_path, tiny_bert_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    result = run_script("probe.py", *tiny_model(tiny_bert_path), "layer=1", *QUICK, f"probe.reuse={empty}",
+                        cwd=tmp_path)
+    assert result.returncode == 2
+    assert f"probe.reuse={empty}" in result.stderr and PROBES_FILE in result.stderr
+    assert "Traceback" not in result.stderr
