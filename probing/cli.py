@@ -12,8 +12,12 @@ import logging
 import sys
 import warnings
 from collections.abc import Callable
+from typing import NoReturn
 
+from hydra.experimental.callback import Callback
 from lightning.fabric.utilities.rank_zero import rank_zero_only
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from probing.errors import ProbingError
 
@@ -22,7 +26,8 @@ warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*
 
 
 def user_errors_exit_cleanly(main: Callable) -> Callable:
-    """Run `main`; a ProbingError becomes its message on stderr and exit status 2 (bugs keep their traceback)."""
+    """Run `main`; a ProbingError becomes its message on stderr and exit status 2 (bugs keep their traceback), also
+    when a config resolver raised it (OmegaConf wraps it)."""
 
     @functools.wraps(main)
     def wrapper(*args, **kwargs):
@@ -30,10 +35,45 @@ def user_errors_exit_cleanly(main: Callable) -> Callable:
         try:
             return main(*args, **kwargs)
         except ProbingError as error:
-            print(f"error: {error}", file=sys.stderr)
-            sys.exit(2)
+            exit_with(error)
+        except OmegaConfBaseException as error:
+            cause = probing_cause(error)
+            if cause is None:
+                raise
+            exit_with(cause)
 
     return wrapper
+
+
+def probing_cause(error: BaseException) -> ProbingError | None:
+    """The ProbingError behind an error that OmegaConf raised while resolving a config (a resolver raised it)."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, ProbingError):
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
+
+
+def exit_with(error: ProbingError) -> NoReturn:
+    print(f"error: {error}", file=sys.stderr)
+    sys.exit(2)
+
+
+class SweepCheck(Callback):
+    """Hydra callback: resolve the sweep's axes before the first job, so that a ProbingError raised by a resolver
+    there (e.g. `finetuned=` naming a folder without a fine-tuned model) is one `error:` line and exit status 2 rather
+    than Hydra's report of an interpolation failure. (SystemExit passes through Hydra's error handler.)"""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
+        try:
+            OmegaConf.to_container(config.hydra.sweeper.get("params") or {}, resolve=True)
+        except OmegaConfBaseException as error:
+            cause = probing_cause(error)
+            if cause is None:
+                raise
+            exit_with(cause)
 
 
 def quiet_on_other_ranks() -> None:

@@ -14,6 +14,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from probing.errors import ConfigError, ProbingError
+from probing.features.finetuned import comparison_setups, setup_model, setup_reuse
 
 CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "conf")
 
@@ -68,7 +69,8 @@ def job_dir_name(overrides: str, max_length: int = 100) -> str:
 
 def register_resolvers() -> None:
     resolvers = {"launch_dir": launch_dir, "wandb_offline": wandb_offline, "layers": layer_list,
-                 "job_dir": job_dir_name}
+                 "job_dir": job_dir_name, "comparison_setups": lambda entries: ",".join(comparison_setups(entries)),
+                 "comparison_model": setup_model, "comparison_reuse": setup_reuse}
     for name, fn in resolvers.items():
         if not OmegaConf.has_resolver(name):
             OmegaConf.register_new_resolver(name, fn)
