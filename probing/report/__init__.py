@@ -7,7 +7,10 @@ there is one). report.md adds "paper-shaped" tables laid out like Zhao et al. (2
 in the paper's order (Tables 5/6), and micro-F1 by context size (Fig. 5). Plots: micro-F1 by layer (baselines as
 horizontal lines), by context size, the learned scalar-mix weights (Peters et al. 2018) and per-class test F1 by layer.
 Fine-tuning runs (train.py) get their own section (probing.report.finetuning): dev scores beside Zhao et al.'s Table 3,
-and Table 7 with its plot when the attention window varies.
+and Table 7 with its plot when the attention window varies. Probe runs of fine-tuned encoders add Zhao's Fig. 6
+(probing.report.finetuned_probing): pretrained probes, (a) and (b) by layer, one panel per fine-tuned model.
+Attention-map similarity runs (analyze.py) too (probing.report.attention): Fig. 7's heatmaps side by side, per-layer
+means.
 
 Runs automatically at the end of every Hydra multirun (see conf/hydra/default.yaml) and by hand on any folder:
 
@@ -22,6 +25,8 @@ from pathlib import Path
 from hydra.experimental.callback import Callback
 
 from probing.report.aggregate import RESULTS_FILE, aggregate, distinct_runs, find_results
+from probing.report.attention import is_attention_similarity, write_attention_report
+from probing.report.finetuned_probing import has_finetuned_runs, write_finetuned_probing_report
 from probing.report.finetuning import is_finetuning, write_finetuning_report
 from probing.report.plots import write_plots
 from probing.report.tables import fixed_settings, summary, write_csv
@@ -40,7 +45,7 @@ def write_report(folder: Path, out_dir: Path | None = None) -> list[dict] | None
         print(f"No {RESULTS_FILE} found below {folder}.")
         return None
     out_dir.mkdir(parents=True, exist_ok=True)
-    probes = [result for result in results if not is_finetuning(result)]
+    probes = [result for result in results if not is_finetuning(result) and not is_attention_similarity(result)]
     finetuning = [result for result in results if is_finetuning(result)]
     sections, files, rows = [], [], []
     if probes:
@@ -49,10 +54,20 @@ def write_report(folder: Path, out_dir: Path | None = None) -> list[dict] | None
         files += ["report.csv", *write_plots(rows, probes, out_dir)]
         sections.append(f"# S-class probing report\n\n{len(probes)} runs from `{folder}`; {fixed_settings(rows)}."
                         f"\n\n{summary(rows)}")
+    if has_finetuned_runs(probes):
+        text, written = write_finetuned_probing_report(probes, out_dir)
+        files += written
+        sections.append(f"# Probing fine-tuned encoders (Zhao et al. 2020, Fig. 6)\n\n{text}")
     if finetuning:
         text, written = write_finetuning_report(finetuning, out_dir)
         files += written
         sections.append(f"# Fine-tuning report\n\n{len(finetuning)} runs from `{folder}`.\n\n{text}")
+    attention = [result for result in results if is_attention_similarity(result)]
+    if attention:
+        text, written = write_attention_report(attention, out_dir)
+        files += written
+        sections.append(f"# Attention-map similarity (Zhao et al. 2020, Fig. 7)\n\n{len(attention)} runs from "
+                        f"`{folder}`.\n\n{text}")
     report = "\n\n".join(sections)
     (out_dir / "report.md").write_text(report + "\n", encoding="utf-8")
     print(f"\n{report}\n")

@@ -1,0 +1,147 @@
+"""analyze.py: analyses of encoders that train nothing, each a config in conf/analysis/ whose `name` picks its function
+in ANALYSES. An analysis function takes the composed config and the run folder, writes its own files there and
+returns its results; `run` adds the analysis name, the wall time and the config and writes results.json. A run whose
+results.json holds the same configuration is not run again.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import math
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import numpy as np
+import torch
+from omegaconf import DictConfig
+
+from probing.config import build
+from probing.data.settings import require_bool
+from probing.errors import ConfigError, ModelLoadError
+from probing.features.encoder import resolve_device
+from probing.features.finetuned import finetuned_task
+from probing.geometry import attention_similarity as attention
+from probing.geometry.sentences import texts_of
+from probing.report.aggregate import RESULTS_FILE
+from probing.report.attention import plot_heatmap
+from probing.tasks.common import check_config, job_state, require_int, write_json_atomically
+
+log = logging.getLogger(__name__)
+
+# The top-level settings of conf/analyze.yaml (anything else is a typo).
+KNOWN_KEYS = ("task_name", "paths", "model", "analysis", "compare_to", "seed")
+
+
+def run(cfg: DictConfig) -> dict[str, Any]:
+    """Run the analysis `analysis.name` into the run folder; write and return its results."""
+    check_config(cfg, KNOWN_KEYS)
+    name = cfg.analysis.get("name")
+    if name not in ANALYSES:
+        raise ConfigError(f"analysis.name={name!r} is no analysis; there are {', '.join(ANALYSES)}. Fix: choose one "
+                          f"with analysis=<name> (conf/analysis/<name>.yaml)")
+    out, config, previous = job_state(cfg)
+    if previous is not None:
+        return previous
+    started = time.time()
+    L.seed_everything(cfg.seed, verbose=False)
+    results = {"analysis": name, **ANALYSES[name](cfg, out.parent)}
+    results |= {"duration_s": round(time.time() - started, 2), "config": config}
+    write_json_atomically(out, results)
+    log.info("%s -> %s", name, out.parent)
+    return results
+
+
+def analysis_device(device: str) -> torch.device:
+    """`analysis.device` as a torch device that this machine has."""
+    try:
+        resolved = resolve_device(str(device))
+    except RuntimeError as error:
+        raise ConfigError(f"analysis.device={device} is not a device ({error}). Fix: analysis.device=auto, cpu or "
+                          "cuda") from error
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"analysis.device={device}, but this machine has no CUDA GPU. Fix: analysis.device=auto")
+    return resolved
+
+
+def load_sentences(settings: DictConfig) -> tuple[list, str]:
+    """The texts of `analysis.sentences` (a data source), split `analysis.split`, and a label of where they are from."""
+    data = build(settings.sentences, "analysis.sentences").load()
+    texts = texts_of(data, settings.split, settings.max_sentences)
+    return texts, f"{data.name} {settings.split}"
+
+
+def attention_similarity(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
+    """Zhao et al. 2020 Fig. 7 between `model` and `compare_to`: attention_similarity.csv and .png, and the results."""
+    settings = cfg.analysis
+    if not cfg.compare_to:
+        raise ConfigError("compare_to is not set: the attention maps of `model` are compared with those of another "
+                          "model. Fix: compare_to=<train run>/model (a model fine-tuned by train.py)")
+    batch_size = require_int("analysis.batch_size", settings.batch_size, minimum=1)
+    if settings.max_length is not None:
+        require_int("analysis.max_length", settings.max_length, minimum=3)
+    device = analysis_device(settings.device)
+    texts, source = load_sentences(settings)
+    random_init = require_bool("model.random_init", cfg.model.get("random_init", False))
+    first = attention.load_attention_model(cfg.model.name_or_path, cfg.model.get("revision"), random_init,
+                                           int(cfg.model.get("init_seed", 0)))
+    second = load_compared_model(str(cfg.compare_to))
+    attention.check_comparable(first, second)
+    max_length = attention.usable_max_length(settings.max_length, first, second)
+    tokenizer = first[1]
+    encoded, cut = attention.encode_texts(tokenizer, texts, max_length)
+    if cut:
+        log.warning("%d of %d sentences are longer than %d wordpieces: cut", cut, len(texts), max_length)
+    cosine = attention.attention_similarity(first[0], second[0], attention.batches(encoded, tokenizer.pad_token_id,
+                                                                                    batch_size),
+                                            device=device, total=math.ceil(len(encoded) / batch_size))
+    layers, heads = cosine.shape
+    first_info, second_info = first[2], second[2]
+    results = {
+        "model": cfg.model.name, "model_name_or_path": cfg.model.name_or_path, "random_init": random_init,
+        "model_task": finetuned_task(cfg.model.name_or_path), "compare_to": str(cfg.compare_to),
+        "compare_to_task": finetuned_task(str(cfg.compare_to)), "weights_sha256": first_info.weights_sha256,
+        "compare_to_weights_sha256": second_info.weights_sha256, "tokenizer_sha256": first_info.tokenizer_sha256,
+        "sentence_source": source, "sentences": len(texts), "max_length": max_length, "sentences_cut": cut,
+        "layers": layers, "heads": heads, "cosine": cosine.tolist(), "layer_means": cosine.mean(axis=1).tolist(),
+        "device": str(device),
+    }
+    write_similarity_csv(cosine, run_dir / "attention_similarity.csv")
+    plot_heatmap(results, run_dir / "attention_similarity.png")
+    log.info("attention-map similarity %s vs %s, mean by layer: %s", cfg.model.name, cfg.compare_to,
+             " ".join(f"{value:.3f}" for value in results["layer_means"]))
+    return results
+
+
+def load_compared_model(compare_to: str) -> attention.Loaded:
+    """The model of `compare_to`; one that cannot be loaded names the setting, and for the folder of a train run the
+    model folder inside it."""
+    try:
+        return attention.load_attention_model(compare_to)
+    except ModelLoadError as error:
+        try:
+            exported = json.loads((Path(compare_to).expanduser() / RESULTS_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            exported = {}
+        if isinstance(exported, dict) and exported.get("model_dir"):
+            raise ConfigError(f"compare_to={compare_to} is the folder of a train.py run, not a model folder. Fix: "
+                              f"compare_to={exported['model_dir']} (the model it exported)") from error
+        raise ConfigError(f"compare_to={compare_to}: {error}") from error
+
+
+def write_similarity_csv(cosine: np.ndarray, path: Path) -> None:
+    """One row per (layer, head), both counted from 1."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["layer", "head", "cosine"])
+        writer.writerows([layer + 1, head + 1, f"{value:.6f}"] for (layer, head), value in np.ndenumerate(cosine))
+
+
+ANALYSES: dict[str, Callable[[DictConfig, Path], dict[str, Any]]] = {
+    "attention_similarity": attention_similarity,
+}
