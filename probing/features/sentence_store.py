@@ -1,0 +1,81 @@
+"""Every word of every sentence in one feature store: the store kind of the geometry analyses (Ethayarajh 2019).
+
+The store is the ordinary `FeatureStore` (same HDF5 format, CRC-32 per block, metadata check, lock, `.partial`
+file, resume): one row per word occurrence, i.e. one `WordInContext` record per word with the whole sentence as
+context and that word as target. The records fix each row's sentence and position, and their fingerprint is part
+of the store's metadata and file name, so a row always means the same occurrence.
+
+What differs is the cost: `SentenceWordEncoder` runs the model once per distinct input in a batch, not once per
+record, and pools every record's word from that one forward pass (mean of the word's wordpieces, as the probing
+stores; byte-level BPE words get their leading space, `probing.features.encoder._load_tokenizer`). A sentence
+longer than `max_length` wordpieces gives each word its own centred window, as in the probing stores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.nn.utils.rnn import pad_sequence
+
+from probing.data.records import WordInContext
+from probing.data.text import sha256_file
+from probing.features.encoder import PreparedInput, WordEncoder, pooling_index
+from probing.features.extraction import ExtractionReport, extract_split
+from probing.features.store import records_fingerprint, store_path
+
+EVERY_WORD = "every-word"
+
+
+class SentenceWordEncoder(WordEncoder):
+    """A `WordEncoder` (whole-sentence context, full attention) that encodes each distinct sentence of a batch
+    once and pools all its words."""
+
+    def __init__(self, name_or_path: str, pooling: str = "mean", max_length: int = 512, device: str = "cpu",
+                 revision: str | None = None, random_init: bool = False, init_seed: int = 0):
+        super().__init__(name_or_path, pooling=pooling, max_length=max_length, context_size=None, device=device,
+                         revision=revision, random_init=random_init, init_seed=init_seed)
+
+    @property
+    def store_kind(self) -> str:
+        return f"{self.pooling}.{EVERY_WORD}"
+
+    def store_metadata(self) -> dict:
+        return {**super().store_metadata(), "rows": EVERY_WORD}
+
+    def encode(self, batch: Sequence[PreparedInput]) -> torch.Tensor:
+        """(B, num_layers, hidden) float32 on CPU: each record's pooled word, one forward pass per distinct input."""
+        if not batch:
+            return torch.empty(0, self.info.num_layers, self.info.hidden_size)
+        distinct: dict[tuple[int, ...], int] = {}
+        owner = torch.tensor([distinct.setdefault(tuple(prepared.input_ids), len(distinct)) for prepared in batch])
+        inputs = [torch.tensor(ids) for ids in distinct]
+        input_ids = pad_sequence(inputs, batch_first=True, padding_value=self.tokenizer.pad_token_id)
+        lengths = torch.tensor([len(ids) for ids in inputs])
+        attention_mask = (torch.arange(input_ids.shape[1]) < lengths[:, None]).long()
+        rows, cols, weights = pooling_index([prepared.target_pieces for prepared in batch], self.pooling)
+        with torch.inference_mode():
+            with torch.autocast(self.device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None):
+                output = self.model(input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device))
+            sources, cols = owner[rows].to(self.device), cols.to(self.device)
+            pieces = torch.stack([layer[sources, cols] for layer in output.hidden_states], dim=1).float()
+            pooled = torch.zeros(len(batch), *pieces.shape[1:], dtype=pieces.dtype, device=pieces.device)
+            pooled.index_add_(0, rows.to(self.device), pieces * weights.to(self.device)[:, None, None])
+        return pooled.cpu()
+
+
+def extract_occurrences(records: Sequence[WordInContext], encoder: SentenceWordEncoder, store_dir: str | Path,
+                        data_name: str, split: str, files: Sequence[Path], *, dtype: str = "float16",
+                        max_tokens_per_batch: int = 65536, extra: Mapping[str, Any] | None = None,
+                        progress: bool = True) -> ExtractionReport:
+    """Fill (or resume, or verify) the every-word store of `records` below `store_dir`; a store built for another
+    model, layer count, pooling or sentence set is refused (StoreMismatchError)."""
+    fingerprint = records_fingerprint(records)
+    path = store_path(store_dir, encoder.store_name, data_name, split, encoder.store_kind, None, fingerprint)
+    file_hashes = [[Path(f).name, sha256_file(f)] for f in files]
+    metadata = {"data": data_name, "split": split, "data_files": file_hashes, **(extra or {})}
+    return extract_split(records, encoder, path, class_names=[records[0].sclass] if records else [],
+                         metadata_extra=metadata, dtype=dtype, max_tokens_per_batch=max_tokens_per_batch,
+                         progress=progress, records_sha256=fingerprint)
