@@ -26,10 +26,21 @@ from hydra.experimental.callback import Callback
 
 from probing.report.aggregate import RESULTS_FILE, aggregate, distinct_runs, find_results
 from probing.report.attention import is_attention_similarity, write_attention_report
+from probing.report.contextuality import is_contextuality, write_contextuality_report
 from probing.report.finetuned_probing import has_finetuned_runs, write_finetuned_probing_report
 from probing.report.finetuning import is_finetuning, write_finetuning_report
+from probing.report.isotropy import is_isotropy, write_isotropy_report
 from probing.report.plots import write_plots
 from probing.report.tables import fixed_settings, summary, write_csv
+
+# The results of the other jobs (train.py, analyze.py): how to recognise them, the writer of their section (returns
+# its Markdown and the files written), and its heading.
+OTHER_SECTIONS = (
+    (is_finetuning, write_finetuning_report, "Fine-tuning report"),
+    (is_attention_similarity, write_attention_report, "Attention-map similarity (Zhao et al. 2020, Fig. 7)"),
+    (is_isotropy, write_isotropy_report, "Isotropy (Bis et al. 2021)"),
+    (is_contextuality, write_contextuality_report, "Contextuality (Ethayarajh 2019)"),
+)
 
 
 def write_report(folder: Path, out_dir: Path | None = None) -> list[dict] | None:
@@ -45,8 +56,7 @@ def write_report(folder: Path, out_dir: Path | None = None) -> list[dict] | None
         print(f"No {RESULTS_FILE} found below {folder}.")
         return None
     out_dir.mkdir(parents=True, exist_ok=True)
-    probes = [result for result in results if not is_finetuning(result) and not is_attention_similarity(result)]
-    finetuning = [result for result in results if is_finetuning(result)]
+    probes = [result for result in results if not any(is_kind(result) for is_kind, _, _ in OTHER_SECTIONS)]
     sections, files, rows = [], [], []
     if probes:
         rows = aggregate(probes)
@@ -58,16 +68,12 @@ def write_report(folder: Path, out_dir: Path | None = None) -> list[dict] | None
         text, written = write_finetuned_probing_report(probes, out_dir)
         files += written
         sections.append(f"# Probing fine-tuned encoders (Zhao et al. 2020, Fig. 6)\n\n{text}")
-    if finetuning:
-        text, written = write_finetuning_report(finetuning, out_dir)
-        files += written
-        sections.append(f"# Fine-tuning report\n\n{len(finetuning)} runs from `{folder}`.\n\n{text}")
-    attention = [result for result in results if is_attention_similarity(result)]
-    if attention:
-        text, written = write_attention_report(attention, out_dir)
-        files += written
-        sections.append(f"# Attention-map similarity (Zhao et al. 2020, Fig. 7)\n\n{len(attention)} runs from "
-                        f"`{folder}`.\n\n{text}")
+    for is_kind, write_section, heading in OTHER_SECTIONS:
+        chosen = [result for result in results if is_kind(result)]
+        if chosen:
+            text, written = write_section(chosen, out_dir)
+            files += written
+            sections.append(f"# {heading}\n\n{len(chosen)} runs from `{folder}`.\n\n{text}")
     report = "\n\n".join(sections)
     (out_dir / "report.md").write_text(report + "\n", encoding="utf-8")
     print(f"\n{report}\n")

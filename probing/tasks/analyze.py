@@ -22,19 +22,24 @@ from omegaconf import DictConfig
 
 from probing.config import build
 from probing.data.settings import require_bool
+from probing.data.word_benchmarks import read_similarity
 from probing.errors import ConfigError, ModelLoadError
 from probing.features.encoder import resolve_device
 from probing.features.finetuned import finetuned_task
 from probing.geometry import attention_similarity as attention
+from probing.geometry import isotropy as iso
+from probing.geometry.benchmarks import CORRELATIONS, MEASURES, average_scores, check_choice, evaluate_spaces
 from probing.geometry.sentences import texts_of
 from probing.report.aggregate import RESULTS_FILE
 from probing.report.attention import plot_heatmap
+from probing.report.isotropy import plot_unused_cosine
 from probing.tasks.common import check_config, job_state, require_int, write_json_atomically
+from probing.tasks.contextuality import contextuality
 
 log = logging.getLogger(__name__)
 
 # The top-level settings of conf/analyze.yaml (anything else is a typo).
-KNOWN_KEYS = ("task_name", "paths", "model", "analysis", "compare_to", "seed")
+KNOWN_KEYS = ("task_name", "paths", "model", "analysis", "compare_to", "seed", "layer")
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
@@ -142,6 +147,80 @@ def write_similarity_csv(cosine: np.ndarray, path: Path) -> None:
         writer.writerows([layer + 1, head + 1, f"{value:.6f}"] for (layer, head), value in np.ndenumerate(cosine))
 
 
+def isotropy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
+    """Bis et al. 2021 Tables 1-2 and Fig. 3 on the input embeddings of `model` (layer=null) or on contextual word
+    vectors of one layer: the isotropy block, the benchmark rows and the unused-token bins (csv and png)."""
+    settings = cfg.analysis
+    benchmarks, measures = isotropy_settings(settings)
+    random_init = require_bool("model.random_init", cfg.model.get("random_init", False))
+    model, tokenizer, info = iso.load_model(cfg.model.name_or_path, cfg.model.get("revision"), random_init,
+                                            int(cfg.model.get("init_seed", 0)))
+    layer = iso.check_layer(cfg.get("layer"), model, cfg.model.name)
+    W, spaces_of, source = isotropy_vectors(cfg, model, tokenizer, layer)
+    removed = iso.check_removed(settings.pc_removed, W.shape[1])
+    transformed = {name: transform(W) for name, transform in iso.transforms(removed).items()}
+    rows = evaluate_spaces(spaces_of(transformed), benchmarks, measures, settings.correlation)
+    unused = iso.unused_token_ids(tokenizer.get_vocab()) if layer is None else []
+    bins = iso.unused_token_cosine(transformed, unused, settings.bin_size) if unused else []
+    results = {
+        "model": cfg.model.name, "model_name_or_path": cfg.model.name_or_path, "random_init": random_init,
+        "weights_sha256": info.weights_sha256, "layer": layer, "source": source,
+        "isotropy": iso.table1(transformed, removed), "benchmarks": rows, "benchmark_average": average_scores(rows),
+        "unused_tokens": {"count": len(unused), "bin_size": settings.bin_size, "bins": bins},
+    }
+    write_isotropy_files(results, run_dir)
+    log.info("isotropy of %s (%s): %s", cfg.model.name, source, " ".join(
+        f"{key}={value:.3f}" for key, value in results["isotropy"].items() if key.startswith("I_W")))
+    return results
+
+
+def isotropy_settings(settings: DictConfig) -> tuple[list, list[str]]:
+    """The benchmarks read (bad files refused before any model is loaded) and the measures, checked."""
+    for key in ("max_vectors", "batch_size", "bin_size"):
+        require_int(f"analysis.{key}", settings[key], minimum=1)
+    check_choice("analysis.correlation", settings.correlation, CORRELATIONS)
+    measures = list(settings.measures)
+    for measure in measures:
+        check_choice("analysis.measures", measure, MEASURES)
+    return [read_similarity(path) for path in settings.benchmarks or []], measures
+
+
+def isotropy_vectors(cfg: DictConfig, model, tokenizer, layer: int | None) -> tuple[np.ndarray, Callable, str]:
+    """(the vectors, a function from the transformed matrices to the benchmarks' word spaces, where they come from):
+    the input embedding matrix, or one vector per word occurrence of `analysis.sentences` at `layer`."""
+    if layer is None:
+        lookup = iso.token_lookup(tokenizer)
+        return (iso.input_embeddings(model, cfg.model.name), lambda mats: iso.embedding_spaces(mats, lookup),
+                "input embeddings")
+    settings = cfg.analysis
+    texts, source = load_sentences(settings)
+    W, words = iso.contextual_word_vectors(model, tokenizer, texts, layer, settings.max_vectors, settings.batch_size,
+                                           analysis_device(settings.device))
+    return W, lambda mats: iso.occurrence_spaces(mats, words), f"layer {layer}, {len(words)} words of {source}"
+
+
+def write_isotropy_files(results: dict[str, Any], run_dir: Path) -> None:
+    """isotropy_unused_cosine.csv and .png (Fig. 3) when the vocabulary has unused tokens, isotropy_benchmarks.csv when
+    benchmarks ran."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    bins = results["unused_tokens"]["bins"]
+    if bins:
+        write_rows(bins, run_dir / "isotropy_unused_cosine.csv")
+        plot_unused_cosine([results], run_dir / "isotropy_unused_cosine.png")
+    if results["benchmarks"]:
+        write_rows([{**row, "missing_examples": " ".join(row["missing_examples"])} for row in results["benchmarks"]],
+                   run_dir / "isotropy_benchmarks.csv")
+
+
+def write_rows(rows: list[dict[str, Any]], path: Path) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
 ANALYSES: dict[str, Callable[[DictConfig, Path], dict[str, Any]]] = {
     "attention_similarity": attention_similarity,
+    "contextuality": contextuality,
+    "isotropy": isotropy,
 }

@@ -132,7 +132,7 @@ def test_a_train_run_folder_or_a_missing_model_as_compare_to_is_refused(tmp_path
     (["compare_to=x", "analysis.batch_size=0"], "analysis.batch_size=0 is not an integer >= 1"),
     (["compare_to=x", "analysis.device=tpu9"], "analysis.device=tpu9"),
     (["compare_to=x", "analysis.name=nothing"], "analysis.name='nothing' is no analysis"),
-    (["compare_to=x", "+layer=3"], "unknown setting(s) layer"),
+    (["compare_to=x", "+layers=3"], "unknown setting(s) layers"),
 ])
 def test_bad_settings_are_refused_before_any_model_is_loaded(tmp_path, tiny, overrides, message):
     with pytest.raises(ConfigError, match="Fix:") as error:
