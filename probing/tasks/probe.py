@@ -340,10 +340,11 @@ def probe(cfg: DictConfig, config: dict[str, Any], run_dir: Path) -> dict[str, A
     else:
         module, best_epochs, best_dev, trainer = train_probe(cfg, inputs, config)
         warnings = training_warnings(best_dev, trainer)
-        saved_to = save_probes(module, run_dir / PROBES_FILE, {**features, **best_epochs, "seed": cfg.seed,
-                                                                "best_dev_micro_f1": best_dev,
-                                                                "module": dict(module.hparams)})
-        probes = {"probes_file": str(saved_to)}
+        about = {**features, **best_epochs, "seed": cfg.seed, "best_dev_micro_f1": best_dev,
+                 "module": dict(module.hparams)}
+        if trainer.is_global_zero:  # every process holds the same weights; one writes them
+            save_probes(module, run_dir / PROBES_FILE, about)
+        probes = {"probes_file": str(run_dir / PROBES_FILE)}
     results = {
         "model": cfg.model.name, "model_name_or_path": features["model_name_or_path"],
         "weights_sha256": features["weights_sha256"], "finetuned_task": finetuned_task(features["model_name_or_path"]),
