@@ -17,14 +17,12 @@ from typing import Any
 
 import lightning as L
 import numpy as np
-import torch
 from omegaconf import DictConfig
 
 from probing.config import build
 from probing.data.settings import require_bool
 from probing.data.word_benchmarks import read_similarity
 from probing.errors import ConfigError, ModelLoadError
-from probing.features.encoder import resolve_device
 from probing.features.finetuned import finetuned_task
 from probing.geometry import attention_similarity as attention
 from probing.geometry import isotropy as iso
@@ -33,7 +31,7 @@ from probing.geometry.sentences import texts_of
 from probing.report.aggregate import RESULTS_FILE
 from probing.report.attention import plot_heatmap
 from probing.report.isotropy import plot_unused_cosine
-from probing.tasks.common import check_config, job_state, require_int, write_json_atomically
+from probing.tasks.common import analysis_device, check_config, job_state, require_int, write_json_atomically
 from probing.tasks.contextuality import contextuality
 
 log = logging.getLogger(__name__)
@@ -59,18 +57,6 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     write_json_atomically(out, results)
     log.info("%s -> %s", name, out.parent)
     return results
-
-
-def analysis_device(device: str) -> torch.device:
-    """`analysis.device` as a torch device that this machine has."""
-    try:
-        resolved = resolve_device(str(device))
-    except RuntimeError as error:
-        raise ConfigError(f"analysis.device={device} is not a device ({error}). Fix: analysis.device=auto, cpu or "
-                          "cuda") from error
-    if resolved.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"analysis.device={device}, but this machine has no CUDA GPU. Fix: analysis.device=auto")
-    return resolved
 
 
 def load_sentences(settings: DictConfig) -> tuple[list, str]:

@@ -22,6 +22,7 @@ from probing.data.sources import WordInContextData
 from probing.data.splits import SPLIT_NAMES, split_summary
 from probing.data.text import sha256_file
 from probing.errors import ConfigError
+from probing.features.encoder import resolve_device
 from probing.features.extraction import extract_split
 from probing.features.featurizer import Featurizer
 from probing.features.store import records_fingerprint, store_path
@@ -180,3 +181,15 @@ def closing_loggers() -> Iterator[None]:
         wandb = sys.modules.get("wandb")
         if wandb is not None and wandb.run is not None:
             wandb.finish(exit_code=1 if failed else 0)
+
+
+def analysis_device(device: str) -> torch.device:
+    """`analysis.device` as a torch device that this machine has."""
+    try:
+        resolved = resolve_device(str(device))
+    except RuntimeError as error:
+        raise ConfigError(f"analysis.device={device} is not a device ({error}). Fix: analysis.device=auto, cpu or "
+                          "cuda") from error
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"analysis.device={device}, but this machine has no CUDA GPU. Fix: analysis.device=auto")
+    return resolved

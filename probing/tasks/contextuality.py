@@ -25,7 +25,7 @@ from probing.geometry import contextuality as measures
 from probing.geometry.occurrences import Occurrences, collect_occurrences, text_sentences
 from probing.geometry.sentences import texts_of
 from probing.report.contextuality import plot_contextuality, write_layer_csv
-from probing.tasks.common import require_int, store_root
+from probing.tasks.common import analysis_device, require_int, store_root
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,6 @@ COUNTS = {"min_contexts": 2, "samples": 2, "sentence_samples": 1, "seed": 0, "ma
 
 def contextuality(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     """Every measure of every asked layer, with the sample sizes and the seed; writes the CSV and the figure."""
-    from probing.tasks.analyze import analysis_device  # analyze.py lists this analysis: imported when it runs
 
     settings = cfg.analysis
     counts = {key: require_int(f"analysis.{key}", settings[key], minimum=low) for key, low in COUNTS.items()}
