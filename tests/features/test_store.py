@@ -14,7 +14,7 @@ import pytest
 
 from probing.data.records import WordInContext
 from probing.errors import ConfigError, ProbingError, StoreCorruptError, StoreMismatchError
-from probing.features.store import FeatureStore, StoreWriter, records_fingerprint, store_path
+from probing.features.store import FeatureStore, StoreWriter, block_groups, records_fingerprint, store_path
 from tests.helpers.stores import (
     CLASSES,
     DIM,
@@ -80,6 +80,31 @@ def test_round_trip_in_shuffled_batches(store_file):
         assert store.metadata["max_length"] == 128
 
 
+def test_blocks_are_read_in_groups_of_whole_blocks():
+    spans = [(0, 3), (3, 2), (5, 3), (8, 2)]
+    assert block_groups(spans, 4) == [range(0, 2), range(2, 4)]  # 5 slots, then 5
+    assert block_groups(spans, 1) == [range(i, i + 1) for i in range(4)]
+    assert block_groups(spans, 100) == [range(0, 4)]
+    assert block_groups([], 4) == []
+
+
+@pytest.mark.parametrize("group_bytes", [1, 6 * DIM * 2, 1 << 20])  # one block per group, two groups, one group
+def test_reading_in_groups_gives_every_row_in_record_order_in_any_dtype(tmp_path, monkeypatch, group_bytes):
+    monkeypatch.setattr("probing.features.store.READ_GROUP_BYTES", group_bytes)
+    batches = ((7, 2), (9, 0, 5), (8,), (1, 3, 6, 4))
+    path = write_complete_store(tmp_path / "split.h5", batches=batches)
+    expected = features_of(range(10))
+    with FeatureStore(path) as store:
+        np.testing.assert_array_equal(store.read_all_layers(), expected)
+        stored = store.read_layer(1, dtype=None)
+        assert stored.dtype == np.float16
+        np.testing.assert_array_equal(stored, expected[:, 1].astype(np.float16))
+        into = np.full((10, LAYERS + 1, DIM), -1.0)  # a strided float64 view is filled in place
+        store.read_layer_into(2, into[:, 1])
+        np.testing.assert_array_equal(into[:, 1], expected[:, 2])
+        assert (into[:, [0, 2, 3]] == -1).all()
+
+
 def test_skipped_rows_are_kept_in_the_file_but_hidden_from_readers(store_file):
     with StoreWriter(store_file) as writer:
         writer.mark_skipped([6, 1])
@@ -142,6 +167,19 @@ def test_matching_metadata_passes_and_other_code_version_only_warns(store_file, 
     with caplog.at_level(logging.WARNING, logger="probing.features.store"):
         FeatureStore(store_file).check_metadata(metadata(10))
     assert "this is probing 99.0" in caplog.text
+
+
+def test_a_store_without_a_recorded_precision_is_a_float32_store(store_file):
+    assert "precision" not in FeatureStore(store_file).metadata  # written as stores were before precision was recorded
+    FeatureStore(store_file).check_metadata(metadata(10, precision="32"))
+    with pytest.raises(StoreMismatchError, match="precision: store has '32', request has 'bf16'"):
+        FeatureStore(store_file).check_metadata(metadata(10, precision="bf16"))
+
+
+def test_a_bf16_store_is_refused_for_a_request_without_precision(tmp_path):
+    path = write_complete_store(tmp_path / "bf16.h5", precision="bf16")
+    with pytest.raises(StoreMismatchError, match="precision: store has 'bf16', request has '32'"):
+        FeatureStore(path).check_metadata(metadata(10))
 
 
 def test_unreadable_file_says_to_delete_it(tmp_path):
