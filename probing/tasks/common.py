@@ -9,7 +9,7 @@ import logging
 import os
 import sys
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,9 @@ from probing.features.store import records_fingerprint, store_path
 from probing.report.aggregate import RESULTS_FILE
 
 log = logging.getLogger(__name__)
+
+# What Lightning's DDP launcher writes into the launching process's environment.
+DDP_ENVIRONMENT = ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "LOCAL_RANK", "WORLD_SIZE")
 
 
 def check_config(cfg: DictConfig, known_keys: Iterable[str]) -> None:
@@ -74,8 +77,10 @@ def store_root(store_dir: str) -> Path:
 
 
 def ensure_features(cfg: DictConfig, data: WordInContextData, featurizer: Featurizer,
-                    splits: Iterable[str] = SPLIT_NAMES) -> dict[str, Path]:
-    """Extract (or resume, or verify) the store of each split; a store built for another request is refused."""
+                    splits: Iterable[str] = SPLIT_NAMES,
+                    extract: Callable[..., Any] = extract_split) -> dict[str, Path]:
+    """Extract (or resume, or verify) the store of each split with `extract` (`extract_split`'s arguments; sharded
+    extraction takes the same); a store built for another request is refused."""
     root = store_root(cfg.features.store_dir)
     file_hashes = [[Path(f).name, sha256_file(f)] for f in data.files]  # in reading order; names may repeat
     paths = {}
@@ -87,7 +92,7 @@ def ensure_features(cfg: DictConfig, data: WordInContextData, featurizer: Featur
         records_sha256 = records_fingerprint(data.splits[split])
         path = store_path(root, featurizer.store_name, data.name, split, featurizer.store_kind,
                           featurizer.context_size, records_sha256)
-        extract_split(
+        extract(
             data.splits[split], featurizer, path, class_names=data.classes, records_sha256=records_sha256,
             metadata_extra={"data": data.name, "split": split, "data_files": file_hashes},
             dtype=cfg.features.dtype, max_tokens_per_batch=cfg.features.max_tokens_per_batch,
@@ -120,6 +125,40 @@ def check_devices(trainer: DictConfig) -> None:
     if not on_gpu and precision in ("16", "16-mixed", "16-true"):
         raise ConfigError(f"trainer.precision={precision} needs a GPU; this run is on the CPU. Fix: "
                           "trainer.precision=bf16-mixed (fast on CPUs with bf16 units) or 32-true")
+
+
+def keep_ddp_processes_on_this_job() -> None:
+    """Lightning's DDP launcher starts the other processes with this process's command line (sys.argv) and Hydra's
+    `hydra.run.dir`. In a multirun job that command is the whole sweep, which every child would run again: point
+    both at this job (its overrides, its folder, a single run) before Lightning starts them."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+        return
+    hydra_cfg = HydraConfig.instance().cfg.hydra
+    sys.argv = [sys.argv[0], *hydra_cfg.overrides.task, "hydra.mode=RUN"]
+    OmegaConf.set_readonly(hydra_cfg, False)
+    hydra_cfg.run.dir = hydra_cfg.runtime.output_dir
+    OmegaConf.set_readonly(hydra_cfg, True)
+
+
+@contextlib.contextmanager
+def distributed_state_of_this_job() -> Iterator[None]:
+    """Leave no DDP state behind for the next job of a multirun, which runs in the same process: Lightning's launcher
+    sets the rendezvous variables in this process's environment (the next job would take itself for a child started
+    by someone else) and the process group stays open (with peers that have exited)."""
+    saved = {name: os.environ.get(name) for name in DDP_ENVIRONMENT}
+    try:
+        yield
+    finally:
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def finished_results(path: Path, config: dict[str, Any]) -> dict[str, Any] | None:

@@ -1,29 +1,45 @@
-"""extract.py: fill the HDF5 feature store of every split of a data set (resumable)."""
+"""extract.py: fill the HDF5 feature store of every split of a data set (resumable).
+
+By default one process extracts, with no Trainer. With `trainer=ddp trainer.devices=N` (or more than one device or
+node under `trainer`), Lightning Fabric starts N processes (one per GPU, or CPU processes over gloo) that share each
+split in disjoint shards and merge them into the same store a single process writes (`probing.features.sharded`).
+"""
 
 from __future__ import annotations
 
+import functools
 import logging
 from pathlib import Path
 
+from lightning.fabric import Fabric
+from lightning.fabric.strategies import DDPStrategy
 from omegaconf import DictConfig
 
 from probing.config import build
 from probing.data.splits import SPLIT_NAMES
 from probing.errors import ConfigError
-from probing.tasks.common import check_config, ensure_features, load_data
+from probing.features.sharded import SHARD_WAIT, extract_split_sharded
+from probing.tasks.common import (
+    check_config,
+    check_devices,
+    distributed_state_of_this_job,
+    ensure_features,
+    keep_ddp_processes_on_this_job,
+    load_data,
+)
 
 log = logging.getLogger(__name__)
 
 # The top-level settings of conf/extract.yaml (anything else is a typo).
-KNOWN_KEYS = ("task_name", "paths", "model", "data", "features", "context_size", "splits")
+KNOWN_KEYS = ("task_name", "paths", "model", "data", "features", "context_size", "splits", "trainer")
+# The strategies extraction runs under: one process ("auto" with one device), or DDP processes.
+STRATEGIES = ("auto", "ddp")
 
 
 def run(cfg: DictConfig) -> dict[str, Path]:
     check_config(cfg, KNOWN_KEYS)
     splits = requested_splits(cfg.splits)
-    data = load_data(cfg.data)
-    encoder = build(cfg.features.encoder, "features.encoder")
-    paths = ensure_features(cfg, data, encoder, splits)
+    paths = extract(cfg, splits) if is_single_process(cfg.trainer) else extract_in_processes(cfg, splits)
     for split, path in paths.items():
         log.info("%s store: %s", split, path)
     return paths
@@ -35,3 +51,43 @@ def requested_splits(splits) -> list[str]:
         raise ConfigError(f"splits={list(splits)}: {unknown or 'none'} is not a split of the data. Fix: a non-empty "
                           f"list of {', '.join(SPLIT_NAMES)}, e.g. splits=[train,dev]")
     return list(splits)
+
+
+def extract(cfg: DictConfig, splits: list[str], fabric: Fabric | None = None) -> dict[str, Path]:
+    """Load the data and the featurizer, then fill the stores: in this process alone, or as one of `fabric`'s
+    processes (the featurizer on that process's device)."""
+    data = load_data(cfg.data)
+    if fabric is None:
+        return ensure_features(cfg, data, build(cfg.features.encoder, "features.encoder"), splits)
+    on_device = {"device": str(fabric.device)} if "device" in cfg.features.encoder else {}
+    featurizer = build(cfg.features.encoder, "features.encoder", **on_device)
+    return ensure_features(cfg, data, featurizer, splits, functools.partial(extract_split_sharded, fabric=fabric))
+
+
+def is_single_process(trainer: DictConfig) -> bool:
+    """The default `trainer` (one device, one node, no strategy chosen): extraction as it always ran, no Fabric."""
+    return (str(trainer.get("strategy", "auto")) == "auto" and trainer.get("devices", 1) == 1
+            and trainer.get("num_nodes", 1) == 1)
+
+
+def extract_in_processes(cfg: DictConfig, splits: list[str]) -> dict[str, Path]:
+    """Start the processes of `trainer` with Lightning Fabric and extract every split in shards."""
+    fabric = build_fabric(cfg.trainer)
+    keep_ddp_processes_on_this_job()
+    with distributed_state_of_this_job():
+        return fabric.launch(lambda process: extract(cfg, splits, process))
+
+
+def build_fabric(trainer: DictConfig) -> Fabric:
+    """A Fabric of `trainer`'s accelerator, devices and nodes under DDP; refuses what extraction cannot honour."""
+    check_devices(trainer)
+    strategy = str(trainer.get("strategy", "auto"))
+    if strategy not in STRATEGIES:
+        raise ConfigError(f"trainer.strategy={strategy}: extraction runs in one process or in DDP processes. "
+                          "Fix: trainer=ddp (with trainer.devices=N), or leave `trainer` at its default")
+    precision = str(trainer.get("precision", "32-true"))
+    if precision not in ("32", "32-true"):
+        raise ConfigError(f"trainer.precision={precision} does not set the precision of extraction. "
+                          "Fix: trainer.precision=32-true and features.precision=bf16 (or 16 on a GPU)")
+    return Fabric(accelerator=trainer.get("accelerator", "auto"), devices=trainer.get("devices", 1),
+                  num_nodes=trainer.get("num_nodes", 1), strategy=DDPStrategy(timeout=SHARD_WAIT))

@@ -8,20 +8,16 @@ model are written by the process of rank 0 only.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
-import os
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import lightning as L
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from probing.config import build
 from probing.data.settings import require_bool
@@ -34,7 +30,9 @@ from probing.tasks.common import (
     build_trainer,
     check_config,
     closing_loggers,
+    distributed_state_of_this_job,
     job_state,
+    keep_ddp_processes_on_this_job,
     require_int,
     write_json_atomically,
 )
@@ -45,8 +43,6 @@ log = logging.getLogger(__name__)
 KNOWN_KEYS = ("task_name", "paths", "model", "task", "data", "finetune", "trainer", "callbacks", "logger", "seed",
               "optimized_metric")
 CHECKPOINT_CONFIG = "config.json"  # beside the checkpoints: the configuration they belong to
-# What Lightning's DDP launcher writes into the launching process's environment.
-DDP_ENVIRONMENT = ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "LOCAL_RANK", "WORLD_SIZE")
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
@@ -81,40 +77,6 @@ def check_finetune_settings(cfg: DictConfig) -> None:
     require_bool("finetune.isotropy_on_context", cfg.finetune.isotropy_on_context)
     require_int("task.batch_size", cfg.task.batch_size, minimum=1)
     require_int("trainer.max_epochs", cfg.trainer.get("max_epochs"), minimum=1)
-
-
-def keep_ddp_processes_on_this_job() -> None:
-    """Lightning's DDP launcher starts the other processes with this process's command line (sys.argv) and Hydra's
-    `hydra.run.dir`. In a multirun job that command is the whole sweep, which every child would run again: point
-    both at this job (its overrides, its folder, a single run) before the Trainer starts them."""
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-
-    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
-        return
-    hydra_cfg = HydraConfig.instance().cfg.hydra
-    sys.argv = [sys.argv[0], *hydra_cfg.overrides.task, "hydra.mode=RUN"]
-    OmegaConf.set_readonly(hydra_cfg, False)
-    hydra_cfg.run.dir = hydra_cfg.runtime.output_dir
-    OmegaConf.set_readonly(hydra_cfg, True)
-
-
-@contextlib.contextmanager
-def distributed_state_of_this_job() -> Iterator[None]:
-    """Leave no DDP state behind for the next job of a multirun, which runs in the same process: Lightning's launcher
-    sets the rendezvous variables in this process's environment (the next job would take itself for a child started
-    by someone else) and the process group stays open (with peers that have exited)."""
-    saved = {name: os.environ.get(name) for name in DDP_ENVIRONMENT}
-    try:
-        yield
-    finally:
-        if torch.distributed.is_available() and torch.distributed.is_initialized():
-            torch.distributed.destroy_process_group()
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 def finetune(cfg: DictConfig, config: dict[str, Any]) -> tuple[dict[str, Any], bool]:

@@ -1,0 +1,236 @@
+"""Sharded extraction: the processes of a Lightning Fabric run (DDP over GPUs, or CPU processes over gloo) fill one
+split's store together, each process its own shard, and the process of rank 0 merges the shards into the store.
+
+Shard plan. Every process tokenises the whole split and makes the batch plan of a single-process extraction
+(`plan_batches`: longest first, cut by the token budget). Shard r of N takes the batches r, r + N, r + 2N, ...
+(round robin: every batch holds about the same number of tokens, so the shards cost about the same), and shard 0
+also the rows the featurizer cannot represent. The shards are disjoint and cover the split.
+
+A shard is an ordinary store, `<store>.shards/<r>-of-<N>.h5`, of its rows in plan order, filled by `extract_split`:
+each process resumes, locks and checksums its shard as a single process does its store, holding one batch of hidden
+states at a time. A shard's rows are already longest first, so `plan_batches` cuts them at the same places: every
+row is computed in the very batch a single-process run computes it in (also after a resume, which restarts at a
+batch boundary), so its features are identical to that run's on the same device and precision, not merely close. (On
+a CPU, also with as many threads: Lightning gives each of N processes 1/N of the cores, and some float32 kernels round
+the last bit differently with another number of threads.)
+
+Merge. After a barrier, rank 0 checks every shard (present, of this request, complete) before writing anything, then
+copies the shards' blocks into the store in plan order (batch b from shard b mod N), checking each block's CRC-32:
+the store is the one a single process writes, slot for slot. A merge cut off resumes like any store; the shards are
+deleted once the store is complete. A shard records its place (`shard`) and the fingerprint of the whole split
+(`split_records_sha256`), so that a shard of another plan (another N, token budget or data) is refused like a store
+of another request.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+import zlib
+from collections.abc import Iterator, Mapping, Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from lightning.fabric import Fabric
+
+from probing.data.records import WordInContext
+from probing.errors import ProbingError, StoreCorruptError
+from probing.features.extraction import extract_split, plan_batches, request_metadata
+from probing.features.featurizer import Featurizer
+from probing.features.store import (
+    DELETE_FIX,
+    FeatureStore,
+    StoreWriter,
+    block_spans,
+    store_lock,
+)
+
+log = logging.getLogger(__name__)
+
+# How long a process waits at the barrier for the others: a rerun may find one shard complete and another barely
+# begun, so the wait can last as long as a whole extraction (the usual 30 minutes would end such a run).
+SHARD_WAIT = timedelta(days=2)
+
+
+def shard_rows(prepared: Sequence[Any], num_shards: int, max_tokens_per_batch: int) -> list[np.ndarray]:
+    """The rows (indices into `prepared`, the output of `prepare_many` over the split) of each shard, in plan order:
+    shard r takes the batches r, r + N, ... of the single-process plan; shard 0 also the rows that are None."""
+    kept = [row for row, item in enumerate(prepared) if item is not None]
+    batches = plan_batches([len(prepared[row].input_ids) for row in kept], max_tokens_per_batch)
+    shards: list[list[int]] = [[] for _ in range(num_shards)]
+    for number, batch in enumerate(batches):
+        shards[number % num_shards].extend(kept[i] for i in batch)
+    shards[0].extend(row for row, item in enumerate(prepared) if item is None)
+    return [np.asarray(rows, dtype=np.int64) for rows in shards]
+
+
+def shard_path(path: Path, rank: int, num_shards: int) -> Path:
+    return path.with_name(path.name + ".shards") / f"{rank}-of-{num_shards}.h5"
+
+
+class ShardPlan:
+    """The shards of one split's store: their rows, paths and the metadata each must carry."""
+
+    def __init__(self, path: Path, records: Sequence[WordInContext], featurizer: Featurizer, request: Mapping,
+                 extra: Mapping[str, Any], num_shards: int, max_tokens_per_batch: int):
+        self.path, self.records, self.featurizer, self.request, self.extra = path, records, featurizer, request, extra
+        self.rows = shard_rows(featurizer.prepare_many(records), num_shards, max_tokens_per_batch)
+
+    @property
+    def num_shards(self) -> int:
+        return len(self.rows)
+
+    def shards(self) -> list[int]:
+        """The ranks whose shard has rows (with more processes than batches, some have none and write no file)."""
+        return [rank for rank, rows in enumerate(self.rows) if len(rows)]
+
+    def path_of(self, rank: int) -> Path:
+        return shard_path(self.path, rank, self.num_shards)
+
+    def records_of(self, rank: int) -> list[WordInContext]:
+        return [self.records[row] for row in self.rows[rank]]
+
+    def extra_of(self, rank: int) -> dict[str, Any]:
+        return {**self.extra, "shard": f"{rank}-of-{self.num_shards}",
+                "split_records_sha256": self.request["records_sha256"]}
+
+    def request_of(self, rank: int) -> dict[str, Any]:
+        return request_metadata(self.records_of(rank), self.featurizer, self.request["dtype"], self.extra_of(rank))
+
+    def check_existing(self) -> None:
+        """Refuse a shard file of another request before any process computes (every process checks, so all stop
+        with the same error rather than some waiting for a process that stopped)."""
+        for rank in self.shards():
+            is_finished(self.path_of(rank), self.request_of(rank))
+
+    def check_mergeable(self) -> None:
+        """Every shard present, of this request and complete; otherwise one ProbingError, nothing written."""
+        for rank in self.shards():
+            path = self.path_of(rank)
+            if not path.exists():
+                raise ProbingError(
+                    f"{path}: shard {rank} of {self.num_shards} is missing at merge time, so {self.path} cannot be "
+                    "assembled. Fix: put paths.store_dir on a file system that every process (every node) sees, "
+                    "then rerun; the shards already written are kept and only the missing one is computed")
+            if not is_finished(path, self.request_of(rank)):
+                raise ProbingError(f"{path}: shard {rank} of {self.num_shards} is unfinished at merge time. "
+                                   "Fix: rerun the extraction; it resumes the shard where it stopped")
+
+
+def extract_split_sharded(records: Sequence[WordInContext], featurizer: Featurizer, path: str | Path, *,
+                          fabric: Fabric, class_names: Sequence[str], metadata_extra: Mapping[str, Any] | None = None,
+                          dtype: str = "float16", max_tokens_per_batch: int = 8192, progress: bool = True,
+                          records_sha256: str | None = None) -> None:
+    """`extract_split` shared by the processes of `fabric` (call it in every process): each fills its shard, then
+    rank 0 merges them into `path`. One process extracts `path` directly."""
+    path = Path(path)
+    settings = {"dtype": dtype, "max_tokens_per_batch": max_tokens_per_batch,
+                "progress": progress and fabric.global_rank == 0}
+    if fabric.world_size == 1:
+        extract_split(records, featurizer, path, class_names=class_names, metadata_extra=metadata_extra,
+                      records_sha256=records_sha256, **settings)
+        return
+    extra = dict(metadata_extra or {})
+    request = request_metadata(records, featurizer, dtype, extra, records_sha256)
+    if fabric.broadcast(is_finished(path, request)):  # rank 0's answer, so that every process takes the same way
+        log.info("%s: complete, %d rows", path, len(records))
+        return
+    plan = ShardPlan(path, records, featurizer, request, extra, fabric.world_size, max_tokens_per_batch)
+    plan.check_existing()
+    rank = fabric.global_rank
+    if len(plan.rows[rank]):
+        extract_split(plan.records_of(rank), featurizer, plan.path_of(rank), class_names=class_names,
+                      metadata_extra=plan.extra_of(rank), **settings)
+    fabric.barrier()
+    if rank == 0:
+        merge_shards(plan, class_names)
+
+
+def is_finished(path: Path, request: Mapping) -> bool:
+    """Whether `path` is a complete store of `request` (a store of another request is refused)."""
+    if not path.exists():
+        return False
+    with FeatureStore(path, file_locking=False) as store:
+        store.check_metadata(request)
+        return store.is_complete
+
+
+def merge_shards(plan: ShardPlan, class_names: Sequence[str]) -> None:
+    """Assemble the complete shards of `plan` into its store, then delete them."""
+    started = time.perf_counter()
+    with store_lock(plan.path):
+        if not is_finished(plan.path, plan.request):
+            plan.check_mergeable()
+            if not plan.path.exists():
+                FeatureStore.create(plan.path, plan.request, plan.records, class_names)
+            with StoreWriter(plan.path) as writer:
+                copied = copy_shards(plan, writer)
+            log.info("%s: %d rows from %d shards in %.1f s", plan.path, copied, len(plan.shards()),
+                     time.perf_counter() - started)
+        shutil.rmtree(plan.path_of(0).parent, ignore_errors=True)
+
+
+def copy_shards(plan: ShardPlan, writer: StoreWriter) -> int:
+    """Write the shards' rows not yet in the store, block after block in plan order; returns the rows written."""
+    pending = np.zeros(len(plan.records), dtype=bool)
+    pending[writer.pending_rows()] = True
+    copied = 0
+    with ShardReaders(plan) as readers:
+        skipped = np.concatenate([readers.skipped_rows(rank) for rank in plan.shards()])
+        writer.mark_skipped(skipped[pending[skipped]])
+        for rows, features in readers.blocks_in_plan_order():
+            if pending[rows].any():
+                writer.write_rows(rows, features)
+                copied += len(rows)
+    return copied
+
+
+class ShardReaders:
+    """The open shards of a plan, read block by block (one block of every layer in memory at a time)."""
+
+    def __init__(self, plan: ShardPlan):
+        self.plan = plan
+        self.stores = {rank: FeatureStore(plan.path_of(rank)) for rank in plan.shards()}
+
+    def __enter__(self) -> ShardReaders:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for store in self.stores.values():
+            store.close()
+
+    def skipped_rows(self, rank: int) -> np.ndarray:
+        """Split rows of shard `rank` that the featurizer could not represent."""
+        return self.plan.rows[rank][self.stores[rank].file["skipped"][()] == 1]
+
+    def blocks_in_plan_order(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """(split rows, features (rows, num_layers, D)) of block k of shard r as batch k * N + r of the plan."""
+        blocks = [self.blocks(rank) for rank in self.plan.shards()]
+        while blocks:
+            for iterator in list(blocks):
+                block = next(iterator, None)
+                if block is None:
+                    blocks.remove(iterator)
+                else:
+                    yield block
+
+    def blocks(self, rank: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """The blocks of shard `rank` in slot order, each checked against its CRC-32, with their split rows."""
+        store = self.stores[rank]
+        file = store.file
+        kept = np.flatnonzero(file["skipped"][()] == 0)
+        slots = file["slots"][()][kept]
+        if not np.array_equal(np.sort(slots), np.arange(len(kept))):
+            raise StoreCorruptError(f"{store.path}: the `slots` table is damaged. Fix: {DELETE_FIX}")
+        order = np.empty_like(kept)
+        order[slots] = kept
+        split_rows = self.plan.rows[rank]
+        for first, count in block_spans(file["block_rows"][()], len(kept), store.path):
+            block = file["features"][:, first:first + count, :]
+            if [zlib.crc32(layer) for layer in block] != list(file["block_crc32"][first]):
+                raise StoreCorruptError(f"{store.path}: slots {first}..{first + count - 1} do not match their "
+                                        f"CRC-32 checksums. Fix: {DELETE_FIX}")
+            yield split_rows[order[first:first + count]], block.transpose(1, 0, 2)

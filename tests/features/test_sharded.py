@@ -1,0 +1,209 @@
+"""Sharded extraction, its processes played one after another in this process: the shard plan, the merged store
+against a single-process one (every table, byte for byte), resumed shards and merges, and missing or foreign shards
+at merge time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import h5py
+import numpy as np
+import pytest
+
+from probing.errors import ProbingError, StoreCorruptError, StoreMismatchError
+from probing.features.extraction import extract_split, plan_batches, request_metadata
+from probing.features.sharded import ShardPlan, extract_split_sharded, merge_shards, shard_path, shard_rows
+from probing.features.store import StoreWriter
+from tests.features.test_extraction import CLASSES, FakeEncoder, fake_records
+from tests.helpers.stores import assert_one_line_error, file_state
+
+LENGTHS = [3, 9, 2, 7, 7, 4, 12, 5, 7, 1, 3, 8, 6, 2, 9, 4, 10, 5]
+SKIP = (4, 13)
+BUDGET = 40  # five batches of 2 to 5 rows
+
+
+class RankOf:
+    """What sharded extraction uses of a Fabric, for process `rank` of `world_size` (the barrier is the order in
+    which the test plays the processes)."""
+
+    def __init__(self, rank: int, world_size: int):
+        self.global_rank, self.world_size = rank, world_size
+
+    def broadcast(self, value):
+        return value
+
+    def barrier(self) -> None:
+        pass
+
+
+def records():
+    return fake_records(LENGTHS, skip=SKIP)
+
+
+def extract_as(rank: int, world_size: int, path: Path, encoder: FakeEncoder | None = None) -> FakeEncoder:
+    encoder = encoder or FakeEncoder()
+    extract_split_sharded(records(), encoder, path, fabric=RankOf(rank, world_size), class_names=CLASSES,
+                          dtype="float32", max_tokens_per_batch=BUDGET, progress=False)
+    return encoder
+
+
+def extract_sharded(path: Path, world_size: int) -> None:
+    """Every process in turn, rank 0 last (it merges after the barrier)."""
+    for rank in reversed(range(world_size)):
+        extract_as(rank, world_size, path)
+
+
+def plan_of(path: Path, world_size: int, encoder: FakeEncoder | None = None) -> ShardPlan:
+    encoder = encoder or FakeEncoder()
+    request = request_metadata(records(), encoder, "float32", {})
+    return ShardPlan(path, records(), encoder, request, {}, world_size, BUDGET)
+
+
+def extract_shards_only(path: Path, world_size: int) -> ShardPlan:
+    plan = plan_of(path, world_size)
+    for rank in plan.shards():
+        extract_split(plan.records_of(rank), plan.featurizer, plan.path_of(rank), class_names=CLASSES,
+                      metadata_extra=plan.extra_of(rank), dtype="float32", max_tokens_per_batch=BUDGET,
+                      progress=False)
+    return plan
+
+
+def store_tables(path: Path) -> dict:
+    """Every dataset and attribute of a store file but its creation time."""
+    with h5py.File(path) as file:
+        tables = {name: file[name][()] for name in file}
+        attrs = {key: value for key, value in file.attrs.items() if key != "created"}
+    return {**tables, **{f"attr:{key}": value for key, value in attrs.items()}}
+
+
+def assert_same_store(path: Path, expected: Path) -> None:
+    actual, wanted = store_tables(path), store_tables(expected)
+    assert actual.keys() == wanted.keys()
+    for name, value in wanted.items():
+        if isinstance(value, np.ndarray):
+            assert value.dtype == actual[name].dtype and np.array_equal(actual[name], value), name
+        else:
+            assert actual[name] == value, name
+
+
+@pytest.fixture
+def single(tmp_path) -> Path:
+    path = tmp_path / "single" / "dev.h5"
+    extract_split(records(), FakeEncoder(), path, class_names=CLASSES, dtype="float32",
+                  max_tokens_per_batch=BUDGET, progress=False)
+    return path
+
+
+@pytest.mark.parametrize("world_size", [2, 3])
+def test_shards_are_disjoint_cover_the_split_and_take_whole_batches_round_robin(world_size):
+    prepared = FakeEncoder().prepare_many(records())
+    shards = shard_rows(prepared, world_size, BUDGET)
+    every = np.sort(np.concatenate(shards))
+    assert np.array_equal(every, np.arange(len(LENGTHS)))
+    kept = [row for row in range(len(LENGTHS)) if row not in SKIP]
+    batches = [[kept[i] for i in batch] for batch in plan_batches([LENGTHS[row] + 2 for row in kept], BUDGET)]
+    assert len(batches) == 5
+    for rank, rows in enumerate(shards):
+        expected = [row for batch in batches[rank::world_size] for row in batch] + (list(SKIP) if rank == 0 else [])
+        assert rows.tolist() == expected
+
+
+@pytest.mark.parametrize("world_size", [2, 3, 12])
+def test_the_merged_store_is_the_single_process_store_table_for_table(tmp_path, single, world_size):
+    path = tmp_path / "sharded" / "dev.h5"
+    extract_sharded(path, world_size)
+    assert_same_store(path, single)
+    assert not shard_path(path, 0, world_size).parent.exists()
+
+
+def test_each_process_encodes_only_its_batches_of_the_single_process_plan(tmp_path):
+    whole = FakeEncoder()
+    extract_split(records(), whole, tmp_path / "single.h5", class_names=CLASSES, max_tokens_per_batch=BUDGET,
+                  progress=False)
+    path = tmp_path / "dev.h5"
+    one = extract_as(1, 2, path)
+    zero = extract_as(0, 2, path)
+    assert one.batches == whole.batches[1::2] and zero.batches == whole.batches[0::2]
+
+
+def test_a_complete_store_starts_no_shard(tmp_path, single):
+    before = file_state(single)
+    encoder = extract_as(0, 2, single)
+    assert encoder.batches == [] and file_state(single) == before
+    assert not shard_path(single, 0, 2).parent.exists()
+
+
+def test_a_partial_shard_resumes_computing_only_its_missing_rows(tmp_path, single):
+    path = tmp_path / "sharded" / "dev.h5"
+    plan = extract_shards_only(path, 2)
+    with h5py.File(plan.path_of(0), "r+") as file:  # as if its process was killed after its first batch
+        slots, kept = file["slots"][()], file["skipped"][()] == 0
+        lost = np.flatnonzero(kept & (slots >= file["block_rows"][0]))
+        file["written"][lost] = 0
+    assert extract_as(1, 2, path).batches == []
+    zero = extract_as(0, 2, path)
+    assert sum(len(batch) for batch in zero.batches) == len(lost) > 0
+    assert_same_store(path, single)
+
+
+def test_a_merge_cut_off_resumes_to_the_same_store(tmp_path, single, monkeypatch):
+    path = tmp_path / "sharded" / "dev.h5"
+    plan = extract_shards_only(path, 2)
+    original, calls = StoreWriter.write_rows, []
+
+    def stop_after_three(writer, rows, features):
+        calls.append(len(rows))
+        if len(calls) > 3:
+            raise KeyboardInterrupt
+        original(writer, rows, features)
+
+    monkeypatch.setattr(StoreWriter, "write_rows", stop_after_three)
+    with pytest.raises(KeyboardInterrupt):
+        merge_shards(plan, CLASSES)
+    monkeypatch.setattr(StoreWriter, "write_rows", original)
+    merge_shards(plan_of(path, 2), CLASSES)
+    assert_same_store(path, single)
+
+
+def test_a_missing_shard_at_merge_time_is_one_line_and_the_others_are_kept(tmp_path):
+    path = tmp_path / "dev.h5"
+    plan = extract_shards_only(path, 2)
+    plan.path_of(1).unlink()
+    kept = file_state(plan.path_of(0))
+    with pytest.raises(ProbingError) as error:
+        merge_shards(plan, CLASSES)
+    assert_one_line_error(error.value, "shard 1 of 2 is missing", "paths.store_dir")
+    assert file_state(plan.path_of(0)) == kept and not path.exists()
+
+
+def test_a_shard_of_another_request_at_merge_time_is_refused_and_nothing_is_lost(tmp_path):
+    path = tmp_path / "dev.h5"
+    plan = extract_shards_only(path, 2)
+    plan.path_of(1).unlink()
+    foreign = plan_of(tmp_path / "other" / "dev.h5", 2, FakeEncoder(pooling="last"))
+    extract_split(foreign.records_of(1), foreign.featurizer, plan.path_of(1), class_names=CLASSES,
+                  metadata_extra=foreign.extra_of(1), dtype="float32", max_tokens_per_batch=BUDGET, progress=False)
+    shards = {rank: file_state(plan.path_of(rank)) for rank in (0, 1)}
+    with pytest.raises(StoreMismatchError, match="pooling: store has 'last', request has 'mean'"):
+        merge_shards(plan, CLASSES)
+    with pytest.raises(StoreMismatchError, match="pooling"):  # and before any process computes
+        extract_as(0, 2, path)
+    assert {rank: file_state(plan.path_of(rank)) for rank in (0, 1)} == shards and not path.exists()
+
+
+def test_a_shard_of_another_process_count_is_not_taken_for_one_of_this_plan(tmp_path):
+    path = tmp_path / "dev.h5"
+    three = extract_shards_only(path, 3)
+    two = plan_of(path, 2)
+    assert {three.path_of(rank) for rank in three.shards()}.isdisjoint(two.path_of(rank) for rank in two.shards())
+    assert three.request_of(0)["records_sha256"] != two.request_of(0)["records_sha256"]
+
+
+def test_a_damaged_shard_block_is_refused_at_merge_time(tmp_path):
+    path = tmp_path / "dev.h5"
+    plan = extract_shards_only(path, 2)
+    with h5py.File(plan.path_of(1), "r+") as file:
+        file["features"][2, 0, 1] += 1.0
+    with pytest.raises(StoreCorruptError) as error:
+        merge_shards(plan, CLASSES)
+    assert_one_line_error(error.value, str(plan.path_of(1)), "CRC-32")

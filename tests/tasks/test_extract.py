@@ -1,0 +1,80 @@
+"""extract.py as a user runs it: one process by default (no Fabric), sharded over two DDP processes on the CPU (gloo)
+into the very store of a single process, and trainer settings it cannot honour (more devices than the machine has)
+as one error line."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from probing.errors import ConfigError
+from probing.features.store import FeatureStore
+from probing.tasks import extract
+from tests.helpers import FIXTURE_STREUSLE, run_script
+from tests.helpers.runs import compose_job
+from tests.helpers.stores import assert_one_line_error
+
+
+@pytest.fixture
+def tiny(tiny_bert_path):
+    """The tiny BERT on the mini STREUSLE file, float32 features, batches small enough for several per split."""
+    return [f"model.name_or_path={tiny_bert_path}", f"data.source.paths=[{FIXTURE_STREUSLE}]", "features.dtype=float32",
+            "features.max_tokens_per_batch=24"]
+
+
+def assert_same_features(path: Path, expected: Path) -> None:
+    with FeatureStore(path) as store, FeatureStore(expected) as wanted:
+        assert store.metadata | {"created": None} == wanted.metadata | {"created": None}
+        assert np.array_equal(store.row_ids(), wanted.row_ids())
+        assert np.array_equal(store.labels(), wanted.labels())
+        for layer in range(wanted.num_layers):
+            assert np.array_equal(store.read_layer(layer), wanted.read_layer(layer)), layer
+
+
+def test_two_ddp_processes_write_the_store_of_a_single_process(tmp_path, tiny):
+    # Lightning gives each of the 2 processes half the cores; float32 kernels may round differently with another
+    # number of threads, so the single process runs with as many
+    threads = torch.get_num_threads()
+    torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) // 2))
+    try:
+        single = extract.run(compose_job("extract", tmp_path / "single", *tiny))
+    finally:
+        torch.set_num_threads(threads)
+    result = run_script("extract.py", *tiny, "trainer=ddp", "trainer.devices=2", "trainer.accelerator=cpu",
+                        f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    for split, path in single.items():
+        sharded = tmp_path / "stores" / path.relative_to(tmp_path / "single" / "stores")
+        assert_same_features(sharded, path)
+        assert not sharded.with_name(sharded.name + ".shards").exists(), split
+
+
+def test_the_default_trainer_extracts_in_this_process_without_fabric(tmp_path, tiny, monkeypatch):
+    monkeypatch.setattr(extract, "Fabric", None)  # calling it would fail
+    paths = extract.run(compose_job("extract", tmp_path, *tiny, "splits=[dev]"))
+    assert FeatureStore(paths["dev"]).is_complete
+
+
+def test_more_devices_than_the_machine_has_is_one_error_line(tmp_path, tiny):
+    devices = (os.cpu_count() or 1) + 1
+    cfg = compose_job("extract", tmp_path, *tiny, "trainer=ddp", f"trainer.devices={devices}",
+                      "trainer.accelerator=cpu")
+    with pytest.raises(ConfigError) as error:
+        extract.run(cfg)
+    assert_one_line_error(error.value, f"trainer.devices={devices}, but this machine has")
+    assert not (tmp_path / "stores").exists()
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    (["trainer.strategy=fsdp"], "trainer.strategy=fsdp: extraction runs in one process or in DDP processes"),
+    (["trainer.precision=bf16-mixed"], "trainer.precision=bf16-mixed does not set the precision of extraction"),
+])
+def test_trainer_settings_extraction_cannot_honour_are_refused(tmp_path, tiny, overrides, message):
+    cfg = compose_job("extract", tmp_path, *tiny, "trainer=ddp", "trainer.accelerator=cpu", *overrides)
+    with pytest.raises(ConfigError) as error:
+        extract.run(cfg)
+    assert_one_line_error(error.value, message)
