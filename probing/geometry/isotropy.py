@@ -14,6 +14,8 @@ Choices where the paper leaves room:
 - Fig. 3: the mean cosine similarity between the `[unused*]` tokens and the tokens of each bin of 1,000 vocabulary
   ids ([0, 999], [1000, 1999], ...), the unused tokens themselves left out of the bins (the first bin of BERT's
   vocabulary then holds only its few special tokens); computed for each transformation as well as the original.
+- A vocabulary without `[unused*]` tokens (byte-level BPE: RoBERTa, GPT-2) takes the last 1,000 ids instead (the
+  paper's choice for RoBERTa), left out of the bins like the unused tokens; the results say which were used.
 - The analysis runs on the whole input embedding matrix (every vocabulary row, as the paper), or on contextual
   vectors: one per word occurrence of a corpus, the mean of the word's wordpieces at one layer (an extension).
 """
@@ -142,6 +144,18 @@ def unit_rows(W: np.ndarray, norms: np.ndarray | None = None) -> np.ndarray:
 def unused_token_ids(vocabulary: Mapping[str, int]) -> list[int]:
     """The ids of the `[unused<N>]` tokens of a WordPiece vocabulary (BERT's: 994), in id order."""
     return sorted(index for token, index in vocabulary.items() if UNUSED_TOKEN.fullmatch(token))
+
+
+def fig3_token_ids(vocabulary: Mapping[str, int], rows: int, fallback: int = BIN_SIZE) -> tuple[list[int], str]:
+    """The tokens of Fig. 3 and what they are: the `[unused*]` tokens, or for a vocabulary without them (RoBERTa,
+    GPT-2) the last `fallback` ids of the `rows` embedding rows, as Bis et al. do for RoBERTa (rarely seen in
+    training, like the unused tokens); none ("none") when that would leave no other token."""
+    unused = unused_token_ids(vocabulary)
+    if unused:
+        return unused, "unused"
+    if rows <= fallback:
+        return [], "none"
+    return list(range(rows - fallback, rows)), "last_ids"
 
 
 def unused_token_cosine(transformed: Mapping[str, np.ndarray], unused: Sequence[int],

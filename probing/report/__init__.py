@@ -31,6 +31,7 @@ from probing.report.finetuned_probing import has_finetuned_runs, write_finetuned
 from probing.report.finetuning import is_finetuning, write_finetuning_report
 from probing.report.isotropy import is_isotropy, write_isotropy_report
 from probing.report.plots import write_plots
+from probing.report.static_pc import is_static_pc, write_static_pc_report
 from probing.report.tables import fixed_settings, summary, write_csv
 
 # The results of the other jobs (train.py, analyze.py): how to recognise them, the writer of their section (returns
@@ -40,6 +41,7 @@ OTHER_SECTIONS = (
     (is_attention_similarity, write_attention_report, "Attention-map similarity (Zhao et al. 2020, Fig. 7)"),
     (is_isotropy, write_isotropy_report, "Isotropy (Bis et al. 2021)"),
     (is_contextuality, write_contextuality_report, "Contextuality (Ethayarajh 2019)"),
+    (is_static_pc, write_static_pc_report, "PC static embeddings (Ethayarajh 2019, §4.3)"),
 )
 
 

@@ -2,7 +2,8 @@
 before and after each transformation, the mean norm, the norm of the mean vector and their ratio), Table 2 (the word
 benchmarks' average correlation x 100 with cosine and with the inner product, change against the original in
 brackets) with the per-benchmark scores and their coverage (Appendix C's Table 3), and Fig. 3 (the cosine between
-the `[unused*]` tokens and each bin of 1,000 vocabulary ids; one line per run and transformation).
+the `[unused*]` tokens, or the last 1,000 ids of a vocabulary without them, and each bin of 1,000 vocabulary ids; one
+line per run and transformation).
 """
 
 from __future__ import annotations
@@ -85,6 +86,11 @@ def table3(results: list[dict[str, Any]]) -> str:
     return markdown(["model", "transformation", *names], body)
 
 
+def token_label(unused: dict[str, Any]) -> str:
+    """What Fig. 3 compares with: the [unused] tokens, or the last ids of a vocabulary without them."""
+    return "last vocabulary ids" if unused.get("selection") == "last_ids" else "[unused] tokens"
+
+
 def plot_unused_cosine(results: list[dict[str, Any]], path: Path) -> bool:
     """Fig. 3: mean cosine between the unused tokens and each bin of vocabulary ids, per run and transformation."""
     drawn = [result for result in results if result.get("unused_tokens", {}).get("bins")]
@@ -100,8 +106,9 @@ def plot_unused_cosine(results: list[dict[str, Any]], path: Path) -> bool:
                 ax.plot([row["bin_start"] for row in bins], [row[transform] for row in bins], marker=".",
                         label=label, linestyle="-" if transform == "original" else "--")
     ax.set_xlabel(f"vocabulary ids, bins of {drawn[0]['unused_tokens']['bin_size']} (bin start)")
-    ax.set_ylabel("mean cosine with the [unused] tokens")
-    ax.set_title(f"Cosine between the {drawn[0]['unused_tokens']['count']} [unused] tokens and the vocabulary "
+    what = token_label(drawn[0]["unused_tokens"])
+    ax.set_ylabel(f"mean cosine with the {what}")
+    ax.set_title(f"Cosine between the {drawn[0]['unused_tokens']['count']} {what} and the vocabulary "
                  "(Bis et al. 2021, Fig. 3)", fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))

@@ -1,7 +1,9 @@
 """analyze.py: analyses of encoders that train nothing, each a config in conf/analysis/ whose `name` picks its function
 in ANALYSES. An analysis function takes the composed config and the run folder, writes its own files there and
-returns its results; `run` adds the analysis name, the wall time and the config and writes results.json. A run whose
-results.json holds the same configuration is not run again.
+returns its results; `run` adds the analysis name, the wall time and the config, logs them through the Lightning
+loggers of `logger` (CSV by default, W&B offline unless WANDB_MODE=online; no Trainer: `log_hyperparams` and
+`log_metrics` with the layer as step) and writes results.json. A run whose results.json holds the same configuration
+is not run again.
 """
 
 from __future__ import annotations
@@ -31,13 +33,21 @@ from probing.geometry.sentences import texts_of
 from probing.report.aggregate import RESULTS_FILE
 from probing.report.attention import plot_heatmap
 from probing.report.isotropy import plot_unused_cosine
-from probing.tasks.common import analysis_device, check_config, job_state, require_int, write_json_atomically
+from probing.tasks.common import (
+    analysis_device,
+    check_config,
+    closing_loggers,
+    job_state,
+    require_int,
+    write_json_atomically,
+)
 from probing.tasks.contextuality import contextuality
+from probing.tasks.static_pc import all_rows, static_pc
 
 log = logging.getLogger(__name__)
 
 # The top-level settings of conf/analyze.yaml (anything else is a typo).
-KNOWN_KEYS = ("task_name", "paths", "model", "analysis", "compare_to", "seed", "layer")
+KNOWN_KEYS = ("task_name", "paths", "model", "analysis", "compare_to", "seed", "layer", "logger")
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
@@ -54,9 +64,52 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     L.seed_everything(cfg.seed, verbose=False)
     results = {"analysis": name, **ANALYSES[name](cfg, out.parent)}
     results |= {"duration_s": round(time.time() - started, 2), "config": config}
+    with closing_loggers():
+        log_results(cfg, results)
     write_json_atomically(out, results)
     log.info("%s -> %s", name, out.parent)
     return results
+
+
+def log_results(cfg: DictConfig, results: dict[str, Any]) -> None:
+    """The loggers of `logger` (none: nothing), built once the analysis has succeeded: the resolved config as
+    hyperparameters, the run's scalars (`logged_metrics`) at their steps (layers), then finished."""
+    loggers = [build(node, f"logger.{key}") for key, node in (cfg.get("logger") or {}).items()]
+    for logger in loggers:
+        logger.log_hyperparams(results["config"])
+    for step, metrics in logged_metrics(results):
+        for logger in loggers:
+            logger.log_metrics(metrics, step=step)
+    for logger in loggers:
+        logger.finalize("success")
+
+
+def logged_metrics(results: dict[str, Any]) -> list[tuple[int, dict[str, float]]]:
+    """(step, metrics) of an analysis's results, None values left out: contextuality per layer (step = layer),
+    attention similarity per layer (from 1), isotropy's block and benchmark scores and static PC scores and coverage at
+    the step of their layer (0 for the input embeddings)."""
+    name = results["analysis"]
+    if name == "contextuality":
+        steps = [(row["layer"], {key: value for key, value in row.items() if key != "layer"})
+                 for row in results["layers"]]
+    elif name == "attention_similarity":
+        steps = [(layer, {"cosine_mean": value}) for layer, value in enumerate(results["layer_means"], start=1)]
+    elif name == "isotropy":
+        block = {key: value for key, value in results["isotropy"].items() if key != "pc_removed"}
+        scores = {f"{row['benchmark']}/{row['transform']}/{row['measure']}": row["score"]
+                  for row in results["benchmarks"]}
+        steps = [(results["layer"] or 0, {**block, **scores})]
+    else:
+        steps = [(results["layer"], static_pc_metrics(results["static_pc"]))]
+    return [(step, {key: float(value) for key, value in metrics.items() if isinstance(value, (int, float))
+                    and not isinstance(value, bool)}) for step, metrics in steps]
+
+
+def static_pc_metrics(block: dict[str, Any]) -> dict[str, Any]:
+    metrics = {"words": block["words"]}
+    for row in all_rows(block):
+        metrics |= {f"{row['benchmark']}/score": row["score"], f"{row['benchmark']}/covered": row["covered"]}
+    return metrics
 
 
 def load_sentences(settings: DictConfig) -> tuple[list, str]:
@@ -146,13 +199,16 @@ def isotropy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     removed = iso.check_removed(settings.pc_removed, W.shape[1])
     transformed = {name: transform(W) for name, transform in iso.transforms(removed).items()}
     rows = evaluate_spaces(spaces_of(transformed), benchmarks, measures, settings.correlation)
-    unused = iso.unused_token_ids(tokenizer.get_vocab()) if layer is None else []
+    unused, selection = (iso.fig3_token_ids(tokenizer.get_vocab(), len(W), settings.fallback_tokens)
+                         if layer is None else ([], None))
     bins = iso.unused_token_cosine(transformed, unused, settings.bin_size) if unused else []
     results = {
         "model": cfg.model.name, "model_name_or_path": cfg.model.name_or_path, "random_init": random_init,
         "weights_sha256": info.weights_sha256, "layer": layer, "source": source,
         "isotropy": iso.table1(transformed, removed), "benchmarks": rows, "benchmark_average": average_scores(rows),
-        "unused_tokens": {"count": len(unused), "bin_size": settings.bin_size, "bins": bins},
+        "unused_tokens": {"count": len(unused), "selection": selection, "ids": [unused[0], unused[-1]] if unused
+                          else [], "examples": tokenizer.convert_ids_to_tokens(unused[:5]),
+                          "bin_size": settings.bin_size, "bins": bins},
     }
     write_isotropy_files(results, run_dir)
     log.info("isotropy of %s (%s): %s", cfg.model.name, source, " ".join(
@@ -162,7 +218,7 @@ def isotropy(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
 
 def isotropy_settings(settings: DictConfig) -> tuple[list, list[str]]:
     """The benchmarks read (bad files refused before any model is loaded) and the measures, checked."""
-    for key in ("max_vectors", "batch_size", "bin_size"):
+    for key in ("max_vectors", "batch_size", "bin_size", "fallback_tokens"):
         require_int(f"analysis.{key}", settings[key], minimum=1)
     check_choice("analysis.correlation", settings.correlation, CORRELATIONS)
     measures = list(settings.measures)
@@ -209,4 +265,5 @@ ANALYSES: dict[str, Callable[[DictConfig, Path], dict[str, Any]]] = {
     "attention_similarity": attention_similarity,
     "contextuality": contextuality,
     "isotropy": isotropy,
+    "static_pc": static_pc,
 }

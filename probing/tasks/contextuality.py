@@ -22,7 +22,7 @@ from probing.features.finetuned import finetuned_task
 from probing.features.sentence_store import SentenceWordEncoder, extract_occurrences
 from probing.features.store import FeatureStore
 from probing.geometry import contextuality as measures
-from probing.geometry.occurrences import Occurrences, collect_occurrences, text_sentences
+from probing.geometry.occurrences import Occurrences, collect_occurrences, text_sentences, word_index
 from probing.geometry.sentences import texts_of
 from probing.report.contextuality import plot_contextuality, write_layer_csv
 from probing.tasks.common import analysis_device, require_int, store_root
@@ -41,22 +41,15 @@ def contextuality(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     settings = cfg.analysis
     counts = {key: require_int(f"analysis.{key}", settings[key], minimum=low) for key, low in COUNTS.items()}
     centered = require_bool("analysis.mev_centered", settings.mev_centered)
-    data, sentences = load_sentence_words(settings)
-    occurrences = collect_occurrences(sentences, require_bool("analysis.lowercase", settings.lowercase))
-    random_init = require_bool("model.random_init", cfg.model.get("random_init", False))
-    encoder = SentenceWordEncoder(cfg.model.name_or_path, max_length=counts["max_length"],
-                                  device=str(analysis_device(settings.device)), revision=cfg.model.get("revision"),
-                                  random_init=random_init, init_seed=int(cfg.model.get("init_seed", 0)))
+    data, occurrences = sentence_occurrences(settings)
+    require_contexts(occurrences, counts["min_contexts"])
+    encoder, random_init = occurrence_encoder(cfg, counts["max_length"])
     layers = chosen_layers(settings.layers, encoder.info.num_layers)
     started = time.perf_counter()
-    extraction = extract_occurrences(occurrences.records(), encoder, store_root(cfg.paths.store_dir), data.name,
-                                     str(settings.split), data.files, dtype=str(settings.dtype),
-                                     max_tokens_per_batch=counts["max_tokens_per_batch"])
+    path = occurrence_store(cfg, data, occurrences, encoder, counts["max_tokens_per_batch"])
     extract_s = time.perf_counter() - started
-    with FeatureStore(extraction.path) as store:
-        kept = np.zeros(len(occurrences), bool)
-        kept[store.row_ids()] = True
-        occurrences = occurrences.subset(kept)
+    with FeatureStore(path) as store:
+        occurrences, skipped = stored_occurrences(store, occurrences)
         samples = checked_samples(occurrences, counts)
         by_layer = [{"layer": layer, **measures.layer_measures(store.read_layer(layer), occurrences.sentence,
                                                                samples, centered)} for layer in layers]
@@ -67,7 +60,7 @@ def contextuality(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         "sentence_source": f"{data.name} {settings.split}", "sentences": len(occurrences.sentences),
         "min_contexts": counts["min_contexts"], "samples": counts["samples"],
         "sentence_samples": counts["sentence_samples"], "seed": counts["seed"], "mev_centered": centered,
-        **samples.counts(), "occurrences_skipped": int((~kept).sum()), "store": str(extraction.path),
+        **samples.counts(), "occurrences_skipped": skipped, "store": str(path),
         "extract_s": round(extract_s, 2), "measure_s": round(time.perf_counter() - started - extract_s, 2),
         "layers": by_layer,
     }
@@ -77,6 +70,45 @@ def contextuality(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
         f"L{row['layer']} aniso {row['anisotropy']:.3f} self* {row['self_similarity_adjusted']:.3f}"
         for row in by_layer))
     return results
+
+
+def sentence_occurrences(settings: DictConfig) -> tuple[Any, Occurrences]:
+    """The loaded data of `analysis.sentences` and the occurrences of its words (`analysis.lowercase`)."""
+    data, sentences = load_sentence_words(settings)
+    return data, collect_occurrences(sentences, require_bool("analysis.lowercase", settings.lowercase))
+
+
+def require_contexts(occurrences: Occurrences, min_contexts: int) -> None:
+    """Refuse, before any model or store work, sentences in which no word occurs in `min_contexts` distinct ones."""
+    if not word_index(occurrences, min_contexts):
+        raise ConfigError(f"no word of the {len(occurrences.sentences)} sentences occurs in {min_contexts} distinct "
+                          "sentences (analysis.min_contexts). Fix: use more sentences (analysis.max_sentences=null, "
+                          "analysis.split=all, or a larger analysis.sentences) or lower analysis.min_contexts")
+
+
+def occurrence_encoder(cfg: DictConfig, max_length: int) -> tuple[SentenceWordEncoder, bool]:
+    """The every-word encoder of `model` (and whether it is randomly initialised)."""
+    random_init = require_bool("model.random_init", cfg.model.get("random_init", False))
+    encoder = SentenceWordEncoder(cfg.model.name_or_path, max_length=max_length,
+                                  device=str(analysis_device(cfg.analysis.device)), revision=cfg.model.get("revision"),
+                                  random_init=random_init, init_seed=int(cfg.model.get("init_seed", 0)))
+    return encoder, random_init
+
+
+def occurrence_store(cfg: DictConfig, data: Any, occurrences: Occurrences, encoder: SentenceWordEncoder,
+                     max_tokens_per_batch: int) -> Path:
+    """The every-word store of `occurrences` below `paths.store_dir` (built, resumed or verified)."""
+    settings = cfg.analysis
+    return extract_occurrences(occurrences.records(), encoder, store_root(cfg.paths.store_dir), data.name,
+                               str(settings.split), data.files, dtype=str(settings.dtype),
+                               max_tokens_per_batch=max_tokens_per_batch).path
+
+
+def stored_occurrences(store: FeatureStore, occurrences: Occurrences) -> tuple[Occurrences, int]:
+    """The occurrences the store holds a row for (the encoder may skip some), and how many it skipped."""
+    kept = np.zeros(len(occurrences), bool)
+    kept[store.row_ids()] = True
+    return occurrences.subset(kept), int((~kept).sum())
 
 
 def load_sentence_words(settings: DictConfig) -> tuple[Any, list[tuple[str, ...]]]:

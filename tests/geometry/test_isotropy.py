@@ -128,3 +128,11 @@ def test_a_model_without_input_embeddings_and_a_layer_outside_the_model_are_refu
     for layer in (7, -1, "3", True):
         with pytest.raises(ConfigError, match=r"is not a layer of m: its hidden states are 0\.\.6.*Fix: layer=6"):
             iso.check_layer(layer, model, "m")
+
+
+def test_fig3_tokens_are_the_unused_ones_or_else_the_last_ids():
+    assert iso.fig3_token_ids({"[PAD]": 0, "[unused0]": 1, "[unused1]": 2, "the": 3}, 4, fallback=2) == (
+        [1, 2], "unused")
+    bpe = {"<s>": 0, "Ġthe": 1, "Ġa": 2, "Ġcat": 3, "Ġdog": 4}  # byte-level BPE: no [unused*] tokens
+    assert iso.fig3_token_ids(bpe, 5, fallback=2) == ([3, 4], "last_ids")
+    assert iso.fig3_token_ids(bpe, 5, fallback=5) == ([], "none")  # nothing left to compare them with

@@ -3,6 +3,7 @@ figure, the report section, store reuse, and bad settings refused with one error
 
 from __future__ import annotations
 
+import csv
 import json
 
 import pytest
@@ -36,6 +37,10 @@ def test_contextuality_run_writes_every_measure_per_layer(tmp_path, tiny):
             assert row[f"{key}_adjusted"] == pytest.approx(row[key] - baseline)
     assert (run / "contextuality.png").read_bytes()[:4] == b"\x89PNG"
     assert (run / "contextuality.csv").read_text().splitlines()[0].startswith("layer,anisotropy,self_similarity")
+    with open(run / "csv" / "metrics.csv", newline="") as handle:  # the CSV logger: a row per layer
+        logged = list(csv.DictReader(handle))
+    assert [row["step"] for row in logged] == ["0", "1", "2"]
+    assert float(logged[2]["mev_adjusted"]) == pytest.approx(results["layers"][2]["mev_adjusted"])
     write_report(run)
     assert "# Contextuality (Ethayarajh 2019)" in (run / "report.md").read_text()
     assert (run / "contextuality_by_model.png").exists()

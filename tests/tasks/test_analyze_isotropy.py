@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 import pytest
-from transformers import BertConfig, BertModel, BertTokenizerFast
+from transformers import BertConfig, BertModel, BertTokenizerFast, GPT2Config, GPT2Model, GPT2TokenizerFast
 
 from probing.errors import ConfigError, DataFormatError
 from probing.geometry import isotropy as iso
@@ -50,7 +50,8 @@ def test_input_embeddings_table_1_and_the_benchmark_rows(tmp_path, tiny, tiny_be
     assert all((row["pairs"], row["covered"], row["missing_words"], row["missing_examples"], row["correlation"])
                == (5, 4, 1, ["airheads"], "pearson") for row in rows)
     assert results["benchmark_average"]["original"]["cosine"] == rows[0]["score"]
-    assert results["unused_tokens"] == {"count": 0, "bin_size": 1000, "bins": []}
+    assert results["unused_tokens"] == {"count": 0, "selection": "none", "ids": [], "examples": [], "bin_size": 1000,
+                                        "bins": []}  # 45 ids: no unused tokens, and too few for the last 1,000
     assert (tmp_path / "run" / "isotropy_benchmarks.csv").is_file()
     assert not (tmp_path / "run" / "isotropy_unused_cosine.csv").exists()
 
@@ -92,6 +93,35 @@ def test_fig3_bins_csv_plot_and_the_report_section(tmp_path, tiny_bert_path):
     assert "# Isotropy (Bis et al. 2021)" in report and "S-class probing" not in report
     assert "| unused, input embeddings | 45 |" in report
     assert (sweep / "isotropy_unused_cosine.png").read_bytes().startswith(PNG_MAGIC)
+
+
+def tiny_gpt2(folder: Path) -> Path:
+    """A random 1-layer GPT-2 with a byte-level BPE tokenizer trained here (no [unused*] tokens)."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=280, special_tokens=["<|endoftext|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tokenizer.train_from_iterator(["the apple juice is healthy", "she eats the apple"] * 5, trainer)
+    fast = GPT2TokenizerFast(tokenizer_object=tokenizer, bos_token="<|endoftext|>", eos_token="<|endoftext|>")
+    fast.save_pretrained(folder)
+    GPT2Model(GPT2Config(vocab_size=len(fast), n_positions=32, n_embd=16, n_layer=1, n_head=2)).save_pretrained(folder)
+    return folder
+
+
+def test_fig3_of_a_byte_level_vocabulary_uses_its_last_ids(tmp_path):
+    model = tiny_gpt2(tmp_path / "gpt2")
+    rows = len(GPT2TokenizerFast.from_pretrained(model))
+    results = analyze.run(compose_job("analyze", tmp_path, "analysis=isotropy", f"model.name_or_path={model}",
+                                      "model.name=gpt2", "analysis.bin_size=100", "analysis.fallback_tokens=50"))
+    unused = results["unused_tokens"]
+    assert (unused["count"], unused["selection"], unused["ids"]) == (50, "last_ids", [rows - 50, rows - 1])
+    assert unused["examples"] == GPT2TokenizerFast.from_pretrained(model).convert_ids_to_tokens(
+        list(range(rows - 50, rows - 45)))
+    assert sum(row["tokens"] for row in unused["bins"]) == rows - 50  # every other id, once
+    assert (tmp_path / "run" / "isotropy_unused_cosine.png").read_bytes().startswith(PNG_MAGIC)
 
 
 @pytest.mark.parametrize("overrides,error,message", [
