@@ -4,11 +4,12 @@
 import hydra
 from omegaconf import DictConfig
 
-from probing.cli import user_errors_exit_cleanly
+from probing.cli import launcher_installed, user_errors_exit_cleanly
 from probing.config import CONFIG_DIR
 from probing.tasks import analyze
 
 
+@launcher_installed
 @hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="analyze")
 @user_errors_exit_cleanly
 def main(cfg: DictConfig) -> None:

@@ -8,10 +8,12 @@ rank 0 logs below warnings: the other ranks would repeat every line.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import logging
 import sys
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 from typing import NoReturn
 
 from hydra.experimental.callback import Callback
@@ -19,10 +21,55 @@ from lightning.fabric.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from probing.errors import ProbingError
+from probing.config import CONFIG_DIR
+from probing.errors import ConfigError, ProbingError
 
 # Library noise that says nothing about the run: a deprecation inside Lightning's own code.
 warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
+
+
+# Hydra's launcher plugins (hydra/launcher=<name>): the module that registers each and the package that installs it.
+LAUNCHER_PLUGINS = {
+    "submitit_local": ("hydra_plugins.hydra_submitit_launcher", "'probing[cluster]' (hydra-submitit-launcher)"),
+    "submitit_slurm": ("hydra_plugins.hydra_submitit_launcher", "'probing[cluster]' (hydra-submitit-launcher)"),
+    "joblib": ("hydra_plugins.hydra_joblib_launcher", "hydra-joblib-launcher"),
+    "ray": ("hydra_plugins.hydra_ray_launcher", "hydra-ray-launcher"),
+    "ray_aws": ("hydra_plugins.hydra_ray_launcher", "hydra-ray-launcher"),
+    "rq": ("hydra_plugins.hydra_rq_launcher", "hydra-rq-launcher"),
+}
+
+
+def launcher_installed(main: Callable) -> Callable:
+    """Run the Hydra app `main` after checking that a launcher named on the command line (hydra/launcher=<name>) is
+    installed: without its plugin Hydra would fail with a page of "Could not find" instead of one `error:` line."""
+
+    @functools.wraps(main)
+    def wrapper(*args, **kwargs):
+        try:
+            check_launcher(sys.argv[1:])
+        except ProbingError as error:
+            exit_with(error)
+        return main(*args, **kwargs)
+
+    return wrapper
+
+
+def check_launcher(arguments: list[str]) -> None:
+    for argument in arguments:
+        key, _, name = argument.partition("=")
+        if key.lstrip("+~") != "hydra/launcher" or name == "basic" or _own_launcher_config(name):
+            continue
+        if name not in LAUNCHER_PLUGINS:
+            raise ConfigError(f"hydra/launcher={name} is no launcher known here. Fix: one of basic, "
+                              f"{', '.join(LAUNCHER_PLUGINS)} (with its plugin installed)")
+        module, package = LAUNCHER_PLUGINS[name]
+        if importlib.util.find_spec(module) is None:
+            raise ConfigError(f"hydra/launcher={name} needs a Hydra launcher plugin that is not installed. Fix: pip "
+                              f"install {package}, or leave out hydra/launcher (jobs then run one after another)")
+
+
+def _own_launcher_config(name: str) -> bool:
+    return (Path(CONFIG_DIR) / "hydra" / "launcher" / f"{name}.yaml").is_file()
 
 
 def user_errors_exit_cleanly(main: Callable) -> Callable:

@@ -96,13 +96,14 @@ def plan_batches(lengths: Sequence[int], max_tokens_per_batch: int) -> list[list
 def extract_split(records: Sequence[WordInContext], encoder: WordEncoder, path: str | Path, *,
                   class_names: Sequence[str], metadata_extra: Mapping[str, Any] | None = None,
                   dtype: str = "float16", max_tokens_per_batch: int = 8192, progress: bool = True,
-                  records_sha256: str | None = None) -> ExtractionReport:
+                  records_sha256: str | None = None, lock_wait_s: float = 0.0) -> ExtractionReport:
     """Make `path` hold the features of every record, computing only the rows not yet written.
 
     A new store is created; an existing one must match the request (model, settings, data: else
     StoreMismatchError listing each difference) and is resumed, or only read if it is complete.
     `metadata_extra` adds request keys such as the data name, split and data-file hashes; they are
-    recorded and compared like the others.
+    recorded and compared like the others. Another run extracting into `path` is waited for up to `lock_wait_s`
+    seconds (then refused); the store it completed is then only read.
     """
     started = time.perf_counter()
     path = Path(path)
@@ -112,7 +113,7 @@ def extract_split(records: Sequence[WordInContext], encoder: WordEncoder, path: 
     request = request_metadata(records, encoder, dtype, metadata_extra or {}, records_sha256)
     report = _finished_report(path, request, len(records), started)
     if report is None:
-        with store_lock(path):
+        with store_lock(path, lock_wait_s):
             if not path.exists():
                 FeatureStore.create(path, request, records, class_names)
             # another run may have completed the store before this one took the lock

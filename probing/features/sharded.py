@@ -123,12 +123,12 @@ class ShardPlan:
 def extract_split_sharded(records: Sequence[WordInContext], featurizer: Featurizer, path: str | Path, *,
                           fabric: Fabric, class_names: Sequence[str], metadata_extra: Mapping[str, Any] | None = None,
                           dtype: str = "float16", max_tokens_per_batch: int = 8192, progress: bool = True,
-                          records_sha256: str | None = None) -> None:
+                          records_sha256: str | None = None, lock_wait_s: float = 0.0) -> None:
     """`extract_split` shared by the processes of `fabric` (call it in every process): each fills its shard, then
     rank 0 merges them into `path`. One process extracts `path` directly."""
     path = Path(path)
     settings = {"dtype": dtype, "max_tokens_per_batch": max_tokens_per_batch,
-                "progress": progress and fabric.global_rank == 0}
+                "progress": progress and fabric.global_rank == 0, "lock_wait_s": lock_wait_s}
     if fabric.world_size == 1:
         extract_split(records, featurizer, path, class_names=class_names, metadata_extra=metadata_extra,
                       records_sha256=records_sha256, **settings)
@@ -146,7 +146,7 @@ def extract_split_sharded(records: Sequence[WordInContext], featurizer: Featuriz
                       metadata_extra=plan.extra_of(rank), **settings)
     fabric.barrier()
     if rank == 0:
-        merge_shards(plan, class_names)
+        merge_shards(plan, class_names, lock_wait_s)
 
 
 def is_finished(path: Path, request: Mapping) -> bool:
@@ -158,10 +158,10 @@ def is_finished(path: Path, request: Mapping) -> bool:
         return store.is_complete
 
 
-def merge_shards(plan: ShardPlan, class_names: Sequence[str]) -> None:
+def merge_shards(plan: ShardPlan, class_names: Sequence[str], lock_wait_s: float = 0.0) -> None:
     """Assemble the complete shards of `plan` into its store, then delete them."""
     started = time.perf_counter()
-    with store_lock(plan.path):
+    with store_lock(plan.path, lock_wait_s):
         if not is_finished(plan.path, plan.request):
             plan.check_mergeable()
             if not plan.path.exists():

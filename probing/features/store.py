@@ -73,6 +73,7 @@ import queue
 import re
 import shutil
 import subprocess
+import time
 import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -105,6 +106,7 @@ IMPLIED_WHEN_MISSING = {"precision": "32"}
 MISSING = "<missing>"
 DELETE_FIX = "delete the file (it is rebuilt on the next run) or point `paths.store_dir` elsewhere"
 ELSEWHERE = "point `paths.store_dir` (env PROBING_STORE_DIR) at"
+LOCK_POLL_S = 1.0  # how often a run waiting for a store's lock tries again
 WAIT_FIX = "wait for it to finish, then rerun; the extraction resumes where it stopped"
 
 
@@ -219,8 +221,9 @@ def disk_full_is_user_error(path: Path) -> Iterator[None]:
 
 
 @contextmanager
-def store_lock(path: Path) -> Iterator[None]:
-    """Hold `<store>.lock` exclusively while creating or writing `path`; another holder makes this a ProbingError.
+def store_lock(path: Path, wait_s: float = 0.0) -> Iterator[None]:
+    """Hold `<store>.lock` exclusively while creating or writing `path`. Another holder makes this a ProbingError,
+    at once or after waiting up to `wait_s` seconds for it to finish (the parallel jobs of a sweep share stores).
 
     The lock file is never removed: a run that had opened the removed file and one that created a new file
     could then both hold "the" lock."""
@@ -231,16 +234,33 @@ def store_lock(path: Path) -> Iterator[None]:
     except OSError as error:
         raise unwritable_error(path, error) from error
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not _take_lock(fd, path, wait_s):
             holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
-            raise ProbingError(f"{path}: another run (pid {holder}) is extracting into this store. "
-                               f"Fix: {WAIT_FIX}") from None
+            waited = f" (waited {wait_s:g} s)" if wait_s > 0 else ""
+            raise ProbingError(f"{path}: another run (pid {holder}) is extracting into this store{waited}. "
+                               f"Fix: {WAIT_FIX}")
         _record_pid(fd)
         yield
     finally:
         os.close(fd)  # releases the lock
+
+
+def _take_lock(fd: int, path: Path, wait_s: float) -> bool:
+    """Take the exclusive lock on `fd`, polling for up to `wait_s` seconds while another run holds it."""
+    deadline = time.monotonic() + wait_s
+    announced = False
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            if not announced:
+                log.info("%s: another run is extracting into this store; waiting for it (up to %g s)", path, wait_s)
+                announced = True
+            time.sleep(min(LOCK_POLL_S, left))
 
 
 def _record_pid(fd: int) -> None:

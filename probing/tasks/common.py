@@ -15,6 +15,8 @@ from typing import Any
 
 import lightning as L
 import torch
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from probing.config import build
@@ -30,6 +32,8 @@ from probing.report.aggregate import RESULTS_FILE
 
 log = logging.getLogger(__name__)
 
+# How long a job of a multirun waits for another job extracting into the store it needs (features.lock_wait_s=null).
+MULTIRUN_LOCK_WAIT_S = 24 * 3600.0
 # What Lightning's DDP launcher writes into the launching process's environment.
 DDP_ENVIRONMENT = ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "LOCAL_RANK", "WORLD_SIZE")
 
@@ -96,9 +100,26 @@ def ensure_features(cfg: DictConfig, data: WordInContextData, featurizer: Featur
             data.splits[split], featurizer, path, class_names=data.classes, records_sha256=records_sha256,
             metadata_extra={"data": data.name, "split": split, "data_files": file_hashes},
             dtype=cfg.features.dtype, max_tokens_per_batch=cfg.features.max_tokens_per_batch,
+            lock_wait_s=lock_wait_seconds(cfg.features.get("lock_wait_s")),
         )
         paths[split] = path
     return paths
+
+
+def lock_wait_seconds(setting: Any) -> float:
+    """features.lock_wait_s: how long to wait for another run extracting into the same store. null = wait up to
+    MULTIRUN_LOCK_WAIT_S in a multirun (a parallel launcher's jobs share their stores, and a layer sweep's first jobs
+    all need the same one), refuse at once in a single run."""
+    if setting is None:
+        return MULTIRUN_LOCK_WAIT_S if in_multirun() else 0.0
+    if isinstance(setting, bool) or not isinstance(setting, (int, float)) or setting < 0:
+        raise ConfigError(f"features.lock_wait_s={setting!r} is not a number of seconds. Fix: a number >= 0, or "
+                          "null (wait in a multirun, refuse at once in a single run)")
+    return float(setting)
+
+
+def in_multirun() -> bool:
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
 def build_trainer(cfg: DictConfig, extra_callbacks: Iterable[L.Callback] = ()) -> L.Trainer:

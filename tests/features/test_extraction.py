@@ -10,6 +10,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -383,6 +384,31 @@ def test_a_full_disk_while_creating_the_store_leaves_no_partial_file(tmp_path, m
     monkeypatch.undo()
     extract_fake(path, records)
     assert_fake_store_complete(path, 6)
+
+
+def test_a_run_told_to_wait_waits_for_the_lock_then_resumes(tmp_path):
+    """A parallel sweep's jobs (features.lock_wait_s) wait while another job extracts into their store."""
+    path, records = tmp_path / "s.h5", fake_records([4] * 6)
+    extract_fake(path, records)
+    unflag(path, [4, 5])
+    with hold_store_lock(path, pid=4242):
+        with pytest.raises(ProbingError, match=r"pid 4242\) is extracting into this store \(waited 0.2 s\)"):
+            extract_fake(path, records, lock_wait_s=0.2)
+    held = threading.Event()
+
+    def other_run_holding_the_lock():
+        with hold_store_lock(path, pid=4242):
+            held.set()
+            time.sleep(0.8)
+
+    other = threading.Thread(target=other_run_holding_the_lock)
+    other.start()
+    held.wait(5)
+    started = time.monotonic()
+    report = extract_fake(path, records, lock_wait_s=10)
+    other.join()
+    assert time.monotonic() - started >= 0.7
+    assert (report.rows_already_done, report.rows_computed) == (4, 2)
 
 
 def test_a_run_is_refused_while_another_holds_the_store_lock_and_resumes_after(tmp_path):
