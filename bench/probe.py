@@ -1,53 +1,65 @@
-"""Probe training cost: the C s-class probes of one layer as one batched model vs C probes trained one by one.
+"""Probe training cost: the C s-class probes of one layer as one batched model, against the machine's limit (the
+bare matrix products of the same shapes) and against C probes trained one by one.
 
-Both sides train the same probes (Zhao et al. 2020 §4.1: Linear(D, 1024) -> ReLU -> Linear(1024, 2) per s-class,
-Adam lr 1e-3) on the same features, from the same initial weights, on the same shuffled batches:
+All sides train on the same features, on the same shuffled batches, at the same precision (`--precision 32`:
+float32; `bf16`: the steps under `torch.autocast(bfloat16)`, as `trainer.precision=bf16-mixed` runs them, and the
+bare products in bfloat16):
 
-  batched   one `BatchedBinaryMLPs` with C probes, one Adam over it (`SClassProbe.configure_optimizers`), the loss
-            of `SClassProbe.probe_loss` (sum over probes of each probe's mean cross-entropy)
+  batched   one `BatchedBinaryMLPs` with C probes (one wide first layer, a block-diagonal second layer), its Adam
+            (`SClassProbe.configure_optimizers`: fused), the loss of `SClassProbe.probe_loss`
+  gemm      the limit: per batch only the two big products of a step, with fresh outputs as in a step
+                hidden  = x @ W1.T     (B, D) x (D, C*H)   the first layer of all C probes, forward
+                grad_W1 = G.T @ x      (C*H, B) x (B, D)   its weight gradient
+            (x the batch's features, W1 (C*H, D), G (B, C*H) fixed random tensors; 2 * 2*B*D*C*H FLOPs). Everything
+            else of a step (second layer, ReLU, loss, Adam, batch gathering, autograd) is what `step_vs_gemm_limit`
+            charges the model for.
   separate  C independent `nn.Sequential(Linear, ReLU, Linear)` (`as_sequential(k)` of the untrained batched
             model), each with its own Adam and the plain cross-entropy of "class k or not", trained one after
             the other on every batch of the epoch: the loop a user without batching would write
 
-Both are plain torch loops (no Lightning), so the timings are of the models, not the trainer. The features sit on
-the device as float32 before timing; every step gathers its batch. Epoch e of the batched model and epoch e of the
-C separate probes are timed back to back, so that the load of a shared machine hits both sides of a ratio alike.
-Reported: the median epoch time over epochs 2..E (epoch 1 is the warm-up), its ratio separate / batched, and
-dev/test micro-F1 (`SClassMetrics`, Zhao's combination-level measure) of both after E epochs. These agree up to
-float noise: the probes share no parameters, so both sides compute the same gradients, only summed in another order.
+All are plain torch loops (no Lightning; `--trainer` measures Lightning's own overhead, below). The features sit
+on the device as float32 before timing; every step gathers its batch. Epoch e of each side is timed back to back,
+so that the load of a shared machine hits every side of a ratio alike. Reported: the median epoch time over epochs
+2..E (epoch 1 is the warm-up), the ratios batched / gemm and separate / batched, and dev/test micro-F1
+(`SClassMetrics`, Zhao's combination-level measure) of the batched and separate models after E epochs. These agree
+up to float noise: the probes share no parameters, so both compute the same gradients, summed in another order.
 
-Why the ratio is what it is. Both sides do the same FLOPs and the batched model even runs the same GEMM shapes,
-C of them per `baddbmm` call: per probe and step a (B, D) x (D, H) product forward, its weight gradient backward,
-a tiny second layer, and Adam over D*H + 3H + 2 parameters. Batching removes only per-call costs: ~15 operator
-calls, an autograd graph and an Adam step per probe and batch. How much that is worth depends on where time goes:
+Where a step's time goes beyond the two products (CPU, fp32, MiniLM, C=26, H=1024, B=256): the block-diagonal
+second layer (3 products at 2C/D = 14% of a first-layer product each), a few passes over the (B, C*H) hidden layer
+(bias, ReLU, its backward, the bias gradient) and the Adam step over ~10M parameters and their moments, all
+memory-bound. Separate probes run the same first-layer GEMM shapes, C times smaller; on a CPU they are
+compute-bound too, so batching wins little there (their tiny second layers and per-probe Adam are what it saves);
+on a GPU, where one probe's step is mostly launch overhead, batching wins up to ~C.
 
-  - compute-bound (a CPU at H=1024: ~0.4 GFLOP per probe and step against <1 ms of framework overhead): the ratio
-    is ~1, and the batched model can lose a little, since its (C, B, H) activations and its 10M-parameter Adam
-    state stream through memory (and fresh allocations of that size are page-faulted on every step) where one
-    probe's fit in cache;
-  - overhead-bound (small H, or a GPU, where one probe's step is tens of microseconds of math against tens of
-    microseconds of launch and dispatch per operator): the ratio approaches the ratio of calls, up to ~C;
-  - a CPU shared with other jobs and torch using several threads: every parallel operator waits for its slowest
-    thread, so the separate loop's C-fold operator count turns into C-fold waits; the ratio then swings with the
-    load (compare `--threads 1`).
+`--trainer`: a `probe.py` epoch through Lightning (the Trainer, callbacks and datamodule that `probe.py` builds from
+the composed config, control task on, loggers `--override logger=...`) against a bare torch loop over the same
+datamodule's batches with a copy of the same module and its optimizer: `training_step`'s loss, backward, step,
+then the dev split scored with the module's metrics. Runs alternate (Lightning, then bare) `--rounds` times;
+`lightning_vs_bare` is the ratio of the median epoch times (epochs 2..E of each run).
 
     python bench/probe.py --epochs 5 --json bench-probe.json
-    python bench/probe.py --epochs 5 --threads 1 --batch-size 32 256 1024
+    python bench/probe.py --epochs 5 --precision bf16          # on a CPU with bf16 units (AVX-512 BF16 / AMX) or a GPU
     python bench/probe.py --epochs 5 --device cuda
+    python bench/probe.py --trainer --epochs 6
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import copy
 import json
 import os
 import statistics
+import tempfile
 import time
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
+import lightning
 import torch
 from hydra import compose, initialize_config_dir
 from torch import Tensor, nn
@@ -57,8 +69,12 @@ from probing.config import CONFIG_DIR
 from probing.probes.metrics import SClassMetrics
 from probing.probes.sclass_probe import SClassProbe
 from probing.tasks import probe as probe_task
+from probing.tasks.common import build_trainer
 
-TARGET_SPEEDUP = 20
+TARGET_SPEEDUP = 20  # separate / batched, per epoch, on a GPU
+TARGET_GEMM_LIMIT = 2  # batched step / bare products
+TARGET_LIGHTNING = 1.15  # probe.py epoch / bare loop epoch
+DTYPES = {"32": torch.float32, "bf16": torch.bfloat16}
 
 
 def parse_args() -> argparse.Namespace:
@@ -70,10 +86,14 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--hidden-dim", type=int, default=1024)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--precision", default="32", choices=sorted(DTYPES),
+                        help="32: float32; bf16: steps under bf16 autocast, bare products in bf16")
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
     parser.add_argument("--store-dir", help="feature store folder (default: the config's paths.store_dir)")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                         help="extra Hydra override of the probe config, e.g. data=wikipse (repeatable)")
+    parser.add_argument("--trainer", action="store_true", help="measure Lightning's overhead instead (see above)")
+    parser.add_argument("--rounds", type=int, default=2, help="--trainer: alternating Lightning / bare runs")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     args = parser.parse_args()
     if args.epochs < 2:
@@ -97,22 +117,25 @@ class Split:
                    tensors["combination"].to(device))
 
 
-def load_layer(args: argparse.Namespace) -> tuple[dict[str, Split], list[str], int]:
-    """Train/dev/test of one layer, extracted into (or reused from) the store a probe run would use."""
-    overrides = [f"model.name_or_path={args.model}", f"layer={args.layer}", "probe.control_task.enabled=false",
-                 *args.override]
+def probe_config(args: argparse.Namespace, control: bool = False):
+    overrides = [f"model.name_or_path={args.model}", f"layer={args.layer}",
+                 f"probe.control_task.enabled={str(control).lower()}", *args.override]
     if args.store_dir:
         overrides.append(f"paths.store_dir={args.store_dir}")
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
-        cfg = compose(config_name="probe", overrides=overrides)
-    inputs = probe_task.context_inputs(cfg)
+        return compose(config_name="probe", overrides=overrides)
+
+
+def load_layer(args: argparse.Namespace) -> tuple[dict[str, Split], list[str], int]:
+    """Train/dev/test of one layer, extracted into (or reused from) the store a probe run would use."""
+    inputs = probe_task.context_inputs(probe_config(args))
     device = torch.device(args.device)
     splits = {name: Split.of(split.tensors, device) for name, split in inputs.datamodule.splits.items()}
     return splits, list(inputs.classes), inputs.about["layer"]
 
 
 def epoch_orders(num_rows: int, batch_size: int, epochs: int, seed: int, device: torch.device) -> list[list[Tensor]]:
-    """The shuffled batches of every epoch, drawn once so that both models see exactly the same ones."""
+    """The shuffled batches of every epoch, drawn once so that every side sees exactly the same ones."""
     generator = torch.Generator().manual_seed(seed)
     orders = [torch.randperm(num_rows, generator=generator).to(device) for _ in range(epochs)]
     return [list(order.split(batch_size)) for order in orders]
@@ -128,41 +151,67 @@ def timed(run: Callable[[], None], device: torch.device) -> float:
     return time.perf_counter() - started
 
 
-def batched_epoch(module: SClassProbe, optimizer: torch.optim.Optimizer, train: Split, batches: list[Tensor]) -> None:
+def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
+    """What Lightning's bf16-mixed does around a training step; nothing at 32."""
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
+
+
+def batched_epoch(module: SClassProbe, optimizer: torch.optim.Optimizer, train: Split, batches: list[Tensor],
+                  precision: str) -> None:
     for index in batches:
         optimizer.zero_grad(set_to_none=True)
-        module.probe_loss(module(train.features[index]), module.one_hot(train.labels[index])).backward()
+        with autocast(train.features.device, precision):
+            loss = module.probe_loss(module(train.features[index]), module.one_hot(train.labels[index]))
+        loss.backward()
         optimizer.step()
 
 
+def gemm_epoch(weight: Tensor, grad: Tensor, train: Split, batches: list[Tensor]) -> None:
+    """The two big products of every step (module docstring), in the dtype of `weight`."""
+    for index in batches:
+        x = train.features[index].to(weight.dtype)
+        torch.mm(x, weight.T)
+        torch.mm(grad[:len(index)].T, x)
+
+
 def separate_epoch(probe: nn.Sequential, k: int, optimizer: torch.optim.Optimizer, train: Split,
-                   batches: list[Tensor]) -> None:
+                   batches: list[Tensor], precision: str) -> None:
     for index in batches:
         optimizer.zero_grad(set_to_none=True)
-        F.cross_entropy(probe(train.features[index]), (train.labels[index] == k).long()).backward()
+        with autocast(train.features.device, precision):
+            loss = F.cross_entropy(probe(train.features[index]), (train.labels[index] == k).long())
+        loss.backward()
         optimizer.step()
 
 
 def separate_epochs(probes: list[nn.Sequential], optimizers: list[torch.optim.Optimizer], train: Split,
-                    batches: list[Tensor]) -> None:
+                    batches: list[Tensor], precision: str) -> None:
     """One epoch of every probe, the probes one after the other."""
     for k, (probe, optimizer) in enumerate(zip(probes, optimizers)):
-        separate_epoch(probe, k, optimizer, train, batches)
+        separate_epoch(probe, k, optimizer, train, batches, precision)
 
 
-def train_both(module: SClassProbe, probes: list[nn.Sequential], train: Split,
-               epochs: list[list[Tensor]]) -> tuple[list[float], list[float]]:
-    """Seconds of each epoch of both models, timed back to back (batched epoch e, then separate epoch e), so that
-    a change in the load of the machine hits both sides of a ratio alike."""
+def train_all(module: SClassProbe, probes: list[nn.Sequential], train: Split, epochs: list[list[Tensor]],
+              precision: str) -> dict[str, list[float]]:
+    """Seconds of each epoch of every side, timed back to back (batched epoch e, the bare products of epoch e,
+    separate epoch e), so that a change in the load of the machine hits every side of a ratio alike."""
     batched_optimizer = module.configure_optimizers()
     lr = batched_optimizer.defaults["lr"]
     separate_optimizers = [torch.optim.Adam(probe.parameters(), lr=lr) for probe in probes]
-    device = train.features.device
-    batched, separate = [], []
+    device, dtype = train.features.device, DTYPES[precision]
+    mlps = module.probes.mlps
+    weight = torch.randn(mlps.num_probes * mlps.hidden_dim, mlps.input_dim, device=device, dtype=dtype)
+    grad = torch.randn(max(len(index) for index in epochs[0]), len(weight), device=device, dtype=dtype)
+    sides = {
+        "batched": lambda batches: batched_epoch(module, batched_optimizer, train, batches, precision),
+        "gemm": lambda batches: gemm_epoch(weight, grad, train, batches),
+        "separate": lambda batches: separate_epochs(probes, separate_optimizers, train, batches, precision),
+    }
+    seconds = {name: [] for name in sides}
     for batches in epochs:
-        batched.append(timed(partial(batched_epoch, module, batched_optimizer, train, batches), device))
-        separate.append(timed(partial(separate_epochs, probes, separate_optimizers, train, batches), device))
-    return batched, separate
+        for name, epoch in sides.items():
+            seconds[name].append(timed(partial(epoch, batches), device))
+    return seconds
 
 
 @torch.no_grad()
@@ -186,6 +235,10 @@ def epoch_figures(seconds: list[float], steps: int) -> dict:
             "epoch_s": [round(s, 4) for s in seconds], "ms_per_step": round(1000 * median / steps, 2)}
 
 
+def ratio(numerator: dict, denominator: dict) -> float:
+    return round(numerator["epoch_s_median"] / denominator["epoch_s_median"], 2)
+
+
 def compare(splits: dict[str, Split], class_names: list[str], batch_size: int, args: argparse.Namespace) -> dict:
     """Train both models from the same initial weights on the same batches; their epoch times and F1."""
     train = splits["train"]
@@ -194,11 +247,12 @@ def compare(splits: dict[str, Split], class_names: list[str], batch_size: int, a
     probes = [module.probes.mlps.as_sequential(k) for k in range(len(class_names))]
     epochs = epoch_orders(len(train.labels), batch_size, args.epochs, args.seed, train.features.device)
     steps = len(epochs[0])
-    batched_seconds, separate_seconds = train_both(module, probes, train, epochs)
+    seconds = train_all(module, probes, train, epochs, args.precision)
     row = {"batch_size": batch_size, "steps_per_epoch": steps,
-           "batched": epoch_figures(batched_seconds, steps), "separate": epoch_figures(separate_seconds, steps)}
-    row["speedup"] = round(row["separate"]["epoch_s_median"] / row["batched"]["epoch_s_median"], 2)
-    row["speedup_per_epoch"] = [round(s / b, 2) for b, s in zip(batched_seconds[1:], separate_seconds[1:])]
+           **{name: epoch_figures(side, steps) for name, side in seconds.items()}}
+    row["speedup"] = ratio(row["separate"], row["batched"])
+    row["step_vs_gemm_limit"] = ratio(row["batched"], row["gemm"])
+    row["speedup_per_epoch"] = [round(s / b, 2) for b, s in zip(seconds["batched"][1:], seconds["separate"][1:])]
     for split in ("dev", "test"):
         batched_prob = module.predict_positive_prob(splits[split].features)
         separate_prob = separate_positive_prob(probes, splits[split].features)
@@ -210,23 +264,27 @@ def compare(splits: dict[str, Split], class_names: list[str], batch_size: int, a
 
 def print_table(rows: list[dict], header: str) -> None:
     print(f"\n{header}")
-    print(f"{'batch':>5} {'model':<9}{'epoch s':>9}{'min':>8}{'max':>8}{'ms/step':>9}{'dev F1':>8}{'test F1':>8}")
+    print(f"{'batch':>5} {'side':<9}{'epoch s':>9}{'min':>8}{'max':>8}{'ms/step':>9}{'dev F1':>8}{'test F1':>8}")
     for row in rows:
-        for name in ("batched", "separate"):
+        for name in ("batched", "gemm", "separate"):
             fig = row[name]
+            f1 = f"{fig['dev']['micro_f1']:>8.3f}{fig['test']['micro_f1']:>8.3f}" if "dev" in fig else ""
             print(f"{row['batch_size']:>5} {name:<9}{fig['epoch_s_median']:>9.3f}{fig['epoch_s_min']:>8.3f}"
-                  f"{fig['epoch_s_max']:>8.3f}{fig['ms_per_step']:>9.1f}{fig['dev']['micro_f1']:>8.3f}"
-                  f"{fig['test']['micro_f1']:>8.3f}")
+                  f"{fig['epoch_s_max']:>8.3f}{fig['ms_per_step']:>9.1f}{f1}")
         per_epoch = row["speedup_per_epoch"]
-        print(f"{'':>5} speed-up separate / batched = {row['speedup']:.2f}x (target >= {TARGET_SPEEDUP}x; epochs "
+        print(f"{'':>5} batched / bare products = {row['step_vs_gemm_limit']:.2f}x (target <= {TARGET_GEMM_LIMIT}x); "
+              f"separate / batched = {row['speedup']:.2f}x (target on a GPU >= {TARGET_SPEEDUP}x; epochs "
               f"{min(per_epoch):.2f}-{max(per_epoch):.2f}x); max |positive prob difference| "
               f"dev {row['dev_max_abs_prob_diff']:.1e}, test {row['test_max_abs_prob_diff']:.1e}")
 
 
-def main() -> None:
-    args = parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+def machine(device: torch.device) -> dict:
+    return {"device": str(device), "device_name": torch.cuda.get_device_name() if device.type == "cuda" else None,
+            "torch_threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(), "torch_version": torch.__version__}
+
+
+def benchmark_models(args: argparse.Namespace) -> None:
     splits, class_names, layer = load_layer(args)
     load_before = os.getloadavg()[0]
     rows = [compare(splits, class_names, batch_size, args) for batch_size in args.batch_size]
@@ -234,20 +292,105 @@ def main() -> None:
     train = splits["train"]
     header = (f"{args.model} layer {layer}: {len(train.labels)} train / {len(splits['dev'].labels)} dev / "
               f"{len(splits['test'].labels)} test contexts, D={train.features.shape[1]}, C={len(class_names)} probes, "
-              f"H={args.hidden_dim}, {args.epochs} epochs (median of epochs 2..{args.epochs}), "
-              f"device {train.features.device}, torch threads {torch.get_num_threads()}, "
+              f"H={args.hidden_dim}, precision {args.precision}, {args.epochs} epochs (median of epochs "
+              f"2..{args.epochs}), device {train.features.device}, torch threads {torch.get_num_threads()}, "
               f"1-min load average {load['before']} -> {load['after']} on {os.cpu_count()} CPUs")
     print_table(rows, header)
     if args.json:
         args.json.write_text(json.dumps({
-            "model": args.model, "layer": layer, "device": str(train.features.device),
-            "device_name": torch.cuda.get_device_name() if train.features.device.type == "cuda" else None,
-            "torch_threads": torch.get_num_threads(), "cpu_count": os.cpu_count(), "load_average_1min": load,
-            "torch_version": torch.__version__, "epochs": args.epochs,
+            "model": args.model, "layer": layer, **machine(train.features.device), "load_average_1min": load,
+            "epochs": args.epochs, "precision": args.precision,
             "num_probes": len(class_names), "input_dim": train.features.shape[1], "hidden_dim": args.hidden_dim,
             "rows": {split: len(data.labels) for split, data in splits.items()}, "seed": args.seed,
-            "target_speedup": TARGET_SPEEDUP, "comparisons": rows,
+            "target_speedup": TARGET_SPEEDUP, "target_gemm_limit": TARGET_GEMM_LIMIT, "comparisons": rows,
         }, indent=2) + "\n", encoding="utf-8")
+    last = rows[-1]
+    print(f"step_vs_gemm_limit={last['step_vs_gemm_limit']} ratio_vs_separate={last['speedup']}")
+
+
+class EpochClock(lightning.Callback):
+    """The start time of every training epoch (an epoch's time then includes its validation)."""
+
+    def __init__(self):
+        self.starts: list[float] = []
+
+    def on_train_epoch_start(self, trainer, pl_module) -> None:
+        self.starts.append(time.perf_counter())
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        self.starts.append(time.perf_counter())
+
+
+def lightning_epochs(cfg, module: SClassProbe, datamodule) -> list[float]:
+    clock = EpochClock()
+    trainer = build_trainer(cfg, [clock])
+    trainer.fit(module, datamodule=datamodule)
+    return [end - start for start, end in zip(clock.starts, clock.starts[1:])]
+
+
+@contextlib.contextmanager
+def quiet_logging() -> Iterator[None]:
+    """A module outside a Trainer warns at every `self.log`; the bare loop logs nothing."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*self.log.*")
+        yield
+
+
+def bare_epochs(module: SClassProbe, datamodule, epochs: int, precision: str) -> list[float]:
+    """The same work as a Lightning epoch, in a plain loop: train on every batch, then score the dev split."""
+    optimizer = module.configure_optimizers()
+    device = next(module.parameters()).device
+    seconds = []
+    with quiet_logging():
+        for _ in range(epochs):
+            started = time.perf_counter()
+            module.train()
+            for index, batch in enumerate(datamodule.train_dataloader()):
+                optimizer.zero_grad(set_to_none=True)
+                with autocast(device, precision):
+                    loss = module.training_step(batch, index)
+                loss.backward()
+                optimizer.step()
+            module.eval()
+            with torch.no_grad():
+                for index, batch in enumerate(datamodule.val_dataloader()):
+                    module.validation_step(batch, index)
+                module.on_validation_epoch_end()
+            seconds.append(time.perf_counter() - started)
+    return seconds
+
+
+def benchmark_trainer(args: argparse.Namespace) -> None:
+    """Lightning's per-epoch overhead over a bare loop (module docstring)."""
+    precision = {"32": "32-true", "bf16": "bf16-mixed"}[args.precision]
+    args.override = [f"trainer.max_epochs={args.epochs}", f"trainer.precision={precision}",
+                     f"trainer.accelerator={args.device}", f"probe.batch_size={args.batch_size[0]}",
+                     f"paths.output_dir={tempfile.mkdtemp(prefix='bench-probe-')}", *args.override]
+    cfg = probe_config(args, control=True)
+    inputs = probe_task.context_inputs(cfg)
+    torch.manual_seed(args.seed)
+    template = SClassProbe(inputs.datamodule.feature_dim, list(inputs.classes), hidden_dim=args.hidden_dim,
+                           control=True)
+    lightning_seconds, bare_seconds = [], []
+    for _ in range(args.rounds):
+        lightning_seconds += lightning_epochs(cfg, copy.deepcopy(template), inputs.datamodule)[1:]
+        bare_seconds += bare_epochs(copy.deepcopy(template).to(args.device), inputs.datamodule, args.epochs,
+                                    args.precision)[1:]
+    lightning_median, bare_median = statistics.median(lightning_seconds), statistics.median(bare_seconds)
+    steps = len(inputs.datamodule.train_dataloader())
+    print(f"\n{args.model} layer {args.layer}, control task on, {steps} training steps per epoch, precision "
+          f"{args.precision}, {args.rounds} x {args.epochs} epochs per side (medians of epochs 2..{args.epochs}), "
+          f"torch threads {torch.get_num_threads()}")
+    print(f"lightning epoch {lightning_median:.3f} s (min {min(lightning_seconds):.3f}), bare loop epoch "
+          f"{bare_median:.3f} s (min {min(bare_seconds):.3f}); target <= {TARGET_LIGHTNING}x")
+    print(f"lightning_vs_bare={lightning_median / bare_median:.2f}")
+
+
+def main() -> None:
+    args = parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    (benchmark_trainer if args.trainer else benchmark_models)(args)
 
 
 if __name__ == "__main__":

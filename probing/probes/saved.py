@@ -23,7 +23,10 @@ from safetensors.torch import load_file, save_file
 from probing.errors import ConfigError, ProbingError
 
 PROBES_FILE = "probes.safetensors"
-FORMAT = 1
+# 2: each head's w1 (C, H, D) and w2 (C, 2, H), probe k's nn.Linear weights; format 1 stored them transposed,
+# (C, D, H) and (C, H, 2), and is converted when read.
+FORMAT = 2
+TRANSPOSED_IN_FORMAT_1 = ("mlps.w1", "mlps.w2")
 HEADS = ("probes", "control_probes")
 # What must agree between the saved probes and the features they score (the model may differ: that is the point).
 MUST_MATCH = ("level", "classes", "feature_dim", "layer", "representation", "pooling", "context_size",
@@ -62,9 +65,12 @@ def load_probes(path: Path) -> SavedProbes:
     except (SafetensorError, OSError, KeyError, ValueError) as error:
         raise ProbingError(f"{path} is not a readable probes file ({type(error).__name__}: {error}). Fix: rerun "
                            "the probe run that wrote it") from error
-    if about.get("format") != FORMAT:
-        raise ProbingError(f"{path} has probes file format {about.get('format')}, this version reads {FORMAT}. "
+    if about.get("format") not in (1, FORMAT):
+        raise ProbingError(f"{path} has probes file format {about.get('format')}, this version reads 1 and {FORMAT}. "
                            "Fix: rerun the probe run that wrote it")
+    if about["format"] == 1:
+        state = {name: tensor.transpose(-1, -2).contiguous() if name.endswith(TRANSPOSED_IN_FORMAT_1) else tensor
+                 for name, tensor in state.items()}
     return SavedProbes(Path(path), about, state)
 
 

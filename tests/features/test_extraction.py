@@ -391,9 +391,9 @@ def test_a_run_told_to_wait_waits_for_the_lock_then_resumes(tmp_path):
     path, records = tmp_path / "s.h5", fake_records([4] * 6)
     extract_fake(path, records)
     unflag(path, [4, 5])
-    with hold_store_lock(path, pid=4242):
-        with pytest.raises(ProbingError, match=r"pid 4242\) is extracting into this store \(waited 0.2 s\)"):
-            extract_fake(path, records, lock_wait_s=0.2)
+    waited = r"pid 4242\) is extracting into this store \(waited 0.2 s\)"
+    with hold_store_lock(path, pid=4242), pytest.raises(ProbingError, match=waited):
+        extract_fake(path, records, lock_wait_s=0.2)
     held = threading.Event()
 
     def other_run_holding_the_lock():

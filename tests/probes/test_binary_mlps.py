@@ -7,6 +7,7 @@ import torch
 from torch import nn
 
 from probing.probes.components import BatchedBinaryMLPs
+from probing.probes.components.binary_mlps import block_diagonal
 
 
 def test_batched_logits_equal_standalone_probes():
@@ -25,9 +26,9 @@ def test_initialisation_matches_two_fresh_linear_layers_per_probe():
     torch.manual_seed(3)
     reference = [(nn.Linear(6, 4), nn.Linear(4, 2)) for _ in range(3)]
     for k, (first, second) in enumerate(reference):
-        torch.testing.assert_close(probes.w1[k], first.weight.T, rtol=0, atol=0)
+        torch.testing.assert_close(probes.w1[k], first.weight, rtol=0, atol=0)
         torch.testing.assert_close(probes.b1[k], first.bias, rtol=0, atol=0)
-        torch.testing.assert_close(probes.w2[k], second.weight.T, rtol=0, atol=0)
+        torch.testing.assert_close(probes.w2[k], second.weight, rtol=0, atol=0)
         torch.testing.assert_close(probes.b2[k], second.bias, rtol=0, atol=0)
     # kaiming-uniform(a=sqrt(5)) and the bias init are both bounded by 1/sqrt(fan_in)
     assert probes.w1.abs().max() <= 1 / 6**0.5 and probes.w2.abs().max() <= 1 / 4**0.5
@@ -74,9 +75,9 @@ def test_one_batched_step_gives_every_probe_its_standalone_gradients():
     per_context.view_as(targets).mean(dim=0).sum().backward()
     for k, probe in enumerate(standalone):
         nn.functional.cross_entropy(probe(x), targets[:, k]).backward()
-        torch.testing.assert_close(probes.w1.grad[k], probe[0].weight.grad.T)
+        torch.testing.assert_close(probes.w1.grad[k], probe[0].weight.grad)
         torch.testing.assert_close(probes.b1.grad[k], probe[0].bias.grad)
-        torch.testing.assert_close(probes.w2.grad[k], probe[2].weight.grad.T)
+        torch.testing.assert_close(probes.w2.grad[k], probe[2].weight.grad)
         torch.testing.assert_close(probes.b2.grad[k], probe[2].bias.grad)
 
 
@@ -92,3 +93,39 @@ def test_input_gradient_is_the_sum_over_probes():
         probes.as_sequential(k)(x_k)[:, 1].sum().backward()
         expected += x_k.grad
     torch.testing.assert_close(x.grad, expected)
+
+
+def test_block_diagonal_places_each_block_on_the_diagonal():
+    blocks = torch.arange(12.0).view(3, 2, 2)
+    expected = torch.block_diag(*blocks)
+    torch.testing.assert_close(block_diagonal(blocks), expected, rtol=0, atol=0)
+
+
+def per_probe_reference(x, w1, b1, w2, b2):
+    """The probes as C separate products over the probe axis (input-major weights (C, D, H), (C, H, 2))."""
+    hidden = torch.relu(torch.baddbmm(b1[:, None, :], x.expand(len(w1), *x.shape), w1))
+    return torch.baddbmm(b2[:, None, :], hidden, w2).transpose(0, 1)
+
+
+def test_a_training_step_equals_the_per_probe_model_with_plain_adam():
+    """One step of the module (one wide first layer, block-diagonal second layer, fused Adam) moves every weight as
+    C separate per-probe products followed by the textbook Adam loop do."""
+    torch.manual_seed(6)
+    probes = BatchedBinaryMLPs(num_probes=4, input_dim=10, hidden_dim=12)
+    reference = [nn.Parameter(tensor.detach().clone()) for tensor in
+                 (probes.w1.transpose(1, 2), probes.b1, probes.w2.transpose(1, 2), probes.b2)]
+    x, targets = torch.randn(9, 10), torch.randint(0, 2, (9, 4))
+    for model_logits, parameters, fused in ((lambda: probes(x), list(probes.parameters()), True),
+                                            (lambda: per_probe_reference(x, *reference), reference, False)):
+        optimizer = torch.optim.Adam(parameters, lr=1e-2, fused=fused, foreach=False if not fused else None)
+        for _ in range(2):
+            optimizer.zero_grad()
+            per_example = nn.functional.cross_entropy(model_logits().flatten(0, 1), targets.flatten(),
+                                                      reduction="none")
+            per_example.view_as(targets).mean(dim=0).sum().backward()
+            optimizer.step()
+    w1, b1, w2, b2 = reference
+    torch.testing.assert_close(probes.w1, w1.transpose(1, 2), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(probes.b1, b1, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(probes.w2, w2.transpose(1, 2), rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(probes.b2, b2, rtol=1e-5, atol=1e-6)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
+from safetensors.torch import save_file
 
 from probing.errors import ConfigError, ProbingError
-from probing.probes.saved import PROBES_FILE, differences, find_reusable, load_probes, save_probes
+from probing.probes.saved import METADATA_KEY, PROBES_FILE, differences, find_reusable, load_probes, save_probes
 from probing.probes.sclass_probe import SClassProbe
 
 CLASSES = ["animal", "food", "place"]
@@ -30,12 +33,23 @@ def saved_run(folder, control=True, **changes):
 def test_round_trip_keeps_both_heads_and_what_they_were_trained_on(tmp_path):
     module = saved_run(tmp_path / "run")
     saved = load_probes(tmp_path / "run" / PROBES_FILE)
-    assert saved.about["classes"] == CLASSES and saved.about["format"] == 1 and saved.has_control
+    assert saved.about["classes"] == CLASSES and saved.about["format"] == 2 and saved.has_control
     expected = {name: tensor for name, tensor in module.state_dict().items()
                 if name.startswith(("probes.", "control_probes."))}
     assert saved.state_dict.keys() == expected.keys()
     assert all(torch.equal(saved.state_dict[name], tensor) for name, tensor in expected.items())
     assert not list(tmp_path.glob("run/.*partial"))  # written atomically: no temporary file left
+
+
+def test_a_format_1_file_with_transposed_weights_loads_into_the_same_probes(tmp_path):
+    module = saved_run(tmp_path / "run", control=False)
+    old_layout = {name: tensor.transpose(-1, -2).contiguous() if name.endswith(("w1", "w2")) else tensor
+                  for name, tensor in module.state_dict().items() if name.startswith("probes.")}
+    save_file(old_layout, tmp_path / PROBES_FILE, metadata={METADATA_KEY: json.dumps({"format": 1, **about()})})
+    loaded = SClassProbe(input_dim=8, class_names=CLASSES, hidden_dim=4)
+    loaded.load_state_dict(load_probes(tmp_path / PROBES_FILE).state_dict)
+    features = torch.randn(5, 8)
+    torch.testing.assert_close(loaded(features), module(features), rtol=0, atol=0)
 
 
 def test_a_damaged_file_is_one_error(tmp_path):

@@ -52,9 +52,9 @@ def loader(contexts: list[dict], shuffle: bool = False) -> DataLoader:
     return DataLoader(contexts, batch_size=32, shuffle=shuffle)
 
 
-def trainer(max_epochs: int) -> lightning.Trainer:
+def trainer(max_epochs: int, precision: str = "32-true") -> lightning.Trainer:
     return lightning.Trainer(
-        max_epochs=max_epochs, accelerator="cpu", logger=False, enable_checkpointing=False,
+        max_epochs=max_epochs, accelerator="cpu", precision=precision, logger=False, enable_checkpointing=False,
         enable_progress_bar=False, enable_model_summary=False,
     )
 
@@ -82,6 +82,27 @@ def test_probe_separates_word_disjoint_toy_classes(splits):
     assert dev["micro_f1"] >= 0.99 and test["micro_f1"] >= 0.99
     assert dev["n_combinations"] == 4 * (3 + 2) and dev["n_contexts"] == len(splits["dev"])
     assert json.loads(json.dumps(model.split_metrics)) == model.split_metrics  # plain Python, ready for results.json
+
+
+def test_bf16_mixed_trains_in_bf16_and_scores_like_float32(splits, monkeypatch, caplog):
+    """trainer.precision=bf16-mixed: the probes' products run in bfloat16 (autocast), the weights stay float32, and
+    the toy is separated as well as in float32; a CPU without bf16 units gets a warning that it is emulated."""
+    scores, dtypes = {}, set()
+    monkeypatch.setattr("probing.probes.sclass_probe.has_native_bf16", lambda device: False)
+    for precision in ("32-true", "bf16-mixed"):
+        lightning.seed_everything(0, verbose=False)
+        model = SClassProbe(input_dim=DIM, class_names=CLASSES, hidden_dim=32, optimizer=adam(lr=1e-2))
+        if precision == "bf16-mixed":
+            model.probes.mlps.register_forward_hook(lambda module, args, output: dtypes.add(output.dtype))
+        run = trainer(max_epochs=10, precision=precision)
+        with caplog.at_level("WARNING", logger="probing.probes.sclass_probe"):
+            run.fit(model, loader(splits["train"], shuffle=True), loader(splits["dev"]))
+        run.test(model, loader(splits["test"]), verbose=False)
+        scores[precision] = model.split_metrics["test"]["micro_f1"]
+        assert model.probes.mlps.w1.dtype == torch.float32
+    assert dtypes == {torch.bfloat16}
+    assert scores["bf16-mixed"] >= 0.99 and abs(scores["bf16-mixed"] - scores["32-true"]) <= 0.01
+    assert sum("bf16 is emulated" in record.message for record in caplog.records) == 1  # bf16 run only
 
 
 def test_loss_is_sum_of_each_probes_own_mean_cross_entropy():
