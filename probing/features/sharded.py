@@ -27,7 +27,6 @@ from __future__ import annotations
 import logging
 import shutil
 import time
-import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import timedelta
 from pathlib import Path
@@ -37,14 +36,12 @@ import numpy as np
 from lightning.fabric import Fabric
 
 from probing.data.records import WordInContext
-from probing.errors import ProbingError, StoreCorruptError
+from probing.errors import ProbingError
 from probing.features.extraction import extract_split, plan_batches, request_metadata
 from probing.features.featurizer import Featurizer
 from probing.features.store import (
-    DELETE_FIX,
     FeatureStore,
     StoreWriter,
-    block_spans,
     store_lock,
 )
 
@@ -219,18 +216,5 @@ class ShardReaders:
 
     def blocks(self, rank: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """The blocks of shard `rank` in slot order, each checked against its CRC-32, with their split rows."""
-        store = self.stores[rank]
-        file = store.file
-        kept = np.flatnonzero(file["skipped"][()] == 0)
-        slots = file["slots"][()][kept]
-        if not np.array_equal(np.sort(slots), np.arange(len(kept))):
-            raise StoreCorruptError(f"{store.path}: the `slots` table is damaged. Fix: {DELETE_FIX}")
-        order = np.empty_like(kept)
-        order[slots] = kept
-        split_rows = self.plan.rows[rank]
-        for first, count in block_spans(file["block_rows"][()], len(kept), store.path):
-            block = file["features"][:, first:first + count, :]
-            if [zlib.crc32(layer) for layer in block] != list(file["block_crc32"][first]):
-                raise StoreCorruptError(f"{store.path}: slots {first}..{first + count - 1} do not match their "
-                                        f"CRC-32 checksums. Fix: {DELETE_FIX}")
-            yield split_rows[order[first:first + count]], block.transpose(1, 0, 2)
+        for rows, block in self.stores[rank].verified_blocks():
+            yield self.plan.rows[rank][rows], block.transpose(1, 0, 2)

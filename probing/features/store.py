@@ -536,6 +536,18 @@ class FeatureStore:
                                                              buffers), groups):
                 pass
 
+    def verified_blocks(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """Every written block in slot order, all layers, each checked against its CRC-32s: (the record index of each
+        of its rows, its features (num_layers, rows, hidden_size) in storage dtype). One block in memory at a time."""
+        order, spans, checksums = self._block_layout()
+        records = self.row_ids()
+        for (first, count), expected in zip(spans, checksums):
+            block = self.file["features"][:, first:first + count, :]
+            if [zlib.crc32(layer) for layer in block] != list(expected):
+                raise StoreCorruptError(f"{self.path}: slots {first}..{first + count - 1} do not match their CRC-32 "
+                                        f"checksums. Fix: {DELETE_FIX}")
+            yield records[order[first:first + count]], block
+
     def _check_complete(self) -> None:
         if not self.is_complete:
             raise ProbingError(
