@@ -204,10 +204,14 @@ def check_layer(layer: Any, model: PreTrainedModel, name: str) -> int | None:
     last = int(model.config.num_hidden_layers)
     if layer is None:
         return None
+    return check_hidden_state(layer, last, name, f"layer={last}, or layer=null for the input embedding matrix")
+
+
+def check_hidden_state(layer: Any, last: int, name: str, fix: str) -> int:
+    """`layer` as a hidden state 0..last of model `name` (0 = the embedding output), else a ConfigError with `fix`."""
     if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer <= last:
         raise ConfigError(f"layer={layer!r} is not a layer of {name}: its hidden states are 0..{last} (0 = the "
-                          f"embedding output, 1..{last} the transformer layers). Fix: layer={last}, or layer=null for "
-                          "the input embedding matrix")
+                          f"embedding output, 1..{last} the transformer layers). Fix: {fix}")
     return layer
 
 

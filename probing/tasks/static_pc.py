@@ -20,11 +20,11 @@ from omegaconf import DictConfig
 
 from probing.data.settings import require_bool
 from probing.data.word_benchmarks import read_analogies, read_categorization, read_similarity
-from probing.errors import ConfigError
 from probing.features.finetuned import finetuned_task
 from probing.features.store import FeatureStore
 from probing.geometry import static_pc as pc
 from probing.geometry.benchmarks import CORRELATIONS, check_choice, evaluate_similarity
+from probing.geometry.isotropy import check_hidden_state
 from probing.geometry.occurrences import word_index
 from probing.tasks.common import require_int
 from probing.tasks.contextuality import (
@@ -53,7 +53,9 @@ def static_pc(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     data, occurrences = sentence_occurrences(settings)
     require_contexts(occurrences, counts["min_contexts"])
     encoder, random_init = occurrence_encoder(cfg, counts["max_length"])
-    layer = check_layer(cfg.get("layer"), encoder.info.num_layers, cfg.model.name)
+    last = encoder.info.num_layers - 1
+    layer = check_hidden_state(cfg.get("layer"), last, cfg.model.name,
+                               f"layer=1 (the paper's best), or a multirun layer=0,1,...,{last}")
     started = time.perf_counter()
     path = occurrence_store(cfg, data, occurrences, encoder, counts["max_tokens_per_batch"])
     with FeatureStore(path) as store:
@@ -91,15 +93,6 @@ def evaluate(space: dict[str, np.ndarray], files: dict[str, list], lowercase: bo
         "categorization": [pc.categorization_purity(space, benchmark, normalize, counts["restarts"], counts["seed"])
                            for benchmark in files["categorization"]],
     }
-
-
-def check_layer(layer: Any, num_layers: int, name: str) -> int:
-    """`layer` as a hidden state 0..num_layers-1 of the model (0 = the embedding output)."""
-    last = num_layers - 1
-    if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer <= last:
-        raise ConfigError(f"layer={layer!r} is not a layer of {name}: its hidden states are 0..{last} (0 = the "
-                          f"embedding output). Fix: layer=1 (the paper's best), or a multirun layer=0,1,...,{last}")
-    return layer
 
 
 def all_rows(block: dict[str, Any]) -> list[dict[str, Any]]:
