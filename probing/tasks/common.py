@@ -152,10 +152,7 @@ def keep_ddp_processes_on_this_job() -> None:
     """Lightning's DDP launcher starts the other processes with this process's command line (sys.argv) and Hydra's
     `hydra.run.dir`. In a multirun job that command is the whole sweep, which every child would run again: point
     both at this job (its overrides, its folder, a single run) before Lightning starts them."""
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-
-    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+    if not in_multirun():
         return
     hydra_cfg = HydraConfig.instance().cfg.hydra
     sys.argv = [sys.argv[0], *hydra_cfg.overrides.task, "hydra.mode=RUN"]
