@@ -1,10 +1,12 @@
 """Reading one layer of a feature store vs `numpy.load` of the same array, and the store's size on disk.
 
-A synthetic store (random features, N rows, L layers, D dimensions, written in shuffled batches as extraction writes
-them) is built in a temporary folder once per storage dtype. Then, side by side and alternating, each best of R:
+A synthetic store (random features, N rows, L layers, D dimensions, written window by window in record order, as
+extraction writes it) is built in a temporary folder once per storage dtype, and once more in float16 with its rows
+in shuffled blocks (the layout of stores written before extraction wrote windows, read with a scatter into record
+order). Then, side by side and alternating, each best of R:
 
   numpy.load    `np.load` of the layer as `read_layer` returns it (float32, record order), saved with `np.save`
-  read_layer    `FeatureStore.read_layer(layer)`: the layer's blocks read, their CRC-32 checksums verified, NaN and
+  read_layer    `FeatureStore.read_layer(layer)`: the layer's blocks read, their XXH3 hashes verified, NaN and
                 inf refused, rows put in record order, float32 out (a fresh store object each time, so no cached
                 layout)
 
@@ -28,9 +30,10 @@ from pathlib import Path
 import numpy as np
 
 from probing.data.records import WordInContext
+from probing.features.extraction import window_rows
 from probing.features.store import FeatureStore, StoreWriter
 
-BATCH_ROWS = 300
+BATCH_ROWS = 300  # the blocks of the shuffled layout
 
 
 def parse_args() -> argparse.Namespace:
@@ -43,18 +46,21 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def synthetic_store(path: Path, rows: int, dim: int, layers: int, dtype: str, seed: int = 0) -> None:
-    """A complete store whose rows were written in shuffled batches of BATCH_ROWS (as length-sorted extraction)."""
+def synthetic_store(path: Path, rows: int, dim: int, layers: int, dtype: str, shuffled: bool = False,
+                    seed: int = 0) -> None:
+    """A complete store written as extraction writes it (blocks of `window_rows` rows in record order), or with
+    `shuffled` in blocks of BATCH_ROWS random rows."""
     records = [WordInContext(tokens=("w",), target=(0,), word=f"w{i % 1000}", sclass="a", source=str(i))
                for i in range(rows)]
     metadata = {"model_name": "bench", "pooling": "mean", "context_size": "all", "dtype": dtype,
                 "num_layers": layers, "hidden_size": dim, "num_rows": rows}
     FeatureStore.create(path, metadata, records, ["a"])
     generator = np.random.default_rng(seed)
-    order = generator.permutation(rows)
+    order = generator.permutation(rows) if shuffled else np.arange(rows)
+    block = BATCH_ROWS if shuffled else window_rows(metadata)
     with StoreWriter(path) as writer:
-        for first in range(0, rows, BATCH_ROWS):
-            batch = order[first:first + BATCH_ROWS]
+        for first in range(0, rows, block):
+            batch = order[first:first + block]
             writer.write_rows(batch, generator.standard_normal((len(batch), layers, dim), dtype=np.float32))
 
 
@@ -76,13 +82,14 @@ def peak_extra_bytes(run: Callable[[], np.ndarray]) -> int:
     return peak - result.nbytes
 
 
-def measure(folder: Path, args: argparse.Namespace, dtype: str) -> dict:
-    path = folder / f"bench-{dtype}.h5"
-    synthetic_store(path, args.rows, args.dim, args.layers, dtype)
+def measure(folder: Path, args: argparse.Namespace, dtype: str, shuffled: bool = False) -> dict:
+    layout = "shuffled" if shuffled else "in order"
+    path = folder / f"bench-{dtype}-{layout.replace(' ', '-')}.h5"
+    synthetic_store(path, args.rows, args.dim, args.layers, dtype, shuffled)
     layer = args.layers // 2
     with FeatureStore(path) as store:
         reference, stored = store.read_layer(layer), store.read_layer(layer, dtype=None)
-    npy, npy_stored = folder / f"layer-{dtype}.npy", folder / f"layer-{dtype}-stored.npy"
+    npy, npy_stored = folder / f"{path.stem}.npy", folder / f"{path.stem}-stored.npy"
     np.save(npy, reference)
     np.save(npy_stored, stored)
 
@@ -99,7 +106,8 @@ def measure(folder: Path, args: argparse.Namespace, dtype: str) -> dict:
         timings["read_layer_stored"].append(best_seconds(lambda: read(None), 1))
     best = {name: min(values) for name, values in timings.items()}
     return {
-        "dtype": dtype, "layer_mb": round(reference.nbytes / 1e6, 1), **{k: round(v, 4) for k, v in best.items()},
+        "dtype": dtype, "layout": layout, "layer_mb": round(reference.nbytes / 1e6, 1),
+        **{k: round(v, 4) for k, v in best.items()},
         "read_vs_numpy": round(best["numpy_load"] / best["read_layer"], 3),
         "read_vs_numpy_stored": round(best["numpy_load_stored"] / best["read_layer_stored"], 3),
         "read_extra_mb": round(peak_extra_bytes(read) / 1e6, 1),
@@ -111,11 +119,12 @@ def main() -> None:
     args = parse_args()
     with tempfile.TemporaryDirectory() as folder:
         results = [measure(Path(folder), args, dtype) for dtype in ("float16", "float32")]
+        results.append(measure(Path(folder), args, "float16", shuffled=True))
     print(f"\n{args.rows} contexts x {args.layers} layers x {args.dim} dims; best of {args.repeats}, page cache")
-    print(f"{'storage':<9}{'layer MB':>9}{'np.load s':>11}{'read_layer s':>14}{'ratio':>7}"
+    print(f"{'storage':<9}{'rows':<10}{'layer MB':>9}{'np.load s':>11}{'read_layer s':>14}{'ratio':>7}"
           f"{'(stored dtype) ratio':>22}{'extra MB':>10}{'MB / 1M ctx / layer':>21}")
     for row in results:
-        print(f"{row['dtype']:<9}{row['layer_mb']:>9}{row['numpy_load']:>11.3f}{row['read_layer']:>14.3f}"
+        print(f"{row['dtype']:<9}{row['layout']:<10}{row['layer_mb']:>9}{row['numpy_load']:>11.3f}{row['read_layer']:>14.3f}"
               f"{row['read_vs_numpy']:>7.2f}{row['read_vs_numpy_stored']:>22.2f}{row['read_extra_mb']:>10}"
               f"{row['mb_per_million_contexts_per_layer']:>21}")
     if args.json:

@@ -1,6 +1,6 @@
 """Every word of every sentence in one feature store: the store kind of the geometry analyses (Ethayarajh 2019).
 
-The store is the ordinary `FeatureStore` (same HDF5 format, CRC-32 per block, metadata check, lock, `.partial`
+The store is the ordinary `FeatureStore` (same HDF5 format, a hash per block, metadata check, lock, `.partial`
 file, resume): one row per word occurrence, i.e. one `WordInContext` record per word with the whole sentence as
 context and that word as target. The records fix each row's sentence and position, and their fingerprint is part
 of the store's metadata and file name, so a row always means the same occurrence.

@@ -1,25 +1,25 @@
 """Sharded extraction: the processes of a Lightning Fabric run (DDP over GPUs, or CPU processes over gloo) fill one
 split's store together, each process its own shard, and the process of rank 0 merges the shards into the store.
 
-Shard plan. Every process tokenises the whole split and makes the batch plan of a single-process extraction
-(`plan_batches`: longest first, cut by the token budget). Shard r of N takes the batches r, r + N, r + 2N, ...
-(round robin: every batch holds about the same number of tokens, so the shards cost about the same), and shard 0
-also the rows the featurizer cannot represent. The shards are disjoint and cover the split.
+Shard plan. Every process tokenises the whole split and cuts its representable rows into the windows of a
+single-process extraction (`window_rows` rows each, in record order). Shard r of N takes the windows r, r + N,
+r + 2N, ... (round robin: the windows hold about the same number of tokens, so the shards cost about the same), and
+shard 0 also the rows the featurizer cannot represent. The shards are disjoint and cover the split.
 
 A shard is an ordinary store, `<store>.shards/<r>-of-<N>.h5`, of its rows in plan order, filled by `extract_split`:
 each process resumes, locks and checksums its shard as a single process does its store, holding one batch of hidden
-states at a time. A shard's rows are already longest first, so `plan_batches` cuts them at the same places: every
-row is computed in the very batch a single-process run computes it in (also after a resume, which restarts at a
-batch boundary), so its features are identical to that run's on the same device and precision, not merely close. (On
-a CPU, also with as many threads: Lightning gives each of N processes 1/N of the cores, and some float32 kernels round
-the last bit differently with another number of threads.)
+states at a time. A shard's rows are whole windows in record order, so `extract_split` cuts them into the same
+windows and those into the same batches: every row is computed in the very batch a single-process run computes it
+in (also after a resume, which restarts at a window boundary), so its features are identical to that run's on the
+same device and precision, not merely close. (On a CPU, also with as many threads: Lightning gives each of N
+processes 1/N of the cores, and some float32 kernels round the last bit differently with another number of threads.)
 
 Merge. After a barrier, rank 0 checks every shard (present, of this request, complete) before writing anything, then
-copies the shards' blocks into the store in plan order (batch b from shard b mod N), checking each block's CRC-32:
-the store is the one a single process writes, slot for slot. A merge cut off resumes like any store; the shards are
-deleted once the store is complete. A shard records its place (`shard`) and the fingerprint of the whole split
-(`split_records_sha256`), so that a shard of another plan (another N, token budget or data) is refused like a store
-of another request.
+copies the shards' blocks (one per window) into the store in plan order (window w from shard w mod N), checking each
+block's hashes: the store is the one a single process writes, slot for slot, with every layer in record order. A
+merge cut off resumes like any store; the shards are deleted once the store is complete. A shard records its place
+(`shard`) and the fingerprint of the whole split (`split_records_sha256`), so that a shard of another plan (another
+N, window size or data) is refused like a store of another request.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from lightning.fabric import Fabric
 
 from probing.data.records import WordInContext
 from probing.errors import ProbingError
-from probing.features.extraction import extract_split, plan_batches, request_metadata
+from probing.features.extraction import extract_split, request_metadata, window_rows
 from probing.features.featurizer import Featurizer
 from probing.features.store import (
     FeatureStore,
@@ -52,14 +52,14 @@ log = logging.getLogger(__name__)
 SHARD_WAIT = timedelta(days=2)
 
 
-def shard_rows(prepared: Sequence[Any], num_shards: int, max_tokens_per_batch: int) -> list[np.ndarray]:
+def shard_rows(prepared: Sequence[Any], num_shards: int, window: int) -> list[np.ndarray]:
     """The rows (indices into `prepared`, the output of `prepare_many` over the split) of each shard, in plan order:
-    shard r takes the batches r, r + N, ... of the single-process plan; shard 0 also the rows that are None."""
+    the representable rows cut into windows of `window` rows, shard r taking the windows r, r + N, ...; shard 0
+    also the rows that are None."""
     kept = [row for row, item in enumerate(prepared) if item is not None]
-    batches = plan_batches([len(prepared[row].input_ids) for row in kept], max_tokens_per_batch)
     shards: list[list[int]] = [[] for _ in range(num_shards)]
-    for number, batch in enumerate(batches):
-        shards[number % num_shards].extend(kept[i] for i in batch)
+    for number, first in enumerate(range(0, len(kept), window)):
+        shards[number % num_shards].extend(kept[first:first + window])
     shards[0].extend(row for row, item in enumerate(prepared) if item is None)
     return [np.asarray(rows, dtype=np.int64) for rows in shards]
 
@@ -72,9 +72,9 @@ class ShardPlan:
     """The shards of one split's store: their rows, paths and the metadata each must carry."""
 
     def __init__(self, path: Path, records: Sequence[WordInContext], featurizer: Featurizer, request: Mapping,
-                 extra: Mapping[str, Any], num_shards: int, max_tokens_per_batch: int):
+                 extra: Mapping[str, Any], num_shards: int, window: int | None = None):
         self.path, self.records, self.featurizer, self.request, self.extra = path, records, featurizer, request, extra
-        self.rows = shard_rows(featurizer.prepare_many(records), num_shards, max_tokens_per_batch)
+        self.rows = shard_rows(featurizer.prepare_many(records), num_shards, window_rows(request, window))
 
     @property
     def num_shards(self) -> int:
@@ -120,12 +120,13 @@ class ShardPlan:
 def extract_split_sharded(records: Sequence[WordInContext], featurizer: Featurizer, path: str | Path, *,
                           fabric: Fabric, class_names: Sequence[str], metadata_extra: Mapping[str, Any] | None = None,
                           dtype: str = "float16", max_tokens_per_batch: int = 8192, progress: bool = True,
-                          records_sha256: str | None = None, lock_wait_s: float = 0.0) -> None:
+                          records_sha256: str | None = None, lock_wait_s: float = 0.0,
+                          window: int | None = None) -> None:
     """`extract_split` shared by the processes of `fabric` (call it in every process): each fills its shard, then
     rank 0 merges them into `path`. One process extracts `path` directly."""
     path = Path(path)
     settings = {"dtype": dtype, "max_tokens_per_batch": max_tokens_per_batch,
-                "progress": progress and fabric.global_rank == 0, "lock_wait_s": lock_wait_s}
+                "progress": progress and fabric.global_rank == 0, "lock_wait_s": lock_wait_s, "window": window}
     if fabric.world_size == 1:
         extract_split(records, featurizer, path, class_names=class_names, metadata_extra=metadata_extra,
                       records_sha256=records_sha256, **settings)
@@ -135,7 +136,7 @@ def extract_split_sharded(records: Sequence[WordInContext], featurizer: Featuriz
     if fabric.broadcast(is_finished(path, request)):  # rank 0's answer, so that every process takes the same way
         log.info("%s: complete, %d rows", path, len(records))
         return
-    plan = ShardPlan(path, records, featurizer, request, extra, fabric.world_size, max_tokens_per_batch)
+    plan = ShardPlan(path, records, featurizer, request, extra, fabric.world_size, window)
     plan.check_existing()
     rank = fabric.global_rank
     if len(plan.rows[rank]):
@@ -204,7 +205,7 @@ class ShardReaders:
         return self.plan.rows[rank][self.stores[rank].file["skipped"][()] == 1]
 
     def blocks_in_plan_order(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """(split rows, features (rows, num_layers, D)) of block k of shard r as batch k * N + r of the plan."""
+        """(split rows, features (rows, num_layers, D)) of block k of shard r as window k * N + r of the plan."""
         blocks = [self.blocks(rank) for rank in self.plan.shards()]
         while blocks:
             for iterator in list(blocks):
@@ -215,6 +216,6 @@ class ShardReaders:
                     yield block
 
     def blocks(self, rank: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """The blocks of shard `rank` in slot order, each checked against its CRC-32, with their split rows."""
+        """The blocks of shard `rank` in slot order, each checked against its hashes, with their split rows."""
         for rows, block in self.stores[rank].verified_blocks():
             yield self.plan.rows[rank][rows], block.transpose(1, 0, 2)

@@ -2,13 +2,13 @@
 
 Layout of a store file:
 
-    features        (num_layers, N, D) float16 (or float32), chunked (1, rows_per_chunk, D) so that
-                    reading one layer never touches the chunks of another; rows are stored in the order
-                    they were computed (length-sorted batches), each batch as one contiguous block
+    features        (num_layers, N, D) float16 (or float32), contiguous (one layer is one run of bytes),
+                    allocated when the file is created; rows are stored in the order they were written, each
+                    write (an extraction window) as one contiguous block
     slots           (N,) int64     where row i sits in `features` (-1 until written, and for skipped rows)
     block_rows      (N,) int64     at the first slot of each block: its number of slots (0 elsewhere)
-    block_crc32     (N, num_layers) uint32  at the first slot of each block: per layer, the CRC-32 (zlib.crc32)
-                    of the block's bytes, (rows, D) C-order in the storage dtype
+    block_xxh3      (N, num_layers) uint64  at the first slot of each block: per layer, the XXH3-64 hash
+                    (xxhash.xxh3_64, seed 0) of the block's bytes, (rows, D) C-order in the storage dtype
     labels          (N,) int32     index into `class_names`
     word_ids        (N,) int32     index into `words`
     combination_ids (N,) int32     index into `combinations`, the word-s-class pairs (Zhao et al. 2020 §3.1)
@@ -18,19 +18,24 @@ Layout of a store file:
     skipped         (N,) uint8     1 if the encoder could not represent the row (reason counted by its SkipCounter)
 
 Row i is record i of the split; readers get rows in that order (through `slots`). Skipped rows stay in
-the file, flagged, so no row is lost silently; readers leave them out. Writing each batch contiguously
-costs one block write per layer instead of one small write per row and layer (1.4 ms instead of 0.1 s
-for a 300-row batch of a 7-layer, 384-dimensional model). The K kept rows of a complete store fill slots
-0..K-1, and its blocks tile them: each block starts where the one before ends, from slot 0.
+the file, flagged, so no row is lost silently; readers leave them out. Writing each block contiguously
+costs one write per layer instead of one small write per row and layer (1.4 ms instead of 0.1 s for 300
+rows of a 7-layer, 384-dimensional model). The K kept rows of a complete store fill slots 0..K-1, and its
+blocks tile them: each block starts where the one before ends, from slot 0. Extraction writes windows of
+consecutive records in record order (`probing.features.extraction`), so the slots of its stores are the
+record order itself and a layer is read sequentially; rows written in another order are scattered into
+record order on reading.
 
-Checksums. `read_layer` hashes each block of the layer and compares it with `block_crc32`, then refuses
+Checksums. `read_layer` hashes each block of the layer and compares it with `block_xxh3`, then refuses
 NaN and inf: damaged bytes are a StoreCorruptError naming the store and the layer, never features trained
-on. The layer is read a few MB of whole blocks at a time into a buffer that stays in the CPU cache, where
-both checks, the conversion to the asked dtype and the scatter into record order happen: one pass over
-memory, no copy of the layer besides the result, two threads (`bench/store.py` measures it against
-`numpy.load`). zlib's CRC-32 (about 2.5 GB/s per core) is the largest single cost. CRC-32 catches
-accidental damage, not deliberate tampering. Writers refuse non-finite features before writing anything
-(a float16 overflow would be stored as inf).
+on. The layer's bytes are read a few MB at a time (`os.preadv` at the dataset's offset in the file, which
+releases the GIL) into a buffer that stays in the CPU cache, or straight into the result when it is in
+record order and of the storage dtype; both checks and the conversion to the asked dtype happen there: one
+pass over memory, no copy of the layer besides the result, two threads (`bench/store.py` measures it
+against `numpy.load`). XXH3 hashes at memory speed (about 15 GB/s per core here; zlib's CRC-32, used by
+format 2, managed 2.5 GB/s and cost more than the read itself). A 64-bit hash catches accidental damage,
+not deliberate tampering. Writers refuse non-finite features before writing anything (a float16 overflow
+would be stored as inf).
 
 File attributes record the request: model name/path, weights and tokenizer hashes, architecture,
 pooling, context size ("all" for the whole sentence), max length, forward precision ("32" where the key is
@@ -43,13 +48,13 @@ time, and the code version — a different version is logged as a warning, becau
 on this package's version unless the encoder code itself changed. A file without `store_format` is not a
 store and is refused without being modified.
 
-Crash safety. A store is built under `<name>.h5.partial` with every chunk allocated (HDF5 early
+Crash safety. A store is built under `<name>.h5.partial` with its features allocated (HDF5 early
 allocation) and renamed into place only once complete, so later writes change raw data only, never the
-file structure. Each batch writes its features to the next free slots together with the block's length
-and checksums, flushes, records those slots, flushes, then sets its `written` flags and flushes again: a
-process killed at any point leaves a file whose flagged rows are final and whose checksums cover them,
-and extraction resumes with the unflagged ones (a cut-off batch's slots and block entries are simply
-overwritten). One batch's flags may reach the file in more than one write, so a writer that finds the
+file structure. Each block writes its features to the next free slots together with the block's length
+and hashes, flushes, records those slots, flushes, then sets its `written` flags and flushes again: a
+process killed at any point leaves a file whose flagged rows are final and whose hashes cover them,
+and extraction resumes with the unflagged ones (a cut-off block's slots and block entries are simply
+overwritten). One block's flags may reach the file in more than one write, so a writer that finds the
 last block only partly flagged unflags it and rewrites it whole. Flushing hands the data to the operating
 system: this protects against a killed process, not against a power cut. A full disk (ENOSPC) is one
 ProbingError line and the rows already flagged are kept; a new store larger than the free space is
@@ -74,7 +79,6 @@ import re
 import shutil
 import subprocess
 import time
-import zlib
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -85,6 +89,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 import torch
+import xxhash
 
 import probing
 from probing.data.records import WordInContext
@@ -92,10 +97,9 @@ from probing.errors import ConfigError, ProbingError, StoreCorruptError, StoreMi
 
 log = logging.getLogger(__name__)
 
-STORE_FORMAT = 2
+STORE_FORMAT = 3
 FEATURE_DTYPES = ("float16", "float32")
-CHUNK_BYTES = 1 << 20
-READ_GROUP_BYTES = 4 << 20  # stored bytes a reading thread handles at once: whole blocks, about one L2/L3 share
+READ_GROUP_BYTES = 4 << 20  # stored bytes a reading thread handles at once, about one L2/L3 share
 READ_THREADS = 2
 SHAPE_KEYS = ("num_layers", "num_rows", "hidden_size", "dtype")
 ROW_TABLES = ("slots", "block_rows", "labels", "word_ids", "combination_ids", "written", "skipped")
@@ -274,12 +278,11 @@ def _record_pid(fd: int) -> None:
 def open_store_file(path: Path, mode: str, locking: bool = True) -> h5py.File:
     """Open an existing store ("r" or "r+") and check that it is one, every failure as one clear line.
 
-    Writers disable the chunk cache so that a batch's scattered rows go straight to their place in the
-    file instead of each row reading and rewriting a whole cached chunk. `locking=False` leaves out HDF5's
-    own file lock, for a read-only look that must never make a concurrent writer's open fail.
+    `locking=False` leaves out HDF5's own file lock, for a read-only look that must never make a concurrent
+    writer's open fail.
     """
     try:
-        handle = h5py.File(path, mode, rdcc_nbytes=0 if mode == "r+" else 4 * CHUNK_BYTES, locking=locking)
+        handle = h5py.File(path, mode, locking=locking)
     except OSError as error:
         raise open_error(path, mode, error) from error
     try:
@@ -317,7 +320,7 @@ def check_layout(handle: h5py.File, path: Path) -> None:
 
 def layout_problems(handle: h5py.File) -> list[str]:
     layers, rows, dim = (from_attr(handle.attrs.get(key)) for key in ("num_layers", "num_rows", "hidden_size"))
-    expected = {"features": (layers, rows, dim), "block_crc32": (rows, layers),
+    expected = {"features": (layers, rows, dim), "block_xxh3": (rows, layers),
                 **{name: (rows,) for name in ROW_TABLES}}
     problems = []
     for name, shape in expected.items():
@@ -326,6 +329,9 @@ def layout_problems(handle: h5py.File) -> list[str]:
             problems.append(f"no `{name}` table")
         elif table.shape != shape:
             problems.append(f"`{name}` has shape {table.shape}, expected {shape}")
+    features = handle.get("features")
+    if isinstance(features, h5py.Dataset) and (features.id.get_offset() is None or not features.dtype.isnative):
+        problems.append("`features` is not one contiguous, allocated array in this machine's byte order")
     return problems
 
 
@@ -333,13 +339,13 @@ def check_format(attrs: Mapping, path: Path) -> None:
     stored = from_attr(attrs["store_format"])
     if stored != STORE_FORMAT:
         raise StoreMismatchError(f"{path}: store_format: store has {stored!r}, this version reads {STORE_FORMAT} "
-                                 f"(older stores have no checksums). Fix: {DELETE_FIX}")
+                                 f"(older stores are rebuilt, not converted). Fix: {DELETE_FIX}")
 
 
 def block_spans(block_rows: np.ndarray, end: int, path: Path) -> list[tuple[int, int]]:
     """(first slot, slot count) of the blocks from slot 0 up to the one holding slot `end - 1`.
 
-    Entries of `block_rows` off this chain are left over from a batch cut off before its flags; they are ignored."""
+    Entries of `block_rows` off this chain are left over from a block cut off before its flags; they are ignored."""
     spans, first = [], 0
     while first < end:
         count = int(block_rows[first]) if first < len(block_rows) else 0
@@ -373,27 +379,73 @@ def block_groups(spans: list[tuple[int, int]], rows: int) -> list[range]:
     return groups
 
 
-def group_rows(spans: list[tuple[int, int]], group: range) -> int:
-    return blocks_end([spans[group.stop - 1]]) - spans[group.start][0]
+class LayerReader:
+    """One read of one layer into `out` (see FeatureStore.read_layer_into), shared by the reading threads: each
+    reads its groups of blocks a buffer at a time from the layer's bytes, which start at `offset` in the file."""
 
-
-class LayerBuffers:
-    """Reusable (stored, converted) buffer pairs of up to `rows` rows, one per reading thread (fresh allocations of
-    a few MB would be page-faulted in on every group). `converted` is `stored` itself when no conversion is needed."""
-
-    def __init__(self, rows: int, dim: int, stored_dtype: np.dtype, out_dtype: np.dtype):
+    def __init__(self, path: Path, layer: int, fd: int, offset: int, order: np.ndarray,
+                 spans: list[tuple[int, int]], checksums: np.ndarray, out: np.ndarray, stored_dtype: np.dtype):
+        self.path, self.layer, self.fd, self.offset = path, layer, fd, offset
+        self.order, self.spans, self.checksums, self.out = order, spans, checksums, out
+        self.row_bytes = out.shape[1] * stored_dtype.itemsize
+        rows = max(1, min(READ_GROUP_BYTES // self.row_bytes, len(order)))
+        # Reusable buffer pairs, one per thread (fresh allocations of a few MB would be page-faulted in on every
+        # piece); `converted` is `stored` itself when no conversion is needed.
         self.free: queue.SimpleQueue = queue.SimpleQueue()
         for _ in range(READ_THREADS):
-            stored = np.empty((rows, dim), stored_dtype)
-            self.free.put((stored, stored if out_dtype == stored_dtype else np.empty((rows, dim), out_dtype)))
+            stored = np.empty((rows, out.shape[1]), stored_dtype)
+            self.free.put((stored, stored if out.dtype == stored_dtype else np.empty((rows, out.shape[1]), out.dtype)))
 
-    @contextmanager
-    def borrow(self, rows: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    def read_group(self, group: range) -> None:
+        """Read the blocks `group` a buffer at a time, put their rows into `out`, and check each block's hash (a
+        block larger than the buffer is hashed across pieces)."""
+        blocks = [(*self.spans[block], self.checksums[block]) for block in group]
+        first, stop = blocks[0][0], blocks[-1][0] + blocks[-1][1]
+        hasher = xxhash.xxh3_64()  # of blocks[0], the first block not yet checked
         stored, converted = self.free.get()
         try:
-            yield stored[:rows], converted[:rows]
+            for start in range(first, stop, len(stored)):
+                end = min(stop, start + len(stored))
+                piece = self._read_piece(start, end, stored[:end - start], converted[:end - start])
+                while blocks and blocks[0][0] < end:
+                    block_first, count, expected = blocks[0]
+                    hasher.update(piece[max(block_first, start) - start:min(block_first + count, end) - start])
+                    if block_first + count > end:
+                        break
+                    if hasher.intdigest() != expected:
+                        slots = f"{block_first}..{block_first + count - 1}"
+                        raise StoreCorruptError(f"{self.path}: layer {self.layer} is damaged: slots {slots} do not "
+                                                f"match their checksum. Fix: {DELETE_FIX}")
+                    blocks.pop(0)
+                    hasher.reset()
         finally:
             self.free.put((stored, converted))
+
+    def _read_piece(self, start: int, end: int, stored: np.ndarray, converted: np.ndarray) -> np.ndarray:
+        """Read slots start..end - 1, refuse NaN and inf, and put the rows into `out`; returns the stored bytes (for
+        the hashes). Rows at rest in record order go to the same rows of `out` (straight from the file when no
+        conversion is needed); other rows are scattered."""
+        in_order = bool(np.array_equal(self.order[start:end], np.arange(start, end)))
+        if in_order:
+            converted = self.out[start:end]
+            if converted.dtype == stored.dtype and converted.flags.c_contiguous:
+                stored = converted
+        try:
+            complete = os.preadv(self.fd, [stored], self.offset + start * self.row_bytes) == stored.nbytes
+        except OSError as error:
+            raise self._unreadable(one_line(error)) from error
+        if not complete:
+            raise self._unreadable("the file ends before the layer does")
+        if not all_finite(stored):
+            raise StoreCorruptError(f"{self.path}: layer {self.layer} holds NaN or inf features. Fix: {DELETE_FIX}")
+        if converted is not stored:
+            torch.from_numpy(converted).copy_(torch.from_numpy(stored))  # vectorised float16 -> float32
+        if not in_order:
+            self.out[self.order[start:end]] = converted
+        return stored
+
+    def _unreadable(self, reason: str) -> StoreCorruptError:
+        return StoreCorruptError(f"{self.path}: layer {self.layer} cannot be read ({reason}). Fix: {DELETE_FIX}")
 
 
 def describe_rows(rows: np.ndarray, shown: int = 5) -> str:
@@ -516,10 +568,11 @@ class FeatureStore:
     def read_layer_into(self, layer: int, out: np.ndarray) -> None:
         """Fill `out` (num_rows, hidden_size), of any float dtype, with one layer's features in record order.
 
-        The layer is read a few blocks at a time into a small buffer that stays in the CPU cache, where each block's
-        CRC-32 is checked, NaN and inf are refused, and the rows are converted and put in record order: one pass
-        over memory and no copy of the layer besides `out`. Two threads share the groups of blocks (zlib and the
-        copies release the GIL), so the checksums cost little time on a machine with a core to spare."""
+        The layer is read a few MB at a time into a small buffer that stays in the CPU cache, where each block's
+        hash is checked, NaN and inf are refused, and the rows are converted and put in record order: one pass
+        over memory and no copy of the layer besides `out`. Rows at rest in record order (stores written window by
+        window) are read straight into `out` when no conversion is needed. Two threads share the groups of blocks
+        (the reads, hashes and copies release the GIL)."""
         if not 0 <= layer < self.num_layers:
             raise ProbingError(
                 f"{self.path}: layer {layer} does not exist. Fix: choose a layer in 0..{self.num_layers - 1}")
@@ -527,24 +580,28 @@ class FeatureStore:
             raise ValueError(f"out must have shape {(self.num_rows, self.hidden_size)}, got {out.shape}")
         self._check_complete()
         order, spans, checksums = self._block_layout()
-        stored_dtype = self.file["features"].dtype
-        groups = block_groups(spans, max(1, READ_GROUP_BYTES // (self.hidden_size * stored_dtype.itemsize)))
-        buffers = LayerBuffers(max((group_rows(spans, group) for group in groups), default=0), self.hidden_size,
-                               stored_dtype, out.dtype)
-        with ThreadPoolExecutor(READ_THREADS) as pool:
-            for _ in pool.map(lambda group: self._read_group(layer, spans, group, checksums[:, layer], order, out,
-                                                             buffers), groups):
-                pass
+        features = self.file["features"]
+        row_bytes = self.hidden_size * features.dtype.itemsize
+        groups = block_groups(spans, max(1, READ_GROUP_BYTES // row_bytes))
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            reader = LayerReader(self.path, layer, fd, features.id.get_offset() + layer * features.shape[1] * row_bytes,
+                                 order, spans, checksums[:, layer], out, features.dtype)
+            with ThreadPoolExecutor(READ_THREADS) as pool:
+                for _ in pool.map(reader.read_group, groups):
+                    pass
+        finally:
+            os.close(fd)
 
     def verified_blocks(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """Every written block in slot order, all layers, each checked against its CRC-32s: (the record index of each
+        """Every written block in slot order, all layers, each checked against its hashes: (the record index of each
         of its rows, its features (num_layers, rows, hidden_size) in storage dtype). One block in memory at a time."""
         order, spans, checksums = self._block_layout()
         records = self.row_ids()
         for (first, count), expected in zip(spans, checksums):
             block = self.file["features"][:, first:first + count, :]
-            if [zlib.crc32(layer) for layer in block] != list(expected):
-                raise StoreCorruptError(f"{self.path}: slots {first}..{first + count - 1} do not match their CRC-32 "
+            if [xxhash.xxh3_64_intdigest(layer) for layer in block] != list(expected):
+                raise StoreCorruptError(f"{self.path}: slots {first}..{first + count - 1} do not match their "
                                         f"checksums. Fix: {DELETE_FIX}")
             yield records[order[first:first + count]], block
 
@@ -566,33 +623,11 @@ class FeatureStore:
             spans = block_spans(self.file["block_rows"][()], len(slots), self.path)
             if blocks_end(spans) != len(slots):
                 raise StoreCorruptError(f"{self.path}: the last block overruns the written slots. Fix: {DELETE_FIX}")
-            checksums = self.file["block_crc32"][()][[first for first, _ in spans]]
+            checksums = self.file["block_xxh3"][()][[first for first, _ in spans]]
             order = np.empty_like(slots)
             order[slots] = np.arange(len(slots))
             self._layout = order, spans, checksums
         return self._layout
-
-    def _read_group(self, layer: int, spans: list[tuple[int, int]], group: range, checksums: np.ndarray,
-                    order: np.ndarray, out: np.ndarray, buffers: LayerBuffers) -> None:
-        """Read the blocks `group` of `layer`, verify them and scatter their rows into `out` (see read_layer_into)."""
-        first, stop = spans[group.start][0], blocks_end([spans[group.stop - 1]])
-        with buffers.borrow(stop - first) as (stored, converted):
-            try:
-                self.file["features"].read_direct(stored, np.s_[layer, first:stop])
-            except OSError as error:
-                raise StoreCorruptError(
-                    f"{self.path}: layer {layer} cannot be read ({one_line(error)}). Fix: {DELETE_FIX}") from error
-            for block in group:
-                start, count = spans[block]
-                if zlib.crc32(stored[start - first:start - first + count]) != checksums[block]:
-                    raise StoreCorruptError(
-                        f"{self.path}: layer {layer} is damaged: slots {start}..{start + count - 1} do not match "
-                        f"their CRC-32 checksum. Fix: {DELETE_FIX}")
-            if not all_finite(stored):
-                raise StoreCorruptError(f"{self.path}: layer {layer} holds NaN or inf features. Fix: {DELETE_FIX}")
-            if converted is not stored:
-                torch.from_numpy(converted).copy_(torch.from_numpy(stored))  # vectorised float16 -> float32
-            out[order[first:stop]] = converted
 
     @property
     def _kept(self) -> np.ndarray:
@@ -652,18 +687,18 @@ def _create_tables(handle: h5py.File, num_layers: int, class_names, words, label
     handle.create_dataset("combinations", data=combinations)
     handle.create_dataset("slots", data=np.full(num_rows, -1, np.int64))
     handle.create_dataset("block_rows", data=np.zeros(num_rows, np.int64))
-    handle.create_dataset("block_crc32", data=np.zeros((num_rows, num_layers), np.uint32))
+    handle.create_dataset("block_xxh3", data=np.zeros((num_rows, num_layers), np.uint64))
     handle.create_dataset("written", data=np.zeros(num_rows, np.uint8))
     handle.create_dataset("skipped", data=np.zeros(num_rows, np.uint8))
 
 
 def _create_features(handle: h5py.File, num_layers: int, num_rows: int, hidden_size: int, dtype: str) -> None:
-    """The features dataset with every chunk allocated now; no zero fill, as unwritten rows are never read."""
-    rows_per_chunk = max(1, min(num_rows, CHUNK_BYTES // (hidden_size * np.dtype(dtype).itemsize)))
+    """The features dataset, contiguous and allocated now (so that later writes change raw data only and readers
+    find it at one offset); no zero fill, as unwritten rows are never read."""
     dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
     dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
-    handle.create_dataset("features", shape=(num_layers, num_rows, hidden_size), dtype=dtype,
-                          chunks=(1, rows_per_chunk, hidden_size), dcpl=dcpl, fill_time="never")
+    handle.create_dataset("features", shape=(num_layers, num_rows, hidden_size), dtype=dtype, dcpl=dcpl,
+                          fill_time="never")
 
 
 def encode_labels(records: Sequence[WordInContext], class_names: Sequence[str]):
@@ -737,7 +772,7 @@ class StoreWriter:
         with disk_full_is_user_error(self.path):
             self.file["features"][:, first:first + count, :] = block
             self.file["block_rows"][first] = count
-            self.file["block_crc32"][first] = [zlib.crc32(layer) for layer in block]
+            self.file["block_xxh3"][first] = [xxhash.xxh3_64_intdigest(layer) for layer in block]
             self.file.flush()
             order = np.argsort(rows)
             self._set_values("slots", rows[order], np.arange(first, first + count)[order])

@@ -21,8 +21,9 @@ import torch
 
 from probing.data.records import SkipCounter, WordInContext
 from probing.errors import ProbingError, StoreMismatchError
+from probing.features import extraction
 from probing.features.encoder import EncoderInfo, PreparedInput, WordEncoder
-from probing.features.extraction import extract_split, plan_batches
+from probing.features.extraction import extract_split, plan_batches, window_rows
 from probing.features.store import FeatureStore, StoreWriter
 from tests.helpers.stores import assert_one_line_error, file_state, hold_store_lock, record_h5py_modes
 
@@ -102,6 +103,8 @@ def test_fake_extraction_writes_every_row_in_place_and_counts_skips(tmp_path):
     assert encoder.batches == [[10, 10], [8, 6, 5], [3]]
     assert (report.rows_total, report.rows_already_done, report.rows_computed, report.rows_skipped) == (7, 0, 6, 1)
     assert report.skipped_now == {"fake skip": 1} and report.tokens == 42
+    with h5py.File(tmp_path / "s.h5") as file:  # one window: one block, the kept rows in record order
+        assert file["slots"][()].tolist() == [0, 1, 2, 3, -1, 4, 5] and file["block_rows"][0] == 6
     with FeatureStore(tmp_path / "s.h5") as store:
         assert store.row_ids().tolist() == [0, 1, 2, 3, 5, 6]
         assert store.labels().tolist() == [0, 1, 2, 0, 2, 0]
@@ -110,15 +113,37 @@ def test_fake_extraction_writes_every_row_in_place_and_counts_skips(tmp_path):
         assert store.metadata["split"] == "train" and store.metadata["pooling"] == "mean"
 
 
+def test_windows_are_batched_longest_first_and_written_as_blocks_in_record_order(tmp_path):
+    encoder = FakeEncoder()
+    records = fake_records([3, 8, 1, 6, 2, 8, 4, 7], skip={4})
+    extract_split(records, encoder, tmp_path / "s.h5", class_names=CLASSES, max_tokens_per_batch=24, window=3,
+                  progress=False)
+    # kept rows 0,1,2 | 3,5,6 | 7 with input lengths 5,10,3 | 8,10,6 | 9, each window cut at 24 tokens
+    assert encoder.batches == [[10, 5], [3], [10, 8], [6], [9]]
+    with h5py.File(tmp_path / "s.h5") as file:
+        assert file["slots"][()].tolist() == [0, 1, 2, 3, -1, 4, 5, 6]
+        assert file["block_rows"][()].tolist() == [3, 0, 0, 3, 0, 0, 1, 0]
+    with FeatureStore(tmp_path / "s.h5") as store:
+        np.testing.assert_array_equal(store.read_layer(1), expected_fake_features([0, 1, 2, 3, 5, 6, 7], 1))
+
+
+def test_a_window_holds_64_mb_of_float32_features_unless_set():
+    assert window_rows({"num_layers": 13, "hidden_size": 768}) == (64 << 20) // (4 * 13 * 768) == 1680
+    assert window_rows({"num_layers": 13, "hidden_size": 768}, 5) == 5
+    assert extraction.WINDOW_BYTES == 64 << 20
+
+
 def test_resume_computes_only_unwritten_rows(tmp_path):
     path, records = tmp_path / "s.h5", fake_records([4, 4, 4, 4, 4, 4])
-    extract_split(records, FakeEncoder(), path, class_names=CLASSES, max_tokens_per_batch=12, progress=False)
-    with StoreWriter(path) as writer:  # as if the last batch (rows 4, 5) had been cut off before its flags
+    extract_split(records, FakeEncoder(), path, class_names=CLASSES, max_tokens_per_batch=12, window=2,
+                  progress=False)
+    with StoreWriter(path) as writer:  # as if the last window (rows 4, 5) had been cut off before its flags
         assert writer.file["slots"][()].tolist() == [0, 1, 2, 3, 4, 5]
         writer.file["written"][[4, 5]] = 0
         writer.file["features"][:, 4:, :] = -1
     encoder = FakeEncoder()
-    report = extract_split(records, encoder, path, class_names=CLASSES, max_tokens_per_batch=12, progress=False)
+    report = extract_split(records, encoder, path, class_names=CLASSES, max_tokens_per_batch=12, window=2,
+                           progress=False)
     assert (report.rows_already_done, report.rows_computed) == (4, 2)
     assert encoder.batches == [[6, 6]]  # one batch: 2 rows x 6 tokens <= 12
     with FeatureStore(path) as store:
@@ -207,7 +232,7 @@ def set_values_then_hang(self, name, rows, values):
 
 store.StoreWriter._set_values = set_values_then_hang
 extract_split(records, WordEncoder(model, max_length=16), Path(out), class_names=["food", "organization", "plant"],
-              metadata_extra={"split": "train"}, max_tokens_per_batch=40, progress=False)
+              metadata_extra={"split": "train"}, max_tokens_per_batch=40, window=4, progress=False)
 """
 
 
@@ -236,7 +261,7 @@ def test_sigkilled_extraction_resumes_to_the_uninterrupted_result(tiny_bert_path
         killed_batch_slots = killed_batch_slots[killed_batch_slots >= 0]
         killed_batch_features = writer.file["features"][0][killed_batch_slots]
     assert skipped_flags == 1 and 0 < pending < len(records) - 1
-    assert 0 < len(killed_batch_slots) < pending  # the killed batch: features and slots written, flags not
+    assert 0 < len(killed_batch_slots) < pending  # the killed window: features and slots written, flags not
     assert np.abs(killed_batch_features).sum(axis=1).min() > 0
 
     encoder = WordEncoder(str(tiny_bert_path), max_length=16)
@@ -254,8 +279,9 @@ def test_sigkilled_extraction_resumes_to_the_uninterrupted_result(tiny_bert_path
 
 
 def extract_fake(path: Path, records: list[WordInContext], encoder: FakeEncoder | None = None, **kwargs):
+    """Windows of two rows: one batch each for the usual six-token inputs (2 x 6 <= 12)."""
     return extract_split(records, encoder or FakeEncoder(), path, class_names=CLASSES, max_tokens_per_batch=12,
-                         progress=False, **kwargs)
+                         window=2, progress=False, **kwargs)
 
 
 def assert_fake_store_complete(path: Path, rows: int) -> None:
@@ -266,7 +292,7 @@ def assert_fake_store_complete(path: Path, rows: int) -> None:
 
 
 def unflag(path: Path, rows: list[int]) -> None:
-    """As if the run had been killed before setting the flags of `rows` (its last batch)."""
+    """As if the run had been killed before setting the flags of `rows` (its last window)."""
     with StoreWriter(path) as writer:
         writer.file["written"][rows] = 0
 
@@ -301,13 +327,14 @@ def test_a_file_that_is_not_a_store_is_refused_and_never_modified(tmp_path, monk
 def test_store_of_the_previous_format_is_refused_by_the_metadata_comparison(tmp_path):
     path, records = tmp_path / "s.h5", fake_records([3, 4])
     extract_fake(path, records)
-    with h5py.File(path, "r+") as handle:  # format 1: no checksums
-        handle.attrs["store_format"] = 1
-        del handle["block_rows"], handle["block_crc32"]
+    with h5py.File(path, "r+") as handle:  # format 2: CRC-32 checksums
+        handle.attrs["store_format"] = 2
+        del handle["block_xxh3"]
+        handle.create_dataset("block_crc32", data=np.zeros((2, 3), np.uint32))
     before = file_state(path)
     with pytest.raises(StoreMismatchError) as raised:
         extract_fake(path, records)
-    assert "store_format: store has 1, request has 2" in str(raised.value)
+    assert "store_format: store has 2, request has 3" in str(raised.value)
     assert "Fix: delete the file" in str(raised.value)
     assert file_state(path) == before
 

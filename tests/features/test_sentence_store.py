@@ -11,6 +11,7 @@ import torch
 from transformers import GPT2Config, GPT2Model, GPT2TokenizerFast
 
 from probing.errors import StoreMismatchError
+from probing.features import extraction
 from probing.features.encoder import WordEncoder
 from probing.features.extraction import extract_split
 from probing.features.sentence_store import SentenceWordEncoder, extract_occurrences
@@ -94,8 +95,9 @@ class DiesAfterFirstBatch(SentenceWordEncoder):
         return super().encode(batch)
 
 
-def test_store_resumes_and_refuses_another_model(tmp_path, tiny_bert_path, tiny_gpt2_path):
+def test_store_resumes_and_refuses_another_model(tmp_path, tiny_bert_path, tiny_gpt2_path, monkeypatch):
     records = collect_occurrences(SENTENCES).records()
+    monkeypatch.setattr(extraction, "WINDOW_BYTES", 4 * 3 * 32 * 4)  # windows of 4 rows of the tiny BERT (3 x 32)
     first = DiesAfterFirstBatch(str(tiny_bert_path))
     with pytest.raises(Killed):
         extract_occurrences(records, first, tmp_path, "toy", "all", [], dtype="float32", max_tokens_per_batch=40,

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from probing.errors import ProbingError, StoreCorruptError, StoreMismatchError
-from probing.features.extraction import extract_split, plan_batches, request_metadata
+from probing.features.extraction import extract_split, request_metadata
 from probing.features.sharded import ShardPlan, extract_split_sharded, merge_shards, shard_path, shard_rows
 from probing.features.store import StoreWriter
 from tests.features.test_extraction import CLASSES, FakeEncoder, fake_records
@@ -19,7 +19,8 @@ from tests.helpers.stores import assert_one_line_error, file_state
 
 LENGTHS = [3, 9, 2, 7, 7, 4, 12, 5, 7, 1, 3, 8, 6, 2, 9, 4, 10, 5]
 SKIP = (4, 13)
-BUDGET = 40  # five batches of 2 to 5 rows
+BUDGET = 40  # batches of 2 to 5 rows
+WINDOW = 3  # 16 kept rows: five windows of 3 and one of 1
 
 
 class RankOf:
@@ -43,7 +44,7 @@ def records():
 def extract_as(rank: int, world_size: int, path: Path, encoder: FakeEncoder | None = None) -> FakeEncoder:
     encoder = encoder or FakeEncoder()
     extract_split_sharded(records(), encoder, path, fabric=RankOf(rank, world_size), class_names=CLASSES,
-                          dtype="float32", max_tokens_per_batch=BUDGET, progress=False)
+                          dtype="float32", max_tokens_per_batch=BUDGET, window=WINDOW, progress=False)
     return encoder
 
 
@@ -56,7 +57,7 @@ def extract_sharded(path: Path, world_size: int) -> None:
 def plan_of(path: Path, world_size: int, encoder: FakeEncoder | None = None) -> ShardPlan:
     encoder = encoder or FakeEncoder()
     request = request_metadata(records(), encoder, "float32", {})
-    return ShardPlan(path, records(), encoder, request, {}, world_size, BUDGET)
+    return ShardPlan(path, records(), encoder, request, {}, world_size, WINDOW)
 
 
 def extract_shards_only(path: Path, world_size: int) -> ShardPlan:
@@ -64,7 +65,7 @@ def extract_shards_only(path: Path, world_size: int) -> ShardPlan:
     for rank in plan.shards():
         extract_split(plan.records_of(rank), plan.featurizer, plan.path_of(rank), class_names=CLASSES,
                       metadata_extra=plan.extra_of(rank), dtype="float32", max_tokens_per_batch=BUDGET,
-                      progress=False)
+                      window=WINDOW, progress=False)
     return plan
 
 
@@ -90,21 +91,21 @@ def assert_same_store(path: Path, expected: Path) -> None:
 def single(tmp_path) -> Path:
     path = tmp_path / "single" / "dev.h5"
     extract_split(records(), FakeEncoder(), path, class_names=CLASSES, dtype="float32",
-                  max_tokens_per_batch=BUDGET, progress=False)
+                  max_tokens_per_batch=BUDGET, window=WINDOW, progress=False)
     return path
 
 
 @pytest.mark.parametrize("world_size", [2, 3])
-def test_shards_are_disjoint_cover_the_split_and_take_whole_batches_round_robin(world_size):
+def test_shards_are_disjoint_cover_the_split_and_take_whole_windows_round_robin(world_size):
     prepared = FakeEncoder().prepare_many(records())
-    shards = shard_rows(prepared, world_size, BUDGET)
+    shards = shard_rows(prepared, world_size, WINDOW)
     every = np.sort(np.concatenate(shards))
     assert np.array_equal(every, np.arange(len(LENGTHS)))
     kept = [row for row in range(len(LENGTHS)) if row not in SKIP]
-    batches = [[kept[i] for i in batch] for batch in plan_batches([LENGTHS[row] + 2 for row in kept], BUDGET)]
-    assert len(batches) == 5
+    windows = [kept[first:first + WINDOW] for first in range(0, len(kept), WINDOW)]
+    assert [len(window) for window in windows] == [3, 3, 3, 3, 3, 1]
     for rank, rows in enumerate(shards):
-        expected = [row for batch in batches[rank::world_size] for row in batch] + (list(SKIP) if rank == 0 else [])
+        expected = [row for window in windows[rank::world_size] for row in window] + (list(SKIP) if rank == 0 else [])
         assert rows.tolist() == expected
 
 
@@ -116,14 +117,18 @@ def test_the_merged_store_is_the_single_process_store_table_for_table(tmp_path, 
     assert not shard_path(path, 0, world_size).parent.exists()
 
 
-def test_each_process_encodes_only_its_batches_of_the_single_process_plan(tmp_path):
+def test_each_process_encodes_only_the_batches_of_its_windows(tmp_path):
     whole = FakeEncoder()
     extract_split(records(), whole, tmp_path / "single.h5", class_names=CLASSES, max_tokens_per_batch=BUDGET,
-                  progress=False)
+                  window=WINDOW, progress=False)
     path = tmp_path / "dev.h5"
     one = extract_as(1, 2, path)
     zero = extract_as(0, 2, path)
-    assert one.batches == whole.batches[1::2] and zero.batches == whole.batches[0::2]
+    # the input lengths of each window's batches (a window's inputs longest first, cut at 40 tokens)
+    windows = [[[11, 5, 4]], [[14, 9], [6]], [[9, 7, 3]], [[10, 8, 5]], [[12, 11, 6]], [[7]]]
+    assert whole.batches == [batch for window in windows for batch in window]
+    assert one.batches == [batch for window in windows[1::2] for batch in window]
+    assert zero.batches == [batch for window in windows[0::2] for batch in window]
 
 
 def test_a_complete_store_starts_no_shard(tmp_path, single):
@@ -136,7 +141,7 @@ def test_a_complete_store_starts_no_shard(tmp_path, single):
 def test_a_partial_shard_resumes_computing_only_its_missing_rows(tmp_path, single):
     path = tmp_path / "sharded" / "dev.h5"
     plan = extract_shards_only(path, 2)
-    with h5py.File(plan.path_of(0), "r+") as file:  # as if its process was killed after its first batch
+    with h5py.File(plan.path_of(0), "r+") as file:  # as if its process was killed after its first window
         slots, kept = file["slots"][()], file["skipped"][()] == 0
         lost = np.flatnonzero(kept & (slots >= file["block_rows"][0]))
         file["written"][lost] = 0
@@ -206,4 +211,4 @@ def test_a_damaged_shard_block_is_refused_at_merge_time(tmp_path):
         file["features"][2, 0, 1] += 1.0
     with pytest.raises(StoreCorruptError) as error:
         merge_shards(plan, CLASSES)
-    assert_one_line_error(error.value, str(plan.path_of(1)), "CRC-32")
+    assert_one_line_error(error.value, str(plan.path_of(1)), "checksums")

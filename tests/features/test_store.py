@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import logging
 import shutil
-import zlib
 from pathlib import Path
 from types import SimpleNamespace
 
 import h5py
 import numpy as np
 import pytest
+import xxhash
 
 from probing.data.records import WordInContext
 from probing.errors import ConfigError, ProbingError, StoreCorruptError, StoreMismatchError
@@ -41,16 +41,16 @@ def test_store_path_is_slugified():
     assert store_path("root", "bert-base-uncased", "streusle", "dev", "last", 4).name == "dev.last.ctx-4.h5"
 
 
-def test_layout_is_allocated_at_creation_and_chunked_per_layer(store_file):
+def test_layout_is_allocated_at_creation_and_contiguous(store_file):
     with h5py.File(store_file, "r") as handle:
         features = handle["features"]
         assert features.shape == (LAYERS, 10, DIM)
         assert features.dtype == np.float16
-        assert features.chunks == (1, 10, DIM)
-        assert features.id.get_storage_size() == LAYERS * 10 * DIM * 2  # every chunk exists before any write
+        assert features.chunks is None and features.id.get_offset() is not None  # one run of bytes in the file
+        assert features.id.get_storage_size() == LAYERS * 10 * DIM * 2  # allocated before any write
         assert handle.attrs["data_files"] == '{"train.txt": "' + "d" * 64 + '"}'
-        assert handle.attrs["store_format"] == 2
-        assert handle["block_rows"].shape == (10,) and handle["block_crc32"].shape == (10, LAYERS)
+        assert handle.attrs["store_format"] == 3
+        assert handle["block_rows"].shape == (10,) and handle["block_xxh3"].shape == (10, LAYERS)
     assert not store_file.with_name("split.h5.partial").exists()
 
 
@@ -88,10 +88,15 @@ def test_blocks_are_read_in_groups_of_whole_blocks():
     assert block_groups([], 4) == []
 
 
+SCATTERED = ((7, 2), (9, 0, 5), (8,), (1, 3, 6, 4))
+IN_RECORD_ORDER = ((0, 1), (2, 3, 4), (5,), (6, 7, 8, 9))  # as extraction writes its windows
+PARTLY_IN_ORDER = ((0, 1), (4, 2, 3), (5,), (6, 7, 8, 9))  # as a store resumed by another version may be
+
+
+@pytest.mark.parametrize("batches", [SCATTERED, IN_RECORD_ORDER, PARTLY_IN_ORDER])
 @pytest.mark.parametrize("group_bytes", [1, 6 * DIM * 2, 1 << 20])  # one block per group, two groups, one group
-def test_reading_in_groups_gives_every_row_in_record_order_in_any_dtype(tmp_path, monkeypatch, group_bytes):
+def test_reading_in_groups_gives_every_row_in_record_order_in_any_dtype(tmp_path, monkeypatch, group_bytes, batches):
     monkeypatch.setattr("probing.features.store.READ_GROUP_BYTES", group_bytes)
-    batches = ((7, 2), (9, 0, 5), (8,), (1, 3, 6, 4))
     path = write_complete_store(tmp_path / "split.h5", batches=batches)
     expected = features_of(range(10))
     with FeatureStore(path) as store:
@@ -206,14 +211,16 @@ def test_fingerprint_covers_content_not_source():
     assert records_fingerprint(records[::-1]) != records_fingerprint(records)
 
 
-def test_each_block_records_its_length_and_a_crc32_per_layer(tmp_path):
+def test_each_block_records_its_length_and_an_xxh3_hash_per_layer(tmp_path):
     path = write_complete_store(tmp_path / "split.h5")
     with h5py.File(path, "r") as handle:
-        features, crc = handle["features"], handle["block_crc32"]
+        features, hashes = handle["features"], handle["block_xxh3"]
         assert handle["block_rows"][()].tolist() == [4, 0, 0, 0, 6, 0, 0, 0, 0, 0]
+        assert hashes.dtype == np.uint64
         for layer in range(LAYERS):
-            assert crc[0, layer] == zlib.crc32(features[layer, 0:4].tobytes())
-            assert crc[4, layer] == zlib.crc32(features[layer, 4:10].tobytes())
+            assert hashes[0, layer] == xxhash.xxh3_64_intdigest(features[layer, 0:4].tobytes())
+            assert hashes[4, layer] == xxhash.xxh3_64_intdigest(features[layer, 4:10].tobytes())
+            assert hashes[0, layer] != hashes[4, layer]
 
 
 def overwrite(path: Path, offset: int, data: bytes) -> None:
@@ -222,31 +229,35 @@ def overwrite(path: Path, offset: int, data: bytes) -> None:
         file.write(data)
 
 
-def test_corrupted_feature_bytes_are_refused_on_read(tmp_path):
-    path = write_complete_store(tmp_path / "split.h5")
+@pytest.mark.parametrize("batches", [SCATTERED, IN_RECORD_ORDER])
+def test_corrupted_feature_bytes_are_refused_on_read(tmp_path, batches):
+    path = write_complete_store(tmp_path / "split.h5", batches=batches)
     with h5py.File(path, "r") as handle:
-        layer_1 = handle["features"].id.get_chunk_info_by_coord((1, 0, 0)).byte_offset
+        layer_1 = handle["features"].id.get_offset() + 10 * DIM * 2
     overwrite(path, layer_1 + 5 * DIM * 2, np.random.default_rng(0).bytes(2 * DIM))  # slot 5 of layer 1
     with FeatureStore(path) as store:
         np.testing.assert_array_equal(store.read_layer(0), features_of(range(10))[:, 0])
         np.testing.assert_array_equal(store.read_layer(2), features_of(range(10))[:, 2])
-        for read in (lambda: store.read_layer(1), store.read_all_layers):
+        for read in (lambda: store.read_layer(1), lambda: store.read_layer(1, dtype=None), store.read_all_layers):
             with pytest.raises(StoreCorruptError) as raised:
                 read()
             assert_one_line_error(raised.value, str(path), "layer 1", "checksum", "Fix: delete the file")
 
 
-def test_non_finite_features_are_refused_on_read(tmp_path):
-    path = write_complete_store(tmp_path / "split.h5")
+@pytest.mark.parametrize("batches", [SCATTERED, IN_RECORD_ORDER])
+@pytest.mark.parametrize("dtype", [None, "float32"])
+def test_non_finite_features_are_refused_on_read(tmp_path, batches, dtype):
+    path = write_complete_store(tmp_path / "split.h5", batches=batches)
     with h5py.File(path, "r+") as handle:  # an inf with a matching checksum: damage no checksum can see
         layer = handle["features"][2]
         layer[1, 3] = np.inf
         handle["features"][2] = layer
-        handle["block_crc32"][0, 2] = zlib.crc32(layer[0:4].tobytes())
+        first = len(batches[0])
+        handle["block_xxh3"][0, 2] = xxhash.xxh3_64_intdigest(layer[0:first].tobytes())
     with FeatureStore(path) as store:
         store.read_layer(1)
         with pytest.raises(StoreCorruptError) as raised:
-            store.read_layer(2, dtype=None)
+            store.read_layer(2, dtype=dtype)
     assert_one_line_error(raised.value, str(path), "layer 2", "NaN or inf", "Fix: delete the file")
 
 
@@ -280,13 +291,14 @@ def test_a_float32_store_keeps_what_float16_cannot(tmp_path):
 
 def test_store_of_the_previous_format_is_refused_with_the_delete_fix(tmp_path):
     path = write_complete_store(tmp_path / "old.h5")
-    with h5py.File(path, "r+") as handle:  # format 1: no checksums
-        handle.attrs["store_format"] = 1
-        del handle["block_rows"], handle["block_crc32"]
+    with h5py.File(path, "r+") as handle:  # format 2: CRC-32 checksums
+        handle.attrs["store_format"] = 2
+        del handle["block_xxh3"]
+        handle.create_dataset("block_crc32", data=np.zeros((10, LAYERS), np.uint32))
     with FeatureStore(path) as store:
         with pytest.raises(StoreMismatchError) as raised:
             store.check_metadata(metadata(10))
-        assert "store_format: store has 1, request has 2" in str(raised.value)
+        assert "store_format: store has 2, request has 3" in str(raised.value)
         assert "Fix: delete the file" in str(raised.value)
         with pytest.raises(StoreMismatchError) as raised:
             store.read_layer(0)
