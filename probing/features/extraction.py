@@ -39,8 +39,8 @@ from probing.features.store import FeatureStore, StoreWriter, records_fingerprin
 
 log = logging.getLogger(__name__)
 
-# The pooled float32 features (all layers) of the rows written together as one block: a window of 1,700 rows for
-# bert-base (13 x 768), 6,200 for MiniLM (7 x 384). Larger windows sort batches by length over more rows (a little
+# The pooled float32 features (all layers) of the rows written together as one block: a window of 1,680 rows for
+# bert-base (13 x 768), 6,241 for MiniLM (7 x 384). Larger windows sort batches by length over more rows (a little
 # less padding) and keep more memory.
 WINDOW_BYTES = 64 << 20
 
