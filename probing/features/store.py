@@ -367,6 +367,11 @@ def all_finite(values: np.ndarray) -> bool:
     return bool(np.isfinite(values).all())
 
 
+def block_hashes(block: np.ndarray) -> list[int]:
+    """The XXH3-64 hash of each layer of a block (num_layers, rows, D), as `block_xxh3` records it."""
+    return [xxhash.xxh3_64_intdigest(layer) for layer in block]
+
+
 def block_groups(spans: list[tuple[int, int]], rows: int) -> list[range]:
     """Consecutive blocks (indices into `spans`) in groups of at least `rows` slots each (the last may be smaller)."""
     groups, start = [], 0
@@ -600,7 +605,7 @@ class FeatureStore:
         records = self.row_ids()
         for (first, count), expected in zip(spans, checksums):
             block = self.file["features"][:, first:first + count, :]
-            if [xxhash.xxh3_64_intdigest(layer) for layer in block] != list(expected):
+            if block_hashes(block) != list(expected):
                 raise StoreCorruptError(f"{self.path}: slots {first}..{first + count - 1} do not match their "
                                         f"checksums. Fix: {DELETE_FIX}")
             yield records[order[first:first + count]], block
@@ -772,7 +777,7 @@ class StoreWriter:
         with disk_full_is_user_error(self.path):
             self.file["features"][:, first:first + count, :] = block
             self.file["block_rows"][first] = count
-            self.file["block_xxh3"][first] = [xxhash.xxh3_64_intdigest(layer) for layer in block]
+            self.file["block_xxh3"][first] = block_hashes(block)
             self.file.flush()
             order = np.argsort(rows)
             self._set_values("slots", rows[order], np.arange(first, first + count)[order])
