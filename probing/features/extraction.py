@@ -7,7 +7,11 @@ end) and cut by a token budget: batch size x longest input <= `max_tokens_per_ba
 `WordEncoder.encode`), so short sentences cost little. A window's pooled features are kept (float32, at most
 WINDOW_BYTES) until its last batch is done, then written as one block in record order: the store then holds every
 layer in record order, and reading a layer is one sequential pass with no reordering (see
-`probing.features.store`). A run killed in the middle of a window computes that window again on resume.
+`probing.features.store`). Meanwhile the finished batches are staged in the store every STAGE_SECONDS of computing
+(`WindowStage`: their features at the slots they will hold, flushed), so a run killed in the middle of a window
+loses at most the batches of the last few seconds: on resume the window gets the same batch plan, its staged
+batches are read back instead of computed, and the rest are computed in the very batches of an uninterrupted run,
+whose store it then writes byte for byte.
 
 Rows the encoder cannot represent (`prepare_many` returns None: the target alone is longer than
 `max_length`, or has no wordpieces) stay in the store flagged `skipped`; the report counts them with
@@ -35,7 +39,7 @@ from tqdm.auto import tqdm
 from probing.data.records import WordInContext
 from probing.errors import ProbingError
 from probing.features.encoder import PreparedInput, WordEncoder
-from probing.features.store import FeatureStore, StoreWriter, records_fingerprint, store_lock
+from probing.features.store import FeatureStore, StoreWriter, WindowStage, records_fingerprint, store_lock
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +47,9 @@ log = logging.getLogger(__name__)
 # bert-base (13 x 768), 6,241 for MiniLM (7 x 384). Larger windows sort batches by length over more rows (a little
 # less padding) and keep more memory.
 WINDOW_BYTES = 64 << 20
+# Computing time after which a window's finished batches are staged (a kill loses at most this much, plus one batch).
+# Each staging writes and flushes the unit's features and slots: a few ms, so staging less often costs nothing.
+STAGE_SECONDS = 2.0
 
 
 @dataclass
@@ -51,7 +58,7 @@ class ExtractionReport:
 
     path: Path
     rows_total: int
-    rows_already_done: int
+    rows_already_done: int  # flagged in the store, or staged there by a killed run (read back, not computed)
     rows_computed: int
     rows_skipped: int
     skipped_now: dict[str, int] = field(default_factory=dict)
@@ -172,36 +179,49 @@ def _fill(path: Path, request: Mapping[str, Any], records: Sequence[WordInContex
         inputs = encoder.prepare_many([records[row] for row in pending])
         writer.mark_skipped([row for row, prepared in zip(pending, inputs) if prepared is None])
         todo = [(int(row), prepared) for row, prepared in zip(pending, inputs) if prepared is not None]
-        tokens = _encode_rows(todo, encoder, writer, window, max_tokens_per_batch, progress, path.name)
+        tokens, restored = _encode_rows(todo, encoder, writer, window, max_tokens_per_batch, progress, path.name)
         rows_skipped = int(writer.file["skipped"][()].sum())
     return ExtractionReport(
-        path=path, rows_total=len(records), rows_already_done=len(records) - len(pending), rows_computed=len(todo),
+        path=path, rows_total=len(records), rows_already_done=len(records) - len(pending) + restored,
+        rows_computed=len(todo) - restored,
         rows_skipped=rows_skipped, skipped_now=dict(encoder.skips.counts - skips_before), tokens=tokens,
         seconds=time.perf_counter() - started,
     )
 
 
 def _encode_rows(todo: list[tuple[int, PreparedInput]], encoder: WordEncoder, writer: StoreWriter, window: int,
-                 max_tokens_per_batch: int, progress: bool, name: str) -> int:
+                 max_tokens_per_batch: int, progress: bool, name: str) -> tuple[int, int]:
     """Encode `todo` (in record order) and write it window by window; returns the number of (unpadded) input
-    tokens."""
-    lengths = [len(prepared.input_ids) for _, prepared in todo]
+    tokens encoded and the number of rows read back from a killed run's staging instead."""
     rows = np.asarray([row for row, _ in todo], dtype=np.int64)
-    with tqdm(total=sum(lengths), unit="tok", unit_scale=True, desc=name, disable=not progress) as bar:
+    tokens = restored = 0
+    with tqdm(total=sum(len(prepared.input_ids) for _, prepared in todo), unit="tok", unit_scale=True, desc=name,
+              disable=not progress) as bar:
         for first in range(0, len(todo), window):
             inputs = [prepared for _, prepared in todo[first:first + window]]
-            writer.write_rows(rows[first:first + window], _encode_window(inputs, encoder, max_tokens_per_batch, bar))
+            stage = writer.window(rows[first:first + window])
+            pooled, computed = _encode_window(inputs, encoder, stage, max_tokens_per_batch, bar)
+            stage.commit(pooled)
+            tokens += sum(len(inputs[i].input_ids) for i in computed)
+            restored += len(inputs) - len(computed)
             bar.set_postfix_str(f"rows {min(first + window, len(todo))}/{len(todo)}", refresh=False)
-    return sum(lengths)
+    return tokens, restored
 
 
-def _encode_window(inputs: list[PreparedInput], encoder: WordEncoder, max_tokens_per_batch: int, bar) -> np.ndarray:
-    """The features (rows, num_layers, D) of one window's inputs, computed in the batches of `plan_batches`."""
-    pooled = None
-    for batch in plan_batches([len(prepared.input_ids) for prepared in inputs], max_tokens_per_batch):
-        features = encoder.encode([inputs[i] for i in batch]).numpy()
-        if pooled is None:
-            pooled = np.empty((len(inputs), *features.shape[1:]), np.float32)
-        pooled[batch] = features
+def _encode_window(inputs: list[PreparedInput], encoder: WordEncoder, stage: WindowStage, max_tokens_per_batch: int,
+                   bar) -> tuple[np.ndarray, list[int]]:
+    """The features (rows, num_layers, D) of one window's inputs, computed in the batches of `plan_batches` (those a
+    killed run staged are read back), staging the finished batches every STAGE_SECONDS; and the positions computed."""
+    batches = plan_batches([len(prepared.input_ids) for prepared in inputs], max_tokens_per_batch)
+    pooled = np.empty((len(inputs), *stage.row_shape), np.float32)
+    done = stage.restore(batches, pooled)
+    bar.update(sum(len(inputs[i].input_ids) for batch in batches[:done] for i in batch))
+    unit, started = [], time.perf_counter()
+    for number, batch in enumerate(batches[done:], done):
+        pooled[batch] = encoder.encode([inputs[i] for i in batch]).numpy()
         bar.update(sum(len(inputs[i].input_ids) for i in batch))
-    return pooled
+        unit.append(batch)
+        if time.perf_counter() - started >= STAGE_SECONDS and number + 1 < len(batches):
+            stage.save(unit, pooled)
+            unit, started = [], time.perf_counter()
+    return pooled, [i for batch in batches[done:] for i in batch]

@@ -16,6 +16,10 @@ Layout of a store file:
     class_names, words             variable-length UTF-8 strings
     written         (N,) uint8     1 once the row is final (features stored, or the row skipped)
     skipped         (N,) uint8     1 if the encoder could not represent the row (reason counted by its SkipCounter)
+    table_xxh3      (T,) uint64    the XXH3-64 hash of each table of SEALED_TABLES (every dataset above but
+                                   `features`), written when the store completes (0 until then)
+    staged_batches  (N,) int32     scratch of the window being extracted (see "Staging"): at the first row of a
+    staged_xxh3     (N,) uint64    staged unit of batches, its number of batches and the hash of its features
 
 Row i is record i of the split; readers get rows in that order (through `slots`). Skipped rows stay in
 the file, flagged, so no row is lost silently; readers leave them out. Writing each block contiguously
@@ -35,15 +39,19 @@ pass over memory, no copy of the layer besides the result, two threads (`bench/s
 against `numpy.load`). XXH3 hashes at memory speed (about 15 GB/s per core here; zlib's CRC-32, used by
 format 2, managed 2.5 GB/s and cost more than the read itself). A 64-bit hash catches accidental damage,
 not deliberate tampering. Writers refuse non-finite features before writing anything (a float16 overflow
-would be stored as inf).
+would be stored as inf). The other tables are sealed: just before the last rows are flagged, the writer hashes each
+of SEALED_TABLES (`written` as it is about to be: all ones) into `table_xxh3`, and a reader of a complete store
+checks them all before using any (a rolled `labels`, a changed slot or skip flag is a StoreCorruptError naming the
+store and the table). The staging scratch is not sealed: readers never use it, and it is cleared after each window.
 
 File attributes record the request: model name/path, weights and tokenizer hashes, architecture,
 pooling, context size ("all" for the whole sentence), max length, forward precision ("32" where the key is
 missing: stores written before it was recorded), dtype, data name, split and data-file hashes, a
 fingerprint of the records, the shape, plus the store format, code version and creation time.
 Reopening a store for a different request is refused with every differing key listed (a store of an
-older format, without checksums, differs in `store_format`). Three keys are provenance only and never
-refuse a store: the model path (the weights hash identifies the model wherever it lives), the creation
+older format differs in `store_format`). Four keys are provenance only and never refuse a store: the
+model's name and path (the weights and tokenizer hashes identify the model wherever it lives and however it is
+named: two fine-tuned folders `A/ft/model` and `B/ft/model` with identical weights share one store), the creation
 time, and the code version — a different version is logged as a warning, because features do not depend
 on this package's version unless the encoder code itself changed. A file without `store_format` is not a
 store and is refused without being modified.
@@ -59,6 +67,14 @@ last block only partly flagged unflags it and rewrites it whole. Flushing hands 
 system: this protects against a killed process, not against a power cut. A full disk (ENOSPC) is one
 ProbingError line and the rows already flagged are kept; a new store larger than the free space is
 refused before any of it is written.
+
+Staging. A block is written once all its rows are computed, which for an extraction window (64 MB of features)
+can take minutes. So that a kill loses at most a few seconds, the window's rows are also staged while it is
+computed (`WindowStage`): each unit of finished batches writes its features straight to the slots its rows will hold
+in the window's block, together with the unit's hash and batch count (at the unit's first row in `staged_xxh3`
+and `staged_batches`), flushes, then records those slots and flushes. The rows stay unflagged, so the protocol
+above is unchanged; a resumed run recomputes the same window plan, takes every unit whose slots and hash check out
+from the file instead of computing it, and writes the window's block as an uninterrupted run would, byte for byte.
 
 Concurrency. A process creating or writing a store holds `<name>.h5.lock` (an exclusive, non-blocking
 `fcntl.flock`; the file holds its pid and stays after use), so a second run is refused at once instead
@@ -97,13 +113,17 @@ from probing.errors import ConfigError, ProbingError, StoreCorruptError, StoreMi
 
 log = logging.getLogger(__name__)
 
-STORE_FORMAT = 3
+STORE_FORMAT = 4
 FEATURE_DTYPES = ("float16", "float32")
 READ_GROUP_BYTES = 4 << 20  # stored bytes a reading thread handles at once, about one L2/L3 share
 READ_THREADS = 2
 SHAPE_KEYS = ("num_layers", "num_rows", "hidden_size", "dtype")
-ROW_TABLES = ("slots", "block_rows", "labels", "word_ids", "combination_ids", "written", "skipped")
-NOT_COMPARED = frozenset({"model_path", "code_version", "created"})
+ROW_TABLES = ("slots", "block_rows", "labels", "word_ids", "combination_ids", "written", "skipped", "staged_batches",
+              "staged_xxh3")
+# Every dataset but the features (hashed per block) and the staging scratch, hashed into `table_xxh3` in this order.
+SEALED_TABLES = ("class_names", "words", "labels", "word_ids", "combination_ids", "combinations", "slots",
+                 "block_rows", "block_xxh3", "written", "skipped")
+NOT_COMPARED = frozenset({"model_name", "model_path", "code_version", "created"})
 # Keys a store or a request may lack, and what their absence means: stores written before the forward precision
 # was recorded were computed in float32, and featurizers that run no encoder have no precision.
 IMPLIED_WHEN_MISSING = {"precision": "32"}
@@ -320,7 +340,7 @@ def check_layout(handle: h5py.File, path: Path) -> None:
 
 def layout_problems(handle: h5py.File) -> list[str]:
     layers, rows, dim = (from_attr(handle.attrs.get(key)) for key in ("num_layers", "num_rows", "hidden_size"))
-    expected = {"features": (layers, rows, dim), "block_xxh3": (rows, layers),
+    expected = {"features": (layers, rows, dim), "block_xxh3": (rows, layers), "table_xxh3": (len(SEALED_TABLES),),
                 **{name: (rows,) for name in ROW_TABLES}}
     problems = []
     for name, shape in expected.items():
@@ -370,6 +390,35 @@ def all_finite(values: np.ndarray) -> bool:
 def block_hashes(block: np.ndarray) -> list[int]:
     """The XXH3-64 hash of each layer of a block (num_layers, rows, D), as `block_xxh3` records it."""
     return [xxhash.xxh3_64_intdigest(layer) for layer in block]
+
+
+def table_hash(values: np.ndarray) -> int:
+    """The XXH3-64 hash of one table: its bytes, or for a table of strings each string's UTF-8 bytes after their
+    length."""
+    if values.dtype != object:
+        return xxhash.xxh3_64_intdigest(np.ascontiguousarray(values))
+    hasher = xxhash.xxh3_64()
+    for value in values:
+        data = value if isinstance(value, bytes) else str(value).encode("utf-8")
+        hasher.update(len(data).to_bytes(8, "little"))
+        hasher.update(data)
+    return hasher.intdigest()
+
+
+def read_tables(handle: h5py.File) -> dict[str, np.ndarray]:
+    return {name: handle[name][()] for name in SEALED_TABLES}
+
+
+def table_hashes(tables: Mapping[str, np.ndarray]) -> list[int]:
+    return [table_hash(tables[name]) for name in SEALED_TABLES]
+
+
+def check_tables(tables: Mapping[str, np.ndarray], expected: np.ndarray, path: Path) -> None:
+    """Refuse a complete store whose tables do not match the hashes sealed when it was completed."""
+    for name, actual, wanted in zip(SEALED_TABLES, table_hashes(tables), expected):
+        if actual != wanted:
+            raise StoreCorruptError(f"{path}: the `{name}` table is damaged (it does not match the checksum recorded "
+                                    f"when the store was completed). Fix: {DELETE_FIX}")
 
 
 def block_groups(spans: list[tuple[int, int]], rows: int) -> list[range]:
@@ -471,6 +520,7 @@ class FeatureStore:
         self.path = Path(path)
         self.file_locking = file_locking
         self._file: h5py.File | None = None
+        self._tables: dict[str, np.ndarray] | None = None
         self._layout: tuple[np.ndarray, list[tuple[int, int]], np.ndarray] | None = None
 
     @classmethod
@@ -490,7 +540,7 @@ class FeatureStore:
         if self._file is not None:
             self._file.close()
             self._file = None
-        self._layout = None
+        self._tables = self._layout = None
 
     def __enter__(self) -> FeatureStore:
         return self
@@ -522,43 +572,60 @@ class FeatureStore:
 
     @property
     def num_skipped(self) -> int:
-        return int(self.file["skipped"][()].sum())
+        return int(self.tables["skipped"].sum())
 
     @property
     def is_complete(self) -> bool:
         return bool(self.file["written"][()].all())
 
     @property
+    def tables(self) -> dict[str, np.ndarray]:
+        """Every table of SEALED_TABLES, read once and checked against the hashes sealed when the store completed;
+        an unfinished store is refused."""
+        if self._tables is None:
+            check_format(self.file.attrs, self.path)
+            self._check_complete()
+            tables = read_tables(self.file)
+            check_tables(tables, self.file["table_xxh3"][()], self.path)
+            self._tables = tables
+        return self._tables
+
+    @property
     def class_names(self) -> list[str]:
-        return [name.decode("utf-8") for name in self.file["class_names"][()]]
+        return [name.decode("utf-8") for name in self.tables["class_names"]]
 
     @property
     def words(self) -> list[str]:
-        return [word.decode("utf-8") for word in self.file["words"][()]]
+        return [word.decode("utf-8") for word in self.tables["words"]]
 
     @property
     def combinations(self) -> list[tuple[str, str]]:
         """(word, s-class) of each combination id."""
         words, classes = self.words, self.class_names
-        return [(words[word_id], classes[label]) for word_id, label in self.file["combinations"][()]]
+        return [(words[word_id], classes[label]) for word_id, label in self.tables["combinations"]]
 
     def labels(self) -> np.ndarray:
-        return self.file["labels"][()][self._kept]
+        return self.tables["labels"][self._kept]
 
     def word_ids(self) -> np.ndarray:
-        return self.file["word_ids"][()][self._kept]
+        return self.tables["word_ids"][self._kept]
 
     def combination_ids(self) -> np.ndarray:
-        return self.file["combination_ids"][()][self._kept]
+        return self.tables["combination_ids"][self._kept]
 
     def row_ids(self) -> np.ndarray:
         """The record index (position in the split) of each kept row."""
         return np.flatnonzero(self._kept)
 
+    def skipped_row_ids(self) -> np.ndarray:
+        """The record index of each row the featurizer could not represent."""
+        return np.flatnonzero(~self._kept)
+
     def read_layer(self, layer: int, dtype: str | None = "float32") -> np.ndarray:
         """Features of one layer, (num_rows, hidden_size), in record order; refuses an unfinished or damaged store.
 
         `dtype=None` keeps the storage dtype (half the memory for a float16 store)."""
+        self._check_layer(layer)
         out = np.empty((self.num_rows, self.hidden_size), dtype or self.file["features"].dtype)
         self.read_layer_into(layer, out)
         return out
@@ -578,12 +645,9 @@ class FeatureStore:
         over memory and no copy of the layer besides `out`. Rows at rest in record order (stores written window by
         window) are read straight into `out` when no conversion is needed. Two threads share the groups of blocks
         (the reads, hashes and copies release the GIL)."""
-        if not 0 <= layer < self.num_layers:
-            raise ProbingError(
-                f"{self.path}: layer {layer} does not exist. Fix: choose a layer in 0..{self.num_layers - 1}")
+        self._check_layer(layer)
         if out.shape != (self.num_rows, self.hidden_size):
             raise ValueError(f"out must have shape {(self.num_rows, self.hidden_size)}, got {out.shape}")
-        self._check_complete()
         order, spans, checksums = self._block_layout()
         features = self.file["features"]
         row_bytes = self.hidden_size * features.dtype.itemsize
@@ -610,6 +674,11 @@ class FeatureStore:
                                         f"checksums. Fix: {DELETE_FIX}")
             yield records[order[first:first + count]], block
 
+    def _check_layer(self, layer: int) -> None:
+        if not 0 <= layer < self.num_layers:
+            raise ProbingError(
+                f"{self.path}: layer {layer} does not exist. Fix: choose a layer in 0..{self.num_layers - 1}")
+
     def _check_complete(self) -> None:
         if not self.is_complete:
             raise ProbingError(
@@ -619,16 +688,15 @@ class FeatureStore:
         """The record position of each written slot, the blocks tiling the slots, and the checksums (block, layer)
         of those blocks."""
         if self._layout is None:
-            check_format(self.file.attrs, self.path)
-            slots = self.file["slots"][()][self._kept]
+            slots = self.tables["slots"][self._kept]
             if not np.array_equal(np.sort(slots), np.arange(len(slots))):
                 raise StoreCorruptError(
                     f"{self.path}: the `slots` table is damaged (the kept rows do not fill slots 0..{len(slots) - 1})."
                     f" Fix: {DELETE_FIX}")
-            spans = block_spans(self.file["block_rows"][()], len(slots), self.path)
+            spans = block_spans(self.tables["block_rows"], len(slots), self.path)
             if blocks_end(spans) != len(slots):
                 raise StoreCorruptError(f"{self.path}: the last block overruns the written slots. Fix: {DELETE_FIX}")
-            checksums = self.file["block_xxh3"][()][[first for first, _ in spans]]
+            checksums = self.tables["block_xxh3"][[first for first, _ in spans]]
             order = np.empty_like(slots)
             order[slots] = np.arange(len(slots))
             self._layout = order, spans, checksums
@@ -636,7 +704,7 @@ class FeatureStore:
 
     @property
     def _kept(self) -> np.ndarray:
-        return self.file["skipped"][()] == 0
+        return self.tables["skipped"] == 0
 
 
 def create_store_file(path: Path, metadata: Mapping, records: Sequence[WordInContext],
@@ -695,6 +763,9 @@ def _create_tables(handle: h5py.File, num_layers: int, class_names, words, label
     handle.create_dataset("block_xxh3", data=np.zeros((num_rows, num_layers), np.uint64))
     handle.create_dataset("written", data=np.zeros(num_rows, np.uint8))
     handle.create_dataset("skipped", data=np.zeros(num_rows, np.uint8))
+    handle.create_dataset("table_xxh3", data=np.zeros(len(SEALED_TABLES), np.uint64))
+    handle.create_dataset("staged_batches", data=np.zeros(num_rows, np.int32))
+    handle.create_dataset("staged_xxh3", data=np.zeros(num_rows, np.uint64))
 
 
 def _create_features(handle: h5py.File, num_layers: int, num_rows: int, hidden_size: int, dtype: str) -> None:
@@ -724,8 +795,6 @@ def encode_labels(records: Sequence[WordInContext], class_names: Sequence[str]):
         combination_ids.append(combination_index.setdefault((word_id, label), len(combination_index)))
     return (np.asarray(labels, np.int32), np.asarray(word_ids, np.int32), list(word_index),
             np.asarray(combination_ids, np.int32), np.asarray(list(combination_index), np.int32).reshape(-1, 2))
-
-
 
 
 class StoreWriter:
@@ -764,6 +833,10 @@ class StoreWriter:
     def pending_rows(self) -> np.ndarray:
         """Rows whose `written` flag is not set, ascending."""
         return np.flatnonzero(~self._written)
+
+    def window(self, rows: Sequence[int]) -> WindowStage:
+        """The staging of a window of unwritten `rows` (ascending), to be written by `write_rows` as the next block."""
+        return WindowStage(self, np.asarray(rows, dtype=np.int64), self._next_slot)
 
     def write_rows(self, rows: Sequence[int], features: np.ndarray) -> None:
         """Store `features` (len(rows), num_layers, D) of the unwritten rows `rows` in the next free slots."""
@@ -834,5 +907,75 @@ class StoreWriter:
             self.file.flush()
 
     def _mark_written(self, sorted_rows: np.ndarray) -> None:
+        """Flag `sorted_rows`; before the last flags of the store, seal its tables (`written` as it is about to be)."""
+        pending = ~self._written
+        pending[sorted_rows] = False
+        if len(sorted_rows) and not pending.any():
+            tables = read_tables(self.file)
+            tables["written"] = np.ones_like(tables["written"])
+            self.file["table_xxh3"][:] = table_hashes(tables)
+            self.file.flush()
         self._set_values("written", sorted_rows, 1)
         self._written[sorted_rows] = True
+
+
+class WindowStage:
+    """The rows of one extraction window (ascending), which will fill the slots from `first` on as one block, staged
+    unit by unit while they are computed so that a killed run keeps them (see "Staging" above).
+
+    A unit is a run of the window's batches, in plan order; `batches` are lists of positions in the window."""
+
+    def __init__(self, writer: StoreWriter, rows: np.ndarray, first: int):
+        self.writer, self.rows, self.first = writer, rows, first
+
+    @property
+    def row_shape(self) -> tuple[int, int]:
+        """(num_layers, hidden_size) of one row's features."""
+        layers, _, dim = self.writer.file["features"].shape
+        return layers, dim
+
+    def save(self, batches: Sequence[Sequence[int]], pooled: np.ndarray) -> None:
+        """Stage the unit `batches`, whose rows' features (float32, (rows, num_layers, D)) are in `pooled` at their
+        positions: features and hash, flushed, then slots, flushed."""
+        positions = np.sort(np.concatenate([np.asarray(batch, dtype=np.int64) for batch in batches]))
+        rows, file = self.rows[positions], self.writer.file
+        block = self.writer._storage_block(rows, pooled[positions])
+        key = self.rows[batches[0][0]]
+        with disk_full_is_user_error(self.writer.path):
+            file["features"][:, self.first + positions, :] = block
+            file["staged_batches"][key] = len(batches)
+            file["staged_xxh3"][key] = xxhash.xxh3_64_intdigest(block)
+            file.flush()
+            self.writer._set_values("slots", rows, self.first + positions)
+
+    def restore(self, batches: Sequence[Sequence[int]], pooled: np.ndarray) -> int:
+        """Put into `pooled` the leading units of `batches` that a killed run staged (their slots those of this
+        window, their features matching their hash); returns the number of batches restored. Anything else (no unit,
+        another plan, damage) is left to be computed again."""
+        done, file = 0, self.writer.file
+        while done < len(batches):
+            key = self.rows[batches[done][0]]
+            count = int(file["staged_batches"][key])
+            if count < 1 or done + count > len(batches):
+                break
+            positions = np.sort(np.concatenate([np.asarray(batch, dtype=np.int64) for batch in
+                                                batches[done:done + count]]))
+            if not np.array_equal(file["slots"][self.rows[positions]], self.first + positions):
+                break
+            block = file["features"][:, self.first + positions, :]
+            if xxhash.xxh3_64_intdigest(block) != int(file["staged_xxh3"][key]):
+                break
+            pooled[positions] = block.transpose(1, 0, 2)
+            done += count
+        return done
+
+    def commit(self, pooled: np.ndarray) -> None:
+        """Write the window as one block (`StoreWriter.write_rows`), then clear the staging entries of its rows (the
+        window's rows are consecutive but for skipped ones, which are never staged)."""
+        self.writer.write_rows(self.rows, pooled)
+        span, file = slice(int(self.rows[0]), int(self.rows[-1]) + 1), self.writer.file
+        if file["staged_batches"][span].any():
+            with disk_full_is_user_error(self.writer.path):
+                file["staged_batches"][span] = 0
+                file["staged_xxh3"][span] = 0
+                file.flush()

@@ -7,6 +7,7 @@ import errno
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -18,6 +19,7 @@ import h5py
 import numpy as np
 import pytest
 import torch
+from transformers import BertModel
 
 from probing.data.records import SkipCounter, WordInContext
 from probing.errors import ProbingError, StoreMismatchError
@@ -25,7 +27,14 @@ from probing.features import extraction
 from probing.features.encoder import EncoderInfo, PreparedInput, WordEncoder
 from probing.features.extraction import extract_split, plan_batches, window_rows
 from probing.features.store import FeatureStore, StoreWriter
-from tests.helpers.stores import assert_one_line_error, file_state, hold_store_lock, record_h5py_modes
+from tests.helpers.stores import (
+    as_format_3,
+    assert_one_line_error,
+    assert_same_store,
+    file_state,
+    hold_store_lock,
+    record_h5py_modes,
+)
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -213,14 +222,14 @@ def test_features_of_another_precision_are_refused_and_kept(tiny_bert_path, tmp_
 CHILD = """
 import json, sys, time
 from pathlib import Path
-from probing.features import store
+from probing.features import extraction, store
 from probing.data.records import WordInContext
 from probing.features.encoder import WordEncoder
 from probing.features.extraction import extract_split
 
-model, records_file, out, marker, stop_after = sys.argv[1:6]
+model, records_file, out, marker, stop_after, mode = sys.argv[1:7]
 records = [WordInContext(tuple(t), tuple(p), w, c, s) for t, p, w, c, s in json.loads(Path(records_file).read_text())]
-set_values, batches_written = store.StoreWriter._set_values, []
+set_values, batches_written, stage_save, units_staged = store.StoreWriter._set_values, [], store.WindowStage.save, []
 
 def set_values_then_hang(self, name, rows, values):
     if name == "written" and not self.file["skipped"][rows[0]]:
@@ -230,17 +239,33 @@ def set_values_then_hang(self, name, rows, values):
         batches_written.append(rows)
     set_values(self, name, rows, values)
 
-store.StoreWriter._set_values = set_values_then_hang
+def save_then_hang(self, batches, pooled):
+    stage_save(self, batches, pooled)
+    units_staged.append(batches)
+    if len(units_staged) == int(stop_after):
+        Path(marker).touch()  # this unit of the window is staged (features, hash, slots), the window is not written
+        time.sleep(120)
+
+window = None
+if mode == "flags":
+    store.StoreWriter._set_values = set_values_then_hang
+    window = 4
+else:  # one window of every row, staged after each batch
+    store.WindowStage.save = save_then_hang
+    extraction.STAGE_SECONDS = 0.0
 extract_split(records, WordEncoder(model, max_length=16), Path(out), class_names=["food", "organization", "plant"],
-              metadata_extra={"split": "train"}, max_tokens_per_batch=40, window=4, progress=False)
+              metadata_extra={"split": "train"}, max_tokens_per_batch=40, window=window, progress=False)
 """
 
 
-def run_killed_child(model: Path, records: list[WordInContext], out: Path, tmp_path: Path, stop_after: int) -> None:
+def run_killed_child(model: Path, records: list[WordInContext], out: Path, tmp_path: Path, stop_after: int,
+                     mode: str = "flags") -> None:
+    """Run an extraction in a child process and SIGKILL it at the `stop_after`-th block's flags (`mode="flags"`,
+    windows of 4 rows) or right after its `stop_after`-th staging (`mode="stage"`, one window)."""
     records_file, marker = tmp_path / "records.json", tmp_path / "killed-here"
     records_file.write_text(json.dumps([[r.tokens, r.target, r.word, r.sclass, r.source] for r in records]))
     child = subprocess.Popen([sys.executable, "-c", CHILD, str(model), str(records_file), str(out), str(marker),
-                              str(stop_after)], env={**os.environ, "HF_HUB_OFFLINE": "1"})
+                              str(stop_after), mode], env={**os.environ, "HF_HUB_OFFLINE": "1"})
     deadline = time.monotonic() + 90
     while not marker.exists() and child.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -276,6 +301,29 @@ def test_sigkilled_extraction_resumes_to_the_uninterrupted_result(tiny_bert_path
         assert got.labels().tolist() == want.labels().tolist()
         for layer in range(3):
             np.testing.assert_allclose(got.read_layer(layer), want.read_layer(layer), rtol=2e-3, atol=2e-3)
+
+
+def test_sigkilled_extraction_mid_window_keeps_the_staged_batches(tiny_bert_path, tmp_path):
+    """Killed inside its only window, after three batches were staged: the rerun computes only the other batches,
+    and writes the very store an uninterrupted run writes."""
+    records = toy_records(24)
+    killed, reference = tmp_path / "killed.h5", tmp_path / "reference.h5"
+    run_killed_child(tiny_bert_path, records, killed, tmp_path, stop_after=3, mode="stage")
+    with StoreWriter(killed) as writer:
+        pending = writer.pending_rows()
+        staged = int((writer.file["slots"][()][pending] >= 0).sum())
+        assert len(pending) == 23 and writer.file["staged_batches"][()].sum() == 3
+    assert 3 <= staged < 23  # three batches of one to three rows each
+    encoder = WordEncoder(str(tiny_bert_path), max_length=16)
+    settings = {"class_names": CLASSES, "metadata_extra": {"split": "train"}, "max_tokens_per_batch": 40,
+                "progress": False}
+    encoded = []
+    encode = encoder.encode
+    encoder.encode = lambda batch: encoded.append(len(batch)) or encode(batch)
+    resumed = extract_split(records, encoder, killed, **settings)
+    assert (resumed.rows_already_done, resumed.rows_computed) == (1 + staged, 23 - staged) == (1 + staged, sum(encoded))
+    extract_split(records, WordEncoder(str(tiny_bert_path), max_length=16), reference, **settings)
+    assert_same_store(killed, reference)
 
 
 def extract_fake(path: Path, records: list[WordInContext], encoder: FakeEncoder | None = None, **kwargs):
@@ -327,14 +375,11 @@ def test_a_file_that_is_not_a_store_is_refused_and_never_modified(tmp_path, monk
 def test_store_of_the_previous_format_is_refused_by_the_metadata_comparison(tmp_path):
     path, records = tmp_path / "s.h5", fake_records([3, 4])
     extract_fake(path, records)
-    with h5py.File(path, "r+") as handle:  # format 2: CRC-32 checksums
-        handle.attrs["store_format"] = 2
-        del handle["block_xxh3"]
-        handle.create_dataset("block_crc32", data=np.zeros((2, 3), np.uint32))
+    as_format_3(path)
     before = file_state(path)
     with pytest.raises(StoreMismatchError) as raised:
         extract_fake(path, records)
-    assert "store_format: store has 2, request has 3" in str(raised.value)
+    assert "store_format: store has 3, request has 4" in str(raised.value)
     assert "Fix: delete the file" in str(raised.value)
     assert file_state(path) == before
 
@@ -546,3 +591,98 @@ def test_two_runs_started_together_into_one_store(tmp_path):
             assert stderr.count("\n") == 1 and stderr.startswith("error: ") and "another run" in stderr, stderr
             assert str(path) in stderr and "Traceback" not in stderr
     assert_fake_store_complete(path, 24)
+
+
+class Interrupted(Exception):
+    pass
+
+
+class KilledEncoder(FakeEncoder):
+    """Stops the run (as a kill would) when asked for its `stop_at`-th batch."""
+
+    def __init__(self, stop_at: int):
+        super().__init__()
+        self.stop_at = stop_at
+
+    def encode(self, batch):
+        if len(self.batches) == self.stop_at:
+            raise Interrupted
+        return super().encode(batch)
+
+
+def ticking_clock(step: float):
+    """A perf_counter that advances `step` seconds at each call."""
+    now = [0.0]
+
+    def perf_counter():
+        now[0] += step
+        return now[0]
+
+    return perf_counter
+
+
+# One window of 8 rows, input lengths 5, 10, 3, 8, 4, 10, 6, 9 -> batches (budget 12) of lengths
+# [10] [10] [9] [8] [6, 5] [4, 3]
+STAGED_LENGTHS = [3, 8, 1, 6, 2, 8, 4, 7]
+
+
+@pytest.mark.parametrize("clock_step, kept", [(2.0, 3), (1.0, 2)])  # a unit per batch; a unit per two batches
+def test_a_run_cut_off_mid_window_resumes_from_its_staged_batches(tmp_path, monkeypatch, clock_step, kept):
+    """Killed at the window's 4th batch, the run staged its first three batches, each alone (2 s of clock per batch)
+    or two at a time (the third, still unstaged, is lost); the rerun computes only the rest, in the same batches, and
+    writes the very store of an uninterrupted run."""
+    monkeypatch.setattr(extraction.time, "perf_counter", ticking_clock(clock_step))
+    path, reference, records = tmp_path / "s.h5", tmp_path / "reference.h5", fake_records(STAGED_LENGTHS)
+    settings = {"class_names": CLASSES, "max_tokens_per_batch": 12, "window": 8, "progress": False}
+    with pytest.raises(Interrupted):
+        extract_split(records, KilledEncoder(stop_at=3), path, **settings)
+    with h5py.File(path) as file:
+        assert file["written"][()].sum() == 0 and (file["slots"][()] >= 0).sum() == kept
+    encoder = FakeEncoder()
+    report = extract_split(records, encoder, path, **settings)
+    assert encoder.batches == [[10], [10], [9], [8], [6, 5], [4, 3]][kept:]
+    assert (report.rows_already_done, report.rows_computed) == (kept, 8 - kept)
+    extract_split(records, FakeEncoder(), reference, **settings)
+    assert_same_store(path, reference)
+
+
+def test_a_damaged_staged_batch_is_computed_again(tmp_path, monkeypatch):
+    monkeypatch.setattr(extraction.time, "perf_counter", ticking_clock(2.0))
+    path, records = tmp_path / "s.h5", fake_records(STAGED_LENGTHS)
+    settings = {"class_names": CLASSES, "max_tokens_per_batch": 12, "window": 8, "progress": False}
+    with pytest.raises(Interrupted):
+        extract_split(records, KilledEncoder(stop_at=3), path, **settings)
+    with h5py.File(path, "r+") as file:  # the second staged batch (row 5, slot 5) is damaged
+        file["features"][1, 5, 2] += 1
+    encoder = FakeEncoder()
+    report = extract_split(records, encoder, path, **settings)
+    assert encoder.batches == [[10], [9], [8], [6, 5], [4, 3]]  # the first unit is kept, the rest computed
+    assert report.rows_computed == 7
+    assert_fake_store_complete(path, 8)
+
+
+def test_identical_fine_tuned_folders_under_other_parents_share_one_store(tiny_bert_path, tmp_path):
+    """`hydra.run.dir=A/ft` and `B/ft` with identical weights get the same store name; the second reads the first's
+    store (the model's name and path are provenance), while other weights are still refused."""
+    from probing.features.store import store_path
+
+    folders = {name: tmp_path / name / "ft" / "model" for name in ("A", "B", "C")}
+    for folder in folders.values():
+        shutil.copytree(tiny_bert_path, folder)
+    changed = BertModel.from_pretrained(folders["C"])
+    with torch.no_grad():
+        changed.embeddings.word_embeddings.weight[0, 0] += 1
+    changed.save_pretrained(folders["C"])
+    encoders = {name: WordEncoder(str(folder), max_length=16) for name, folder in folders.items()}
+    assert encoders["A"].store_name == encoders["B"].store_name != encoders["C"].store_name
+    records, stores = toy_records(6), tmp_path / "stores"
+    path = store_path(stores, encoders["A"].store_name, "toy", "train", "mean", None)
+    settings = {"class_names": CLASSES, "metadata_extra": {"split": "train"}, "progress": False}
+    assert extract_split(records, encoders["A"], path, **settings).rows_computed == 5
+    assert extract_split(records, encoders["B"], path, **settings).rows_computed == 0  # read, not refused
+    with FeatureStore(path) as store:
+        assert store.metadata["model_path"] == str(folders["A"])  # provenance: the folder that computed it
+    with pytest.raises(StoreMismatchError) as raised:
+        extract_split(records, encoders["C"], path, **settings)
+    assert "weights_sha256: store has" in str(raised.value) and "model_path" not in str(raised.value)
+    assert "model_name" not in str(raised.value)

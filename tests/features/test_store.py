@@ -14,11 +14,22 @@ import xxhash
 
 from probing.data.records import WordInContext
 from probing.errors import ConfigError, ProbingError, StoreCorruptError, StoreMismatchError
-from probing.features.store import FeatureStore, StoreWriter, block_groups, records_fingerprint, store_path
+from probing.features.store import (
+    SEALED_TABLES,
+    STORE_FORMAT,
+    FeatureStore,
+    StoreWriter,
+    block_groups,
+    read_tables,
+    records_fingerprint,
+    store_path,
+    table_hashes,
+)
 from tests.helpers.stores import (
     CLASSES,
     DIM,
     LAYERS,
+    as_format_3,
     assert_one_line_error,
     features_of,
     make_records,
@@ -49,8 +60,9 @@ def test_layout_is_allocated_at_creation_and_contiguous(store_file):
         assert features.chunks is None and features.id.get_offset() is not None  # one run of bytes in the file
         assert features.id.get_storage_size() == LAYERS * 10 * DIM * 2  # allocated before any write
         assert handle.attrs["data_files"] == '{"train.txt": "' + "d" * 64 + '"}'
-        assert handle.attrs["store_format"] == 3
+        assert handle.attrs["store_format"] == STORE_FORMAT == 4
         assert handle["block_rows"].shape == (10,) and handle["block_xxh3"].shape == (10, LAYERS)
+        assert handle["table_xxh3"][()].tolist() == [0] * len(SEALED_TABLES)  # sealed when the store completes
     assert not store_file.with_name("split.h5.partial").exists()
 
 
@@ -248,12 +260,13 @@ def test_corrupted_feature_bytes_are_refused_on_read(tmp_path, batches):
 @pytest.mark.parametrize("dtype", [None, "float32"])
 def test_non_finite_features_are_refused_on_read(tmp_path, batches, dtype):
     path = write_complete_store(tmp_path / "split.h5", batches=batches)
-    with h5py.File(path, "r+") as handle:  # an inf with a matching checksum: damage no checksum can see
+    with h5py.File(path, "r+") as handle:  # an inf with matching checksums: damage no checksum can see
         layer = handle["features"][2]
         layer[1, 3] = np.inf
         handle["features"][2] = layer
         first = len(batches[0])
         handle["block_xxh3"][0, 2] = xxhash.xxh3_64_intdigest(layer[0:first].tobytes())
+        handle["table_xxh3"][:] = table_hashes(read_tables(handle))
     with FeatureStore(path) as store:
         store.read_layer(1)
         with pytest.raises(StoreCorruptError) as raised:
@@ -291,14 +304,11 @@ def test_a_float32_store_keeps_what_float16_cannot(tmp_path):
 
 def test_store_of_the_previous_format_is_refused_with_the_delete_fix(tmp_path):
     path = write_complete_store(tmp_path / "old.h5")
-    with h5py.File(path, "r+") as handle:  # format 2: CRC-32 checksums
-        handle.attrs["store_format"] = 2
-        del handle["block_xxh3"]
-        handle.create_dataset("block_crc32", data=np.zeros((10, LAYERS), np.uint32))
+    as_format_3(path)
     with FeatureStore(path) as store:
         with pytest.raises(StoreMismatchError) as raised:
             store.check_metadata(metadata(10))
-        assert "store_format: store has 2, request has 3" in str(raised.value)
+        assert "store_format: store has 3, request has 4" in str(raised.value)
         assert "Fix: delete the file" in str(raised.value)
         with pytest.raises(StoreMismatchError) as raised:
             store.read_layer(0)
@@ -346,3 +356,77 @@ def test_a_store_larger_than_the_free_space_is_refused_before_writing(tmp_path, 
         FeatureStore.create(path, metadata(10), make_records(), CLASSES)
     assert_one_line_error(raised.value, str(path), "the disk is full", "MB are free", "PROBING_STORE_DIR")
     assert not list(tmp_path.iterdir())
+
+
+def roll(values: np.ndarray) -> np.ndarray:
+    return np.roll(values, 7, axis=0)
+
+
+def change_first(values: np.ndarray) -> np.ndarray:
+    changed = values.copy()
+    changed[0] = values[1] if len(values) > 1 and not np.array_equal(values[0], values[1]) else values[0] + 1
+    return changed
+
+
+ALTERATIONS = {  # table -> a change that keeps its shape and dtype
+    "labels": roll, "word_ids": roll, "combination_ids": roll, "slots": roll, "block_rows": roll,
+    "block_xxh3": roll, "skipped": roll, "combinations": change_first,
+    "written": lambda values: values * 2,  # still "complete", but not what was sealed
+    "class_names": lambda values: values[::-1], "words": lambda values: values[::-1],
+}
+
+
+def test_every_table_but_the_features_is_checked(tmp_path):
+    assert set(ALTERATIONS) == set(SEALED_TABLES)
+
+
+@pytest.mark.parametrize("table", sorted(ALTERATIONS))
+def test_an_altered_table_of_a_finished_store_is_refused_naming_it(tmp_path, table):
+    """The issue's case: `labels` rolled by 7 rows gave exit 0 and F1 0.0; now every table is sealed."""
+    path = tmp_path / "split.h5"
+    FeatureStore.create(path, metadata(10), make_records(), CLASSES)
+    with StoreWriter(path) as writer:
+        writer.mark_skipped([4])
+        writer.write_rows([0, 1, 2, 3], features_of([0, 1, 2, 3]))
+        writer.write_rows([5, 6, 7, 8, 9], features_of([5, 6, 7, 8, 9]))
+    with FeatureStore(path) as store:
+        assert store.labels().tolist() == [0, 1, 2, 0, 2, 1, 2, 0, 2]  # intact: every table checks out
+    with h5py.File(path, "r+") as handle:
+        values = handle[table][()]
+        altered = ALTERATIONS[table](values)
+        assert not np.array_equal(altered, values)
+        handle[table][...] = altered
+    accessors = [lambda store: store.labels(), lambda store: store.read_layer(0), lambda store: store.words,
+                 lambda store: store.row_ids(), lambda store: store.num_skipped]
+    for access in accessors:
+        with FeatureStore(path) as store, pytest.raises(StoreCorruptError) as raised:
+            access(store)
+        assert_one_line_error(raised.value, str(path), f"`{table}` table is damaged", "Fix: delete the file")
+
+
+def test_a_run_killed_between_sealing_and_the_last_flags_leaves_an_unfinished_store(store_file, monkeypatch):
+    """The seal is written before the last flags: a store whose flags are all set was sealed, and one killed in
+    between is unfinished, so the rerun writes its last block again and seals it anew."""
+    original, calls = StoreWriter._set_values, []
+
+    def killed_at_the_last_flags(writer, name, rows, values):
+        if name == "written" and len(rows) == 6:
+            calls.append(rows)
+            raise KeyboardInterrupt
+        original(writer, name, rows, values)
+
+    with StoreWriter(store_file) as writer:
+        writer.write_rows([7, 2, 9, 0], features_of([7, 2, 9, 0]))
+        monkeypatch.setattr(StoreWriter, "_set_values", killed_at_the_last_flags)
+        with pytest.raises(KeyboardInterrupt):
+            writer.write_rows([5, 8, 1, 3, 6, 4], features_of([5, 8, 1, 3, 6, 4]))
+    monkeypatch.undo()
+    with h5py.File(store_file, "r") as handle:
+        assert handle["table_xxh3"][()].all() and not handle["written"][()].all()
+    with FeatureStore(store_file) as store, pytest.raises(ProbingError, match="unfinished"):
+        store.labels()
+    with StoreWriter(store_file) as writer:
+        assert writer.pending_rows().tolist() == [1, 3, 4, 5, 6, 8]
+        writer.write_rows([1, 3, 4, 5, 6, 8], features_of([1, 3, 4, 5, 6, 8]))
+    with FeatureStore(store_file) as store:
+        np.testing.assert_array_equal(store.read_all_layers(), features_of(range(10)))

@@ -51,6 +51,14 @@ def write_complete_store(path: Path, batches=((7, 2, 9, 0), (5, 8, 1, 3, 6, 4)),
     return path
 
 
+def as_format_3(path: Path) -> None:
+    """Make a store look like one of format 3 (block hashes of the features only, no sealed tables, no staging)."""
+    with h5py.File(path, "r+") as handle:
+        handle.attrs["store_format"] = 3
+        for name in ("table_xxh3", "staged_batches", "staged_xxh3"):
+            del handle[name]
+
+
 def assert_one_line_error(error: Exception | str, *parts: str) -> None:
     """A user error as the entry scripts print it: one line with a fix, holding each of `parts`."""
     message = str(error)
@@ -86,3 +94,22 @@ def hold_store_lock(path: Path, pid: int) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
+
+
+def store_tables(path: Path) -> dict:
+    """Every dataset and attribute of a store file but its creation time."""
+    with h5py.File(path) as file:
+        tables = {name: file[name][()] for name in file}
+        attrs = {key: value for key, value in file.attrs.items() if key != "created"}
+    return {**tables, **{f"attr:{key}": value for key, value in attrs.items()}}
+
+
+def assert_same_store(path: Path, expected: Path) -> None:
+    """The two store files hold the same tables and attributes, value for value and dtype for dtype."""
+    actual, wanted = store_tables(path), store_tables(expected)
+    assert actual.keys() == wanted.keys()
+    for name, value in wanted.items():
+        if isinstance(value, np.ndarray):
+            assert value.dtype == actual[name].dtype and np.array_equal(actual[name], value), name
+        else:
+            assert actual[name] == value, name
