@@ -32,3 +32,7 @@ class ConfigError(ProbingError):
 
 class StoreCorruptError(ProbingError):
     """A feature store's contents are damaged: a checksum does not match, or a value is NaN or inf."""
+
+
+class CheckpointError(ProbingError):
+    """A training checkpoint is damaged or cannot be verified: names the file and how to resume or start over."""

@@ -7,6 +7,10 @@ as Zhao et al. and Devlin et al. do: the words cut off are not scored, and their
 
 `batch_size` is the global batch, as in Table 4: with several processes (DDP) each takes batch_size / world size
 examples per step, so that the optimisation does not change with the number of devices.
+
+The train order of each epoch is a function of `seed` and the epoch alone (`EpochOrder`), and the train loader
+tells Lightning how far into the epoch it is (`ResumableLoader`, saved in every checkpoint): a run resumed from a
+checkpoint taken in the middle of an epoch sees the rest of that epoch's order, not a new one.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from dataclasses import dataclass
 import lightning as L
 import torch
 from torch.nn.utils.rnn import pad_sequence
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, DistributedSampler
 
 from probing.data.tasks import TaggedSentence, TaskData, TextExample
 from probing.errors import ConfigError
@@ -78,16 +82,60 @@ def encode_texts(texts: Sequence[TextExample], tokenizer, label_ids: dict[str, i
                     label_ids[text.label]) for text, encoding in zip(texts, encodings)]
 
 
+class EpochOrder(DistributedSampler):
+    """This process's share of a permutation of the examples drawn from (seed, epoch) alone (DistributedSampler's
+    shuffle, also with one process), skipping its first `start` indices (set by ResumableLoader on a resume)."""
+
+    def __init__(self, examples: Sequence, seed: int, num_replicas: int = 1, rank: int = 0):
+        super().__init__(examples, num_replicas=num_replicas, rank=rank, shuffle=True, seed=seed)
+        self.start = 0
+
+    def __iter__(self):
+        return iter(list(super().__iter__())[self.start:])
+
+
+class ResumableLoader(DataLoader):
+    """The train loader, stateful for Lightning: `state_dict()` (saved in each checkpoint) is the epoch and the number
+    of batches handed out in it; after `load_state_dict()`, the next pass over that same epoch starts after them.
+    Its own generator seeds it, so that iterating draws nothing from torch's global generator (dropout's)."""
+
+    def __init__(self, examples: Sequence, batch_size: int, order: EpochOrder, collate_fn, seed: int):
+        super().__init__(examples, batch_size=batch_size, sampler=order, collate_fn=collate_fn,
+                         generator=torch.Generator().manual_seed(seed))
+        self.position = {"epoch": 0, "batches": 0}
+        self.resumed: dict[str, int] | None = None
+
+    def state_dict(self) -> dict[str, int]:
+        return dict(self.position)
+
+    def load_state_dict(self, state_dict: dict[str, int]) -> None:
+        self.resumed = {"epoch": int(state_dict["epoch"]), "batches": int(state_dict["batches"])}
+
+    def __iter__(self):
+        return self._batches()
+
+    def _batches(self):
+        """A generator: its body runs at the first batch, after Lightning has set the sampler's epoch."""
+        epoch, resumed, self.resumed = self.sampler.epoch, self.resumed, None
+        skipped = resumed["batches"] if resumed is not None and resumed["epoch"] == epoch else 0
+        self.sampler.start = skipped * self.batch_size
+        self.position = {"epoch": epoch, "batches": skipped}
+        for batch in super().__iter__():
+            self.position["batches"] += 1
+            yield batch
+
+
 class TaskDataModule(L.LightningDataModule):
     """Train and dev batches of one task (dev is Lightning's validation set), padded per batch."""
 
     def __init__(self, data: TaskData, tokenizer, max_length: int = 128, batch_size: int = 32,
-                 eval_batch_size: int | None = None):
+                 eval_batch_size: int | None = None, seed: int = 0):
         super().__init__()
         if max_length < 3:
             raise ConfigError(f"task.max_length={max_length} leaves no room for words. Fix: task.max_length=128")
         self.data, self.tokenizer, self.max_length = data, tokenizer, max_length
         self.batch_size, self.eval_batch_size = batch_size, eval_batch_size or batch_size
+        self.seed = seed
         self.label_ids = {label: i for i, label in enumerate(data.labels)}
         self.examples: dict[str, list[Encoded]] = {}
         self.cut_words: dict[str, int] = {}
@@ -109,15 +157,15 @@ class TaskDataModule(L.LightningDataModule):
                               f"{world} processes. Fix: a multiple of {world}")
         return batch_size // world
 
-    def _loader(self, split: str, batch_size: int, shuffle: bool) -> DataLoader:
-        return DataLoader(self.examples[split], batch_size=self.per_device(batch_size), shuffle=shuffle,
-                          collate_fn=self.collate)
-
-    def train_dataloader(self) -> DataLoader:
-        return self._loader("train", self.batch_size, shuffle=True)
+    def train_dataloader(self) -> ResumableLoader:
+        examples = self.examples["train"]
+        world, rank = (self.trainer.world_size, self.trainer.global_rank) if self.trainer is not None else (1, 0)
+        order = EpochOrder(examples, self.seed, num_replicas=world, rank=rank)
+        return ResumableLoader(examples, self.per_device(self.batch_size), order, self.collate, self.seed)
 
     def val_dataloader(self) -> DataLoader:
-        return self._loader("dev", self.eval_batch_size, shuffle=False)
+        return DataLoader(self.examples["dev"], batch_size=self.per_device(self.eval_batch_size),
+                          collate_fn=self.collate, generator=torch.Generator().manual_seed(self.seed))
 
     def collate(self, examples: list[Encoded]) -> dict[str, torch.Tensor]:
         def padded(rows, value):

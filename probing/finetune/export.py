@@ -4,33 +4,43 @@
 `probe.py` load it with `model.name_or_path=<run>/model` exactly like a pretrained model (the store's weights hash
 tells them apart), plus the task head (`task_head.safetensors`) and `task.json` (task, labels, kind) for users who
 want the classifier itself.
+
+The folder is written under a temporary name beside it and renamed into place when complete (an older export is
+moved aside first and deleted after), so a run killed while exporting never leaves a half-written `<run>/model/`
+that would load as a model without its tokenizer or task.json.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 
-import torch
 from safetensors.torch import save_file
 
 from probing.features.finetuned import TASK_FILE
 from probing.finetune.module import FineTuner
 
 
-def load_checkpoint_weights(module: FineTuner, checkpoint: str | Path) -> None:
-    """Put a Lightning checkpoint's weights into `module`, loading only tensors and plain values."""
-    state = torch.load(checkpoint, map_location="cpu", weights_only=True)["state_dict"]
-    module.load_state_dict(state)
-
-
 def export_model(module: FineTuner, folder: Path, task: str) -> Path:
-    """Write the encoder, tokenizer and head of `module` into `folder` (replaced if it exists)."""
-    folder.mkdir(parents=True, exist_ok=True)
+    """Write the encoder, tokenizer and head of `module` into `folder` (replaced if it exists), atomically."""
+    partial, previous = folder.with_name(f".{folder.name}.partial"), folder.with_name(f".{folder.name}.previous")
+    for leftover in (partial, previous):  # of an export that was killed
+        shutil.rmtree(leftover, ignore_errors=True)
+    partial.mkdir(parents=True)
+    write_model(module, partial, task)
+    if folder.exists():
+        os.replace(folder, previous)
+    os.replace(partial, folder)
+    shutil.rmtree(previous, ignore_errors=True)
+    return folder
+
+
+def write_model(module: FineTuner, folder: Path, task: str) -> None:
     module.encoder.save_pretrained(folder, safe_serialization=True)
     module.tokenizer.save_pretrained(folder)
     save_file({name: tensor.detach().cpu().contiguous() for name, tensor in module.head.state_dict().items()},
               folder / "task_head.safetensors")
     about = {"task": task, "kind": module.kind, "labels": module.labels}
     (folder / TASK_FILE).write_text(json.dumps(about, indent=2) + "\n", encoding="utf-8")
-    return folder

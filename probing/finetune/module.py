@@ -6,7 +6,9 @@ Choices (Zhao et al. 2020 §4.4.1, appendix B and Table 4, after Devlin et al. 2
 - Dropout (0.1, as Devlin et al.'s classifier) on the vector before the linear head; plain Adam, lr 5e-5, no warm-up,
   no layer-wise rates by default; the optimizer and an optional scheduler come as `_partial_` configs.
 - `attention_window=k` restricts every layer's attention to the wordpieces of words at most k words away
-  (probing.features.attention, appendix C); None is full attention.
+  (probing.features.attention, appendix C); None is full attention. `attention_policy` says what the special
+  tokens see and are seen by under a window: `sink` (every word sees [CLS]/[SEP], they see only themselves; the
+  default), `positional` ([CLS]/[SEP] are words at positions -1 and n) or `blocked` (no word sees them).
 - `isotropy_reg=γ` adds γ × the mean pairwise cosine of the input embedding matrix (Gao et al. 2019; Bis et al. 2021
   appendix A; probing.finetune.isotropy), and with `isotropy_on_context` also of the batch's contextual vectors fed
   to the head. It is logged apart from the task loss (`train/task_loss`, `train/isotropy`).
@@ -15,6 +17,7 @@ Choices (Zhao et al. 2020 §4.4.1, appendix B and Table 4, after Devlin et al. 2
 from __future__ import annotations
 
 import inspect
+import math
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -24,8 +27,16 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from probing.errors import ProbingError
-from probing.features.attention import check_window_support, model_attention_mask, parse_attention_window
+from probing.data.settings import require_bool
+from probing.errors import ConfigError, ProbingError
+from probing.features.attention import (
+    DEFAULT_POLICY,
+    check_window_support,
+    model_attention_mask,
+    parse_attention_policy,
+    parse_attention_window,
+    window_policy,
+)
 from probing.features.encoder import load_encoder
 from probing.finetune.isotropy import mean_pairwise_cosine
 from probing.finetune.metrics import IGNORE, dev_metrics
@@ -50,16 +61,17 @@ class FineTuner(L.LightningModule):
         scheduler: Callable[..., Any] | None = None,
         dropout: float = 0.1,
         attention_window: int | None = None,
+        attention_policy: str = DEFAULT_POLICY,
         isotropy_reg: float = 0.0,
         isotropy_on_context: bool = False,
         revision: str | None = None,
     ):
         super().__init__()
-        if kind not in KINDS:
-            raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+        check_arguments(kind, dropout, isotropy_reg, isotropy_on_context)
         self.save_hyperparameters(ignore=["optimizer", "scheduler"])
         self.labels, self.kind = list(labels), kind
         self.optimizer, self.scheduler = optimizer, scheduler
+        self.attention_policy = parse_attention_policy(attention_policy, "finetune.attention_policy")
         self.encoder, self.tokenizer, self.info = load_encoder(name_or_path, revision=revision)
         self.attention_window = parse_attention_window(attention_window, "finetune.attention_window")
         self.causal = check_window_support(self.encoder) if self.attention_window is not None else False
@@ -72,12 +84,18 @@ class FineTuner(L.LightningModule):
         self.head = nn.Linear(self.info.hidden_size, len(self.labels))
         self.metrics = nn.ModuleDict(dev_metrics(metric, self.labels))
 
+    @property
+    def window_policy(self) -> str | None:
+        """The attention policy in force: None without a window (the model's own attention, whatever the policy)."""
+        return window_policy(self.attention_window, self.attention_policy)
+
     def forward(self, batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
         """(logits, the vectors fed to the head): (B, W, C) and (B, W, H) for token tasks, (B, C) and (B, H) else."""
         mask = batch["attention_mask"]
         if self.attention_window is not None:
             word_ids = [[None if word < 0 else word for word in row] for row in batch["word_ids"].tolist()]
-            mask = model_attention_mask(self.encoder, word_ids, self.attention_window, mask, causal=self.causal)
+            mask = model_attention_mask(self.encoder, word_ids, self.attention_window, mask, causal=self.causal,
+                                        policy=self.attention_policy)
         output = self.encoder(input_ids=batch["input_ids"], attention_mask=mask)
         hidden = output.last_hidden_state
         if self.kind == "token":
@@ -97,8 +115,8 @@ class FineTuner(L.LightningModule):
             loss = loss + self.hparams.isotropy_reg * penalty
             self.log("train/isotropy", penalty, on_step=True, on_epoch=True, batch_size=size, sync_dist=True)
         if not torch.isfinite(loss):
-            raise ProbingError(f"the training loss became {float(loss)} at epoch {self.current_epoch}, step "
-                               f"{batch_idx}. Fix: lower finetune.optimizer.lr, or train in float32 "
+            raise ProbingError(f"the training loss became {float(loss.detach())} at epoch {self.current_epoch}, step "
+                               f"{batch_idx}. Fix: lower finetune.module.optimizer.lr, or train in float32 "
                                "(trainer.precision=32-true)")
         self.log("train/task_loss", task_loss, on_step=True, on_epoch=True, batch_size=size, sync_dist=True)
         self.log("train/loss", loss, on_step=True, on_epoch=True, prog_bar=True, batch_size=size, sync_dist=True)
@@ -138,3 +156,20 @@ class FineTuner(L.LightningModule):
             options["num_training_steps"] = self.trainer.estimated_stepping_batches
         scheduler = self.scheduler(optimizer, **options)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+
+def check_arguments(kind: str, dropout: float, isotropy_reg: float, isotropy_on_context: bool) -> None:
+    """Refuse the FineTuner's own settings before its encoder is loaded, naming the config keys that set them."""
+    if kind not in KINDS:
+        raise ConfigError(f"kind={kind!r} is not a kind of task. Fix: one of {', '.join(KINDS)}")
+    if not is_number(dropout) or not 0.0 <= dropout < 1.0:
+        raise ConfigError(f"finetune.module.dropout={dropout!r} is not a probability in [0, 1). Fix: e.g. "
+                          "finetune.module.dropout=0.1")
+    if not is_number(isotropy_reg) or not 0.0 <= isotropy_reg < math.inf:
+        raise ConfigError(f"finetune.isotropy_reg={isotropy_reg!r} is not a finite weight >= 0. Fix: e.g. "
+                          "finetune.isotropy_reg=0.1, or 0 for none")
+    require_bool("finetune.isotropy_on_context", isotropy_on_context)
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)

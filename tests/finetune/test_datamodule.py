@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 from transformers import AutoTokenizer
 
 from probing.data.records import SkipCounter
@@ -72,3 +73,37 @@ def test_the_batch_size_is_global_over_processes(tokenizer):
     module.trainer = type("FakeTrainer", (), {"world_size": 4})()
     with pytest.raises(ConfigError, match="must divide evenly over 4 processes"):
         module.per_device(6)
+
+
+def sentence_ids(batches) -> list[list[int]]:
+    return [batch["input_ids"][:, 1].tolist() for batch in batches]  # each sentence's first word tells it apart
+
+
+def test_the_train_order_depends_on_seed_and_epoch_only_and_resumes_mid_epoch(tokenizer):
+    words = ["she", "apple", "juice", "stock", "city", "oak", "pine", "larch", "word", "party"]
+    data = pos_data(*(TaggedSentence((word,), ("NN",), f"toy:{i}") for i, word in enumerate(words)))
+    module = TaskDataModule(data, tokenizer, batch_size=3, seed=7)
+    module.setup()
+    loader = module.train_dataloader()
+    loader.sampler.set_epoch(1)  # as Lightning does at each epoch's start
+    torch.manual_seed(0)
+    whole_epoch = sentence_ids(loader)
+    torch.manual_seed(1)  # the global generator (dropout's) plays no part
+    assert sentence_ids(loader) == whole_epoch and sorted(sum(whole_epoch, [])) == sorted(
+        tokenizer.convert_tokens_to_ids(words))
+    loader.sampler.set_epoch(2)
+    assert sentence_ids(loader) != whole_epoch
+    loader.sampler.set_epoch(1)
+    batches = iter(loader)
+    first_two = sentence_ids([next(batches), next(batches)])
+    state = loader.state_dict()  # what a checkpoint taken now holds
+    assert state == {"epoch": 1, "batches": 2} and first_two == whole_epoch[:2]
+    resumed = TaskDataModule(data, tokenizer, batch_size=3, seed=7)
+    resumed.setup()
+    resumed_loader = resumed.train_dataloader()
+    resumed_loader.load_state_dict(state)
+    resumed_loader.sampler.set_epoch(1)
+    assert sentence_ids(resumed_loader) == whole_epoch[2:]
+    assert resumed_loader.state_dict() == {"epoch": 1, "batches": 4}
+    resumed_loader.sampler.set_epoch(2)  # the next epoch is whole again
+    assert len(sentence_ids(resumed_loader)) == 4

@@ -10,8 +10,10 @@ from transformers import AutoModel
 
 from probing.data.records import SkipCounter
 from probing.data.tasks import TaggedSentence, TaskData
+from probing.errors import ConfigError, ProbingError
+from probing.finetune.checkpoints import load_checkpoint_weights, record_hash
 from probing.finetune.datamodule import TaskDataModule
-from probing.finetune.export import export_model, load_checkpoint_weights
+from probing.finetune.export import export_model
 from probing.finetune.isotropy import mean_pairwise_cosine
 from probing.finetune.module import FineTuner
 
@@ -74,6 +76,23 @@ def test_an_attention_window_hides_words_beyond_it(tiny_bert_path):
         assert torch.allclose(first, second, atol=1e-6) != should_change
 
 
+def test_the_attention_policy_reaches_the_mask_and_a_wide_positional_window_is_full_attention(tiny_bert_path):
+    """positional k = 1000 gives the logits of no window exactly; blocked and sink other logits; the policy in
+    force is recorded only with a window; a bad policy is refused before the model is loaded."""
+    outputs = {}
+    for window, policy in ((None, "positional"), (1000, "positional"), (1000, "blocked"), (1000, "sink")):
+        torch.manual_seed(0)
+        module = FineTuner(str(tiny_bert_path), TAGS, "token", attention_window=window, attention_policy=policy)
+        outputs[window, policy] = module.eval()(batch_of(module))[0]
+        assert module.window_policy == (None if window is None else policy)
+    assert torch.equal(outputs[1000, "positional"], outputs[None, "positional"])
+    for policy in ("blocked", "sink"):
+        assert not torch.equal(outputs[1000, policy], outputs[None, "positional"])
+    assert FineTuner(str(tiny_bert_path), TAGS, "token", attention_window=2).attention_policy == "sink"
+    with pytest.raises(ConfigError, match=r"finetune.attention_policy='Sink' is not an attention policy\. Fix: "):
+        FineTuner("/nonexistent/model", TAGS, "token", attention_window=2, attention_policy="Sink")
+
+
 def test_the_export_loads_as_a_plain_encoder_with_the_trained_weights(tagger, tmp_path):
     with torch.no_grad():
         tagger.encoder.get_input_embeddings().weight.add_(1.0)  # "trained": differs from the original weights
@@ -90,8 +109,52 @@ def test_the_export_loads_as_a_plain_encoder_with_the_trained_weights(tagger, tm
 def test_checkpoint_weights_load_with_weights_only(tagger, tiny_bert_path, tmp_path):
     path = tmp_path / "best.ckpt"
     torch.save({"state_dict": tagger.state_dict(), "epoch": 3}, path)
+    record_hash(path)
     torch.manual_seed(1)
     other = FineTuner(str(tiny_bert_path), TAGS, "token")
     assert not torch.equal(other.head.weight, tagger.head.weight)
-    load_checkpoint_weights(other, path)
+    assert load_checkpoint_weights(other, path) == 3
     assert torch.equal(other.head.weight, tagger.head.weight)
+
+
+def test_an_interrupted_export_leaves_the_previous_model_whole(tagger, tmp_path, monkeypatch):
+    folder = export_model(tagger, tmp_path / "model", "pos")
+    before = {path.name: path.read_bytes() for path in folder.iterdir()}
+
+    def killed(*args, **kwargs):
+        raise KeyboardInterrupt  # stopped after the encoder's weights, before the tokenizer and task.json
+
+    monkeypatch.setattr(type(tagger.tokenizer), "save_pretrained", killed)
+    with pytest.raises(KeyboardInterrupt):
+        export_model(tagger, folder, "ner")
+    assert {path.name: path.read_bytes() for path in folder.iterdir()} == before
+    with pytest.raises(KeyboardInterrupt):
+        export_model(tagger, tmp_path / "first" / "model", "pos")
+    assert not (tmp_path / "first" / "model").exists()  # no half-written folder for probe.py to load
+    monkeypatch.undo()
+    export_model(tagger, folder, "ner")
+    assert json.loads((folder / "task.json").read_text())["task"] == "ner"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["first", "model"]  # nothing left over
+
+
+@pytest.mark.parametrize("arguments,message", [
+    ({"isotropy_reg": float("nan")}, "finetune.isotropy_reg=nan is not a finite weight >= 0"),
+    ({"isotropy_reg": float("inf")}, "finetune.isotropy_reg=inf is not a finite weight >= 0"),
+    ({"isotropy_reg": "0.1"}, "finetune.isotropy_reg='0.1'"),
+    ({"isotropy_on_context": "yes"}, "finetune.isotropy_on_context must be true or false"),
+    ({"dropout": 1.0}, "finetune.module.dropout=1.0 is not a probability"),
+    ({"kind": "word"}, "kind='word' is not a kind of task"),
+])
+def test_bad_arguments_are_refused_before_the_encoder_loads(arguments, message):
+    arguments = {"name_or_path": "/nowhere", "labels": TAGS, "kind": "token", **arguments}
+    with pytest.raises(ConfigError, match="Fix:") as error:
+        FineTuner(**arguments)
+    assert message in str(error.value)
+
+
+def test_a_loss_that_is_not_finite_names_the_learning_rate_setting(tagger):
+    with torch.no_grad():
+        tagger.head.weight.fill_(float("nan"))
+    tagger.log = lambda *args, **kwargs: None
+    with pytest.raises(ProbingError, match=r"Fix: lower finetune\.module\.optimizer\.lr"):
+        tagger.training_step(batch_of(tagger), 0)

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import h5py
 import pytest
+import torch
 
-from probing.errors import ConfigError
+from probing.errors import CheckpointError, ConfigError
 from probing.finetune.module import FineTuner
 from probing.tasks import extract, train
 from tests.helpers import FIXTURE_STREUSLE, run_script
@@ -69,8 +70,12 @@ def test_an_interrupted_run_resumes_from_its_last_checkpoint(tmp_path, tiny, mon
 @pytest.mark.parametrize("overrides,message", [
     (["finetune.attention_window=-1"], "finetune.attention_window=-1 is not an integer >= 0"),
     (["finetune.attention_window=abc"], "finetune.attention_window='abc'"),
+    (["finetune.attention_window=2", "finetune.attention_policy=none"],
+     "finetune.attention_policy='none' is not an attention policy. Fix: finetune.attention_policy=sink"),
     (["task=sst2", "data.data_dir=/nowhere", "finetune.attention_window=2"], "word-level tasks only"),
-    (["finetune.isotropy_reg=-0.1"], "finetune.isotropy_reg=-0.1 is not a weight >= 0"),
+    (["finetune.isotropy_reg=-0.1"], "finetune.isotropy_reg=-0.1 is not a finite weight >= 0"),
+    (["finetune.isotropy_reg=nan"], "finetune.isotropy_reg=nan is not a finite weight >= 0"),
+    (["finetune.resume=sometimes"], "finetune.resume='sometimes' is not a way to resume"),
     (["task.batch_size=0"], "task.batch_size=0 is not an integer >= 1"),
     (["+taks=ner"], "unknown setting(s) taks"),
     (["trainer.accelerator=cpu", "trainer.devices=512"], "trainer.devices=512"),
@@ -107,3 +112,89 @@ def test_checkpoints_of_another_configuration_are_refused(tmp_path, tiny, monkey
     with pytest.raises(ConfigError, match="checkpoints of a run of another configuration"):
         train.run(compose_job("train", tmp_path, *tiny, "trainer.max_epochs=2"))
     assert (checkpoints / "last.ckpt").read_bytes() == b"the state of an interrupted run"
+
+
+# The issue's run, small: 2 epochs of 6 batches of 16, step.ckpt every 2 steps, 3 dev batches.
+EXACT = ["task.batch_size=16", "trainer.max_epochs=2", "++trainer.limit_train_batches=6",
+         "++trainer.limit_val_batches=3", "finetune.checkpoint_every_n_steps=2"]
+
+
+def interrupted(monkeypatch, hook: str, when) -> None:
+    """Make FineTuner.<hook> fail when `when(module)` holds: the run dies as under a kill, with no checkpoint taken."""
+    original = getattr(FineTuner, hook)
+
+    def failing(module, batch, batch_idx):
+        if when(module):
+            raise RuntimeError("killed")
+        return original(module, batch, batch_idx)
+
+    monkeypatch.setattr(FineTuner, hook, failing)
+
+
+def final_state(run: Path) -> dict:
+    return torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)["state_dict"]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory, tiny_bert_path):
+    folder = tmp_path_factory.mktemp("uninterrupted")
+    results = train.run(compose_job("train", folder, f"model.name_or_path={tiny_bert_path}", "logger=csv", *EXACT))
+    return results, final_state(folder / "run"), (folder / "run" / "model" / "model.safetensors").read_bytes()
+
+
+@pytest.mark.parametrize("hook,when,resumed_from", [
+    ("training_step", lambda m: m.global_step == 9, "step.ckpt"),  # mid-epoch: step.ckpt after 8 steps, 2 of epoch 1
+    ("training_step", lambda m: m.global_step == 6, "last.ckpt"),  # epoch 1's first step: last.ckpt of epoch 0's end
+    ("validation_step", lambda m: not m.trainer.sanity_checking, "step.ckpt"),  # epoch 0 trained, not validated
+])
+def test_a_resumed_run_ends_with_the_weights_of_an_uninterrupted_one(tmp_path, tiny, monkeypatch, caplog,
+                                                                       uninterrupted, hook, when, resumed_from):
+    caplog.set_level(logging.INFO, logger="probing")
+    cfg = compose_job("train", tmp_path, *tiny, *EXACT)
+    interrupted(monkeypatch, hook, when)
+    with pytest.raises(RuntimeError, match="killed"):
+        train.run(cfg)
+    monkeypatch.undo()
+    results = train.run(cfg)
+    assert f"resuming from {tmp_path / 'run' / 'checkpoints' / resumed_from}" in caplog.text
+    expected, weights, exported = uninterrupted
+    assert results["dev"] == expected["dev"] and results["best_epoch"] == expected["best_epoch"]
+    state = final_state(tmp_path / "run")
+    assert state.keys() == weights.keys() and all(torch.equal(state[name], weights[name]) for name in weights)
+    assert (tmp_path / "run" / "model" / "model.safetensors").read_bytes() == exported
+
+
+def test_a_truncated_checkpoint_is_one_error_and_the_run_can_resume_from_best(tmp_path, tiny, monkeypatch, caplog):
+    caplog.set_level(logging.INFO, logger="probing")
+    cfg = compose_job("train", tmp_path, *tiny, *EXACT)
+    interrupted(monkeypatch, "training_step", lambda m: m.global_step == 6)  # last.ckpt (epoch 0's end) is newest
+    with pytest.raises(RuntimeError, match="killed"):
+        train.run(cfg)
+    monkeypatch.undo()
+    last = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    last.write_bytes(last.read_bytes()[:last.stat().st_size // 2])
+    with pytest.raises(CheckpointError, match=f"{last} is damaged") as error:
+        train.run(cfg)
+    assert "finetune.resume=best" in str(error.value) and "finetune.resume=restart" in str(error.value)
+    results = train.run(compose_job("train", tmp_path, *tiny, *EXACT, "finetune.resume=best"))
+    assert f"resuming from {last.parent / 'best.ckpt'}" in caplog.text and results["epochs_trained"] == 2
+    assert "resume" not in results["config"]["finetune"]  # how a run goes on is not part of what it is
+
+
+def test_random_bytes_in_a_checkpoint_are_detected_and_a_restart_trains_from_the_start(tmp_path, tiny, monkeypatch,
+                                                                                        caplog, uninterrupted):
+    caplog.set_level(logging.INFO, logger="probing")
+    cfg = compose_job("train", tmp_path, *tiny, *EXACT)
+    interrupted(monkeypatch, "training_step", lambda m: m.global_step == 9)  # step.ckpt (after 8 steps) is newest
+    with pytest.raises(RuntimeError, match="killed"):
+        train.run(cfg)
+    monkeypatch.undo()
+    step = tmp_path / "run" / "checkpoints" / "step.ckpt"
+    data = bytearray(step.read_bytes())
+    data[len(data) // 2] ^= 0x01  # a flipped bit in the weights: torch.load would read it without complaint
+    step.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match=f"{step} is damaged"):
+        train.run(cfg)
+    results = train.run(compose_job("train", tmp_path, *tiny, *EXACT, "finetune.resume=restart"))
+    assert "resuming from" not in caplog.text and results["dev"] == uninterrupted[0]["dev"]
+    assert all(torch.equal(value, uninterrupted[1][name]) for name, value in final_state(tmp_path / "run").items())
