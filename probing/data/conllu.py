@@ -11,6 +11,9 @@ Choices where the format leaves room:
 - Word IDs must run 1, 2, 3... within a sentence; otherwise the file is not CoNLL-U and reading stops.
 - A missing XPOS ("_") is an error, not a skip: a treebank without XPOS (many UD treebanks) has no PTB tags to
   learn, and dropping sentences would change the data silently.
+- A sentence with an XPOS tag outside XPOS_TAGS (the Penn Treebank tags and EWT's additions), e.g. a typo "FOO", is
+  left out and counted in the SkipCounter, one reason per tag (the run warns with the counts): its words keep their
+  context only as a whole sentence, and a stray tag would become a class of its own.
 - A block of comments without word lines is an error, as is a file without any sentence.
 """
 
@@ -32,6 +35,15 @@ SKIP_EMPTY_NODE = "empty node (e.g. 5.1), not a word"
 FORMAT_FIX = "use CoNLL-U: 10 tab-separated columns, word IDs 1, 2, 3... per sentence, a blank line after each"
 XPOS_FIX = "use a treebank with XPOS tags (column 5), e.g. UD English-EWT, or fill in the missing tag"
 EMPTY_FILE_FIX = "give a CoNLL-U file with at least one sentence, or leave it out of data.source.paths"
+# The 45 Penn Treebank POS tags (Marcus et al. 1993, with -LRB-/-RRB- for brackets, and -LCB-/-RCB- for braces as the
+# treebank writes them), and what UD English-EWT adds: ADD (e-mail, web address), AFX (affix), GW (goes-with), HYPH
+# (hyphen), NFP (superfluous punctuation), XX (unknown).
+PTB_TAGS = frozenset({
+    "CC", "CD", "DT", "EX", "FW", "IN", "JJ", "JJR", "JJS", "LS", "MD", "NN", "NNS", "NNP", "NNPS", "PDT", "POS",
+    "PRP", "PRP$", "RB", "RBR", "RBS", "RP", "SYM", "TO", "UH", "VB", "VBD", "VBG", "VBN", "VBP", "VBZ", "WDT", "WP",
+    "WP$", "WRB", "#", "$", ".", ",", ":", "``", "''", "-LRB-", "-RRB-", "-LCB-", "-RCB-",
+})
+XPOS_TAGS = PTB_TAGS | {"ADD", "AFX", "GW", "HYPH", "NFP", "XX"}
 
 
 def conllu_files(paths: Sequence[Path], config_key: str = "data.source.paths") -> list[Path]:
@@ -45,20 +57,26 @@ def read_conllu_xpos(
     """The sentences of the files with their XPOS tags, in order; each source is "file:line" of the first word."""
     sentences: list[TaggedSentence] = []
     for path in paths:
-        before = len(sentences)
-        sentences.extend(_read_sentences(path, skips, config_key))
-        if len(sentences) == before:
+        read = list(_read_sentences(path, skips, config_key))
+        if not read:
             raise DataFormatError(path, None, "no sentences: the file is empty or holds no word lines", EMPTY_FILE_FIX)
+        sentences.extend(sentence for sentence in read if sentence is not None)
     return sentences
 
 
-def _read_sentences(path: Path, skips: SkipCounter, config_key: str) -> Iterator[TaggedSentence]:
+def skip_unknown_tag(tag: str) -> str:
+    """The skip reason of a sentence left out for `tag`."""
+    return f"sentence with XPOS tag {tag!r}, outside the Penn Treebank tag set, left out"
+
+
+def _read_sentences(path: Path, skips: SkipCounter, config_key: str) -> Iterator[TaggedSentence | None]:
+    """Each sentence block of the file, None for a sentence left out (counted in `skips`)."""
     block_start: int | None = None
     words: list[tuple[int, str, str]] = []  # (line, form, xpos)
     for number, line in read_lines(path, config_key):
         if not line.strip():
             if block_start is not None:
-                yield _sentence(words, path, block_start)
+                yield _sentence(words, path, block_start, skips)
             block_start, words = None, []
             continue
         block_start = number if block_start is None else block_start
@@ -67,13 +85,18 @@ def _read_sentences(path: Path, skips: SkipCounter, config_key: str) -> Iterator
             if word is not None:
                 words.append((number, *word))
     if block_start is not None:
-        yield _sentence(words, path, block_start)
+        yield _sentence(words, path, block_start, skips)
 
 
-def _sentence(words: list[tuple[int, str, str]], path: Path, block_start: int) -> TaggedSentence:
+def _sentence(words: list[tuple[int, str, str]], path: Path, block_start: int,
+              skips: SkipCounter) -> TaggedSentence | None:
     if not words:
         problem = "a sentence block without word lines (comments only) ends before this blank line"
         raise DataFormatError(path, block_start, problem, FORMAT_FIX)
+    unknown = [(line, tag) for line, _, tag in words if tag not in XPOS_TAGS]
+    if unknown:  # counted under its first unknown tag, at that word's line
+        skips.skip(skip_unknown_tag(unknown[0][1]), f"{path}:{unknown[0][0]}")
+        return None
     lines, forms, tags = zip(*words)
     return TaggedSentence(forms, tags, f"{path}:{lines[0]}")
 

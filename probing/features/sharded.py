@@ -10,8 +10,8 @@ A shard is an ordinary store, `<store>.shards/<r>-of-<N>.h5`, of its rows in pla
 each process resumes, locks and checksums its shard as a single process does its store, holding one batch of hidden
 states at a time. A shard's rows are whole windows in record order, so `extract_split` cuts them into the same
 windows and those into the same batches: every row is computed in the very batch a single-process run computes it
-in (also after a resume, which restarts at a window boundary), so its features are identical to that run's on the
-same device and precision, not merely close. (On a CPU, also with as many threads: Lightning gives each of N
+in (also after a resume, which replays the cut-off window's batch plan), so its features are identical to that run's
+on the same device and precision, not merely close. (On a CPU, also with as many threads: Lightning gives each of N
 processes 1/N of the cores, and some float32 kernels round the last bit differently with another number of threads.)
 
 Merge. After a barrier, rank 0 checks every shard (present, of this request, complete) before writing anything, then
@@ -20,12 +20,17 @@ block's hashes: the store is the one a single process writes, slot for slot, wit
 merge cut off resumes like any store; the shards are deleted once the store is complete. A shard records its place
 (`shard`) and the fingerprint of the whole split (`split_records_sha256`), so that a shard of another plan (another
 N, window size or data) is refused like a store of another request.
+
+The shards folder holds nothing else. Before any process computes, a file there that is not a shard of this store
+(its metadata naming it, by its file name, a shard of this split; or the `.lock`/`.partial` file of one) is refused,
+and after the merge only this store's shards are deleted (those of this plan and those a run with another process
+count left), the folder with them only when nothing else is left in it.
 """
 
 from __future__ import annotations
 
 import logging
-import shutil
+import re
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from datetime import timedelta
@@ -50,6 +55,9 @@ log = logging.getLogger(__name__)
 # How long a process waits at the barrier for the others: a rerun may find one shard complete and another barely
 # begun, so the wait can last as long as a whole extraction (the usual 30 minutes would end such a run).
 SHARD_WAIT = timedelta(days=2)
+# A shard's file name, `<rank>-of-<N>.h5`, and the files a store leaves beside it (its lock, a half-built file).
+SHARD_NAME = re.compile(r"\d+-of-\d+\.h5")
+COMPANIONS = (".lock", ".partial")
 
 
 def shard_rows(prepared: Sequence[Any], num_shards: int, window: int) -> list[np.ndarray]:
@@ -65,7 +73,11 @@ def shard_rows(prepared: Sequence[Any], num_shards: int, window: int) -> list[np
 
 
 def shard_path(path: Path, rank: int, num_shards: int) -> Path:
-    return path.with_name(path.name + ".shards") / f"{rank}-of-{num_shards}.h5"
+    return shards_folder(path) / f"{rank}-of-{num_shards}.h5"
+
+
+def shards_folder(path: Path) -> Path:
+    return path.with_name(path.name + ".shards")
 
 
 class ShardPlan:
@@ -98,10 +110,51 @@ class ShardPlan:
         return request_metadata(self.records_of(rank), self.featurizer, self.request["dtype"], self.extra_of(rank))
 
     def check_existing(self) -> None:
-        """Refuse a shard file of another request before any process computes (every process checks, so all stop
-        with the same error rather than some waiting for a process that stopped)."""
+        """Refuse a shard file of another request, and any file in the shards folder that is no shard of this store,
+        before any process computes (every process checks, so all stop with the same error rather than some waiting
+        for a process that stopped)."""
         for rank in self.shards():
             is_finished(self.path_of(rank), self.request_of(rank))
+        foreign = [path for path in self.folder_files() if not self.is_own(path)]
+        if foreign:
+            raise ProbingError(
+                f"{foreign[0]}: this file is not a shard of {self.path} (its metadata do not name it as one), but it "
+                f"lies in the folder of that store's shards, which extraction fills and deletes. Fix: move it (and any "
+                f"other file that is not a shard) out of {foreign[0].parent}, then rerun")
+
+    def folder_files(self) -> list[Path]:
+        folder = shards_folder(self.path)
+        return sorted(folder.iterdir()) if folder.is_dir() else []
+
+    def is_own(self, path: Path) -> bool:
+        """Whether `path` is a shard of this store (of any process count: its metadata name it after its file and
+        carry this split's fingerprint), or the lock or half-built file of a shard."""
+        for suffix in COMPANIONS:
+            if path.name.endswith(suffix) and SHARD_NAME.fullmatch(path.name.removesuffix(suffix)):
+                return path.is_file()
+        if not (SHARD_NAME.fullmatch(path.name) and path.is_file()):
+            return False
+        try:
+            with FeatureStore(path, file_locking=False) as store:
+                metadata = store.metadata
+        except (ProbingError, OSError):
+            return False
+        return (metadata.get("shard") == path.name.removesuffix(".h5")
+                and metadata.get("split_records_sha256") == self.request["records_sha256"])
+
+    def delete_shards(self) -> None:
+        """Delete this store's shards (after the merge), and their folder if nothing else is left in it."""
+        kept = []
+        for path in self.folder_files():
+            if self.is_own(path):
+                path.unlink(missing_ok=True)
+            else:
+                kept.append(path)
+        if kept:
+            log.warning("%s: kept, it holds files that are not shards of %s (%s)", shards_folder(self.path),
+                        self.path, ", ".join(path.name for path in kept))
+        elif shards_folder(self.path).is_dir():
+            shards_folder(self.path).rmdir()
 
     def check_mergeable(self) -> None:
         """Every shard present, of this request and complete; otherwise one ProbingError, nothing written."""
@@ -168,7 +221,7 @@ def merge_shards(plan: ShardPlan, class_names: Sequence[str], lock_wait_s: float
                 copied = copy_shards(plan, writer)
             log.info("%s: %d rows from %d shards in %.1f s", plan.path, copied, len(plan.shards()),
                      time.perf_counter() - started)
-        shutil.rmtree(plan.path_of(0).parent, ignore_errors=True)
+        plan.delete_shards()
 
 
 def copy_shards(plan: ShardPlan, writer: StoreWriter) -> int:
@@ -202,7 +255,7 @@ class ShardReaders:
 
     def skipped_rows(self, rank: int) -> np.ndarray:
         """Split rows of shard `rank` that the featurizer could not represent."""
-        return self.plan.rows[rank][self.stores[rank].file["skipped"][()] == 1]
+        return self.plan.rows[rank][self.stores[rank].skipped_row_ids()]
 
     def blocks_in_plan_order(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """(split rows, features (rows, num_layers, D)) of block k of shard r as window k * N + r of the plan."""

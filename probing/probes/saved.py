@@ -2,14 +2,22 @@
 
 The file holds the best-dev weights of both heads (`probes.*`, and `control_probes.*` when the control task ran)
 and, in the safetensors metadata, what they were trained on (`about`): the model (path, weights hash), the
-representation (level, layer, pooling, context size, attention window), the class list, the feature dimension
+representation (level, layer, pooling, context size, attention window and policy), the class list, the feature dimension
 and the module's hyperparameters. Zhao et al. 2020 §4.4.2 setup (a) scores these probes, unchanged, on the
 features of a fine-tuned model: `probe.reuse=<run folder>` (see `find_reusable`). Loaded with safetensors only.
+
+Integrity. The metadata also hold an XXH3-128 hash of the tensors (`tensors_xxh3_128`: each tensor's name, dtype,
+shape and bytes, in name order), checked on load: damaged tensor data, even finite values, is refused rather than
+scored. Files written before the hash was recorded (format 1, and format 2 without it) are still read, with a
+warning that they cannot be checked (rerunning their probe run writes a checked file); values that are not finite
+are refused in them too. Weights whose names or shapes differ from what the probe module built from `about["module"]`
+expects are refused when loaded into it (`load_into`).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -17,10 +25,13 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import xxhash
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from probing.errors import ConfigError, ProbingError
+
+log = logging.getLogger(__name__)
 
 PROBES_FILE = "probes.safetensors"
 # 2: each head's w1 (C, H, D) and w2 (C, 2, H), probe k's nn.Linear weights; format 1 stored them transposed,
@@ -30,8 +41,12 @@ TRANSPOSED_IN_FORMAT_1 = ("mlps.w1", "mlps.w2")
 HEADS = ("probes", "control_probes")
 # What must agree between the saved probes and the features they score (the model may differ: that is the point).
 MUST_MATCH = ("level", "classes", "feature_dim", "layer", "representation", "pooling", "context_size",
-              "attention_window", "num_layers")
+              "attention_window", "attention_policy", "num_layers")
 METADATA_KEY = "probing"
+HASH_KEY = "tensors_xxh3_128"
+# What scoring saved probes reads from `about` besides MUST_MATCH (a file without them is not a probes file).
+REQUIRED = ("format", "module", "model_name_or_path", "weights_sha256", "best_dev_micro_f1")
+RERUN_FIX = "Fix: rerun the probe run that wrote it (it writes a new probes file)"
 
 
 @dataclass
@@ -46,13 +61,25 @@ class SavedProbes:
 
 
 def save_probes(module: torch.nn.Module, path: Path, about: Mapping[str, Any]) -> Path:
-    """Write both heads' weights and `about` to `path` atomically (a half-written file is never left behind)."""
+    """Write both heads' weights, `about` and the tensors' hash to `path` atomically (a half-written file is never
+    left behind)."""
     tensors = {name: tensor.detach().cpu().contiguous() for name, tensor in module.state_dict().items()
                if name.split(".", 1)[0] in HEADS}
     partial = path.with_name(f".{path.name}.partial")
-    save_file(tensors, partial, metadata={METADATA_KEY: json.dumps({"format": FORMAT, **about})})
+    metadata = {METADATA_KEY: json.dumps({"format": FORMAT, **about}), HASH_KEY: tensors_hash(tensors)}
+    save_file(tensors, partial, metadata=metadata)
     os.replace(partial, path)
     return path
+
+
+def tensors_hash(tensors: Mapping[str, torch.Tensor]) -> str:
+    """XXH3-128 (hex) of every tensor's name, dtype, shape and bytes, in name order."""
+    hasher = xxhash.xxh3_128()
+    for name in sorted(tensors):
+        tensor = tensors[name].detach().cpu().contiguous()
+        hasher.update(json.dumps([name, str(tensor.dtype), list(tensor.shape)]).encode("utf-8"))
+        hasher.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return hasher.hexdigest()
 
 
 def load_probes(path: Path) -> SavedProbes:
@@ -63,15 +90,63 @@ def load_probes(path: Path) -> SavedProbes:
         state = load_file(path)
         about = json.loads(metadata[METADATA_KEY])
     except (SafetensorError, OSError, KeyError, ValueError) as error:
-        raise ProbingError(f"{path} is not a readable probes file ({type(error).__name__}: {error}). Fix: rerun "
-                           "the probe run that wrote it") from error
-    if about.get("format") not in (1, FORMAT):
-        raise ProbingError(f"{path} has probes file format {about.get('format')}, this version reads 1 and {FORMAT}. "
-                           "Fix: rerun the probe run that wrote it")
+        raise ProbingError(f"{path} is not a readable probes file ({type(error).__name__}: {error}). "
+                           f"{RERUN_FIX}") from error
+    check_about(about, path)
+    check_tensors(state, metadata.get(HASH_KEY), path)
     if about["format"] == 1:
         state = {name: tensor.transpose(-1, -2).contiguous() if name.endswith(TRANSPOSED_IN_FORMAT_1) else tensor
                  for name, tensor in state.items()}
     return SavedProbes(Path(path), about, state)
+
+
+def check_about(about: Any, path: Path) -> None:
+    """Refuse metadata that do not describe probes: not an object, another format, a required key missing."""
+    if not isinstance(about, dict):
+        raise ProbingError(f"{path}: its `{METADATA_KEY}` metadata are {type(about).__name__} {about!r}, not the "
+                           f"description of probes. {RERUN_FIX}")
+    if about.get("format") not in (1, FORMAT):
+        raise ProbingError(f"{path} has probes file format {about.get('format')}, this version reads 1 and {FORMAT}. "
+                           f"{RERUN_FIX}")
+    missing = [key for key in REQUIRED if key not in about]
+    if missing or not isinstance(about["module"], dict):
+        raise ProbingError(f"{path}: its `{METADATA_KEY}` metadata lack {', '.join(missing) or 'module settings'}. "
+                           f"{RERUN_FIX}")
+
+
+def check_tensors(state: Mapping[str, torch.Tensor], recorded: str | None, path: Path) -> None:
+    """Refuse tensors that do not match the hash recorded with them; without one (older files), warn and refuse
+    only values that are not finite."""
+    if recorded is None:
+        log.warning("%s records no hash of its tensors (written by an older version), so damage to them cannot be "
+                    "detected; rerun its probe run to write a checked file", path)
+        broken = sorted(name for name, tensor in state.items()
+                        if tensor.is_floating_point() and not torch.isfinite(tensor).all())
+        if broken:
+            raise ProbingError(f"{path}: tensors {', '.join(broken)} hold values that are not finite. {RERUN_FIX}")
+    elif tensors_hash(state) != recorded:
+        raise ProbingError(f"{path}: the tensor data do not match the hash recorded when the file was written (the "
+                           f"file is damaged or was changed). {RERUN_FIX}")
+
+
+def load_into(module: torch.nn.Module, saved: SavedProbes) -> None:
+    """Load the saved weights of the heads that `module` has into it; names and shapes must be those it expects
+    (otherwise one ProbingError naming the file, rather than torch's report)."""
+    expected = {name: tensor.shape for name, tensor in module.state_dict().items()
+                if name.split(".", 1)[0] in HEADS}
+    heads = {name.split(".", 1)[0] for name in expected}
+    given = {name: tensor for name, tensor in saved.state_dict.items() if name.split(".", 1)[0] in heads}
+    wrong = [f"{name} {shape_of(given.get(name))} (expected {tuple(shape)})" for name, shape in expected.items()
+             if name not in given or given[name].shape != shape]
+    wrong += [f"{name} (not a weight of these probes)" for name in given if name not in expected]
+    if wrong:
+        raise ProbingError(f"{saved.path}: its weights do not fit the probes its metadata describe: "
+                           f"{'; '.join(wrong)}. {RERUN_FIX}")
+    module.load_state_dict(given, strict=False)
+
+
+def shape_of(tensor: torch.Tensor | None) -> str:
+    return "missing" if tensor is None else str(tuple(tensor.shape))
 
 
 def differences(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:

@@ -131,6 +131,36 @@ def build_trainer(cfg: DictConfig, extra_callbacks: Iterable[L.Callback] = ()) -
     return build(cfg.trainer, "trainer", callbacks=[*callbacks, *extra_callbacks], logger=loggers or False)
 
 
+def devices_asked(devices: Any, on_gpu: bool, available: int) -> int:
+    """How many devices `trainer.devices` asks for, in the forms Lightning takes: a count N >= 1 or "auto", and on
+    GPUs also -1 (every GPU) or GPU indices ([0,2], "0,2"). Anything else (0, -1 on the CPU, "abc") is a ConfigError
+    here rather than a traceback from Lightning."""
+    if devices == "auto" or (on_gpu and str(devices).strip() == "-1"):
+        return available
+    if isinstance(devices, str) and devices.strip().isdigit():
+        devices = int(devices)
+    if isinstance(devices, int) and not isinstance(devices, bool) and devices >= 1:
+        return devices
+    indices = gpu_indices(devices) if on_gpu else None
+    if indices:
+        return max(indices) + 1
+    forms = (f"a number of GPUs from 1 to {available}, -1 for all of them, or GPU indices such as [0,1]" if on_gpu
+             else f"a number of processes from 1 to {available} (this run is on the CPU)")
+    raise ConfigError(f"trainer.devices={devices} is not a number of devices Lightning can start. Fix: "
+                      f"trainer.devices=N, {forms}")
+
+
+def gpu_indices(devices: Any) -> list[int] | None:
+    """The GPU indices of a list ([0, 2]) or of a comma-separated string ("0,2"); None for anything else."""
+    if isinstance(devices, str):
+        parts = [part.strip() for part in devices.split(",") if part.strip()]
+    elif isinstance(devices, list) or OmegaConf.is_list(devices):
+        parts = [str(part) if isinstance(part, int) and not isinstance(part, bool) else "-" for part in devices]
+    else:
+        return None
+    return [int(part) for part in parts] if parts and all(part.isdigit() for part in parts) else None
+
+
 def check_devices(trainer: DictConfig) -> None:
     """Refuse what Lightning would start anyway or quietly change: more devices than there are, and float16 on a
     CPU (Lightning would switch it to bf16 with a warning)."""
@@ -138,8 +168,8 @@ def check_devices(trainer: DictConfig) -> None:
     on_gpu = accelerator in ("gpu", "cuda") or (accelerator == "auto" and torch.cuda.is_available())
     available = torch.cuda.device_count() if on_gpu else os.cpu_count() or 1
     devices = trainer.get("devices", 1)
-    if isinstance(devices, int) and not isinstance(devices, bool) and devices > available:
-        where = "GPUs" if on_gpu else "CPU cores"
+    where = "GPUs" if on_gpu else "CPU cores"
+    if devices_asked(devices, on_gpu, available) > available:
         raise ConfigError(f"trainer.devices={devices}, but this machine has {available} {where}. Fix: "
                           f"trainer.devices={available} or fewer")
     precision = str(trainer.get("precision", "32-true"))

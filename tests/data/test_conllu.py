@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from probing.data.conllu import SKIP_EMPTY_NODE, SKIP_MULTIWORD, read_conllu_xpos
+from probing.data.conllu import SKIP_EMPTY_NODE, SKIP_MULTIWORD, XPOS_TAGS, read_conllu_xpos, skip_unknown_tag
 from probing.data.records import SkipCounter
 from probing.data.tasks import BUNDLED_POS_FILES, PosSource, bundled_pos_paths
 from probing.errors import ConfigError, DataFormatError
@@ -45,6 +45,27 @@ def test_format_errors_name_the_line(tmp_path, text, line, problem):
         read_conllu_xpos([path], SkipCounter())
     assert caught.value.path == str(path) and caught.value.line == line
     assert problem in caught.value.problem and "Fix:" in str(caught.value)
+
+
+def test_a_sentence_with_a_tag_outside_the_penn_treebank_set_is_left_out_and_counted(tmp_path):
+    path = tmp_path / "typo-train.conllu"
+    odd = "2\tsits\tsit\tVERB\tFOO\t_\t1\tdep\t_\t_"
+    path.write_text(f"{WORD}\n\n{WORD}\n{odd}\n\n{WORD}\n", encoding="utf-8")
+    skips = SkipCounter()
+    sentences = read_conllu_xpos([path], skips)
+    assert [s.source for s in sentences] == [f"{path}:1", f"{path}:6"]  # the sentence of lines 3-4 is left out
+    reason = skip_unknown_tag("FOO")
+    assert skips.counts == {reason: 1} and skips.examples == {reason: f"{path}:4"}
+    assert "1 sentence with XPOS tag 'FOO', outside the Penn Treebank tag set, left out" in skips.summary()
+    (tmp_path / "typo-dev.conllu").write_text(f"{WORD}\n", encoding="utf-8")
+    data = PosSource(paths=str(tmp_path), splits={"train": "*train*", "dev": "*dev*"}).load()
+    assert data.skips.counts == {reason: 1} and data.labels == ["NN"]
+
+
+def test_every_tag_of_the_bundled_ewt_sample_is_known():
+    data = PosSource().load()
+    assert set(data.labels) <= XPOS_TAGS and len(data.labels) == 49
+    assert not [reason for reason in data.skips.counts if "XPOS" in reason]
 
 
 def test_word_ids_restart_per_sentence_and_the_last_blank_line_is_optional(tmp_path):

@@ -15,7 +15,7 @@ from probing.features.extraction import extract_split, request_metadata
 from probing.features.sharded import ShardPlan, extract_split_sharded, merge_shards, shard_path, shard_rows
 from probing.features.store import StoreWriter
 from tests.features.test_extraction import CLASSES, FakeEncoder, fake_records
-from tests.helpers.stores import assert_one_line_error, file_state
+from tests.helpers.stores import assert_one_line_error, assert_same_store, file_state
 
 LENGTHS = [3, 9, 2, 7, 7, 4, 12, 5, 7, 1, 3, 8, 6, 2, 9, 4, 10, 5]
 SKIP = (4, 13)
@@ -67,24 +67,6 @@ def extract_shards_only(path: Path, world_size: int) -> ShardPlan:
                       metadata_extra=plan.extra_of(rank), dtype="float32", max_tokens_per_batch=BUDGET,
                       window=WINDOW, progress=False)
     return plan
-
-
-def store_tables(path: Path) -> dict:
-    """Every dataset and attribute of a store file but its creation time."""
-    with h5py.File(path) as file:
-        tables = {name: file[name][()] for name in file}
-        attrs = {key: value for key, value in file.attrs.items() if key != "created"}
-    return {**tables, **{f"attr:{key}": value for key, value in attrs.items()}}
-
-
-def assert_same_store(path: Path, expected: Path) -> None:
-    actual, wanted = store_tables(path), store_tables(expected)
-    assert actual.keys() == wanted.keys()
-    for name, value in wanted.items():
-        if isinstance(value, np.ndarray):
-            assert value.dtype == actual[name].dtype and np.array_equal(actual[name], value), name
-        else:
-            assert actual[name] == value, name
 
 
 @pytest.fixture
@@ -212,3 +194,39 @@ def test_a_damaged_shard_block_is_refused_at_merge_time(tmp_path):
     with pytest.raises(StoreCorruptError) as error:
         merge_shards(plan, CLASSES)
     assert_one_line_error(error.value, str(plan.path_of(1)), "checksums")
+
+
+@pytest.mark.parametrize("world_size, name", [(2, "1-of-2.h5"), (3, "1-of-2.h5"), (12, "11-of-12.h5"),
+                                              (2, "notes.txt")])
+def test_a_foreign_file_in_the_shards_folder_is_refused_and_kept(tmp_path, world_size, name):
+    """A file that the store's metadata do not identify as one of its shards: at this plan's shard path, at the path
+    of a rank without rows (12 processes), or of another process count, or any other file."""
+    path = tmp_path / "dev.h5"
+    foreign = shard_path(path, 0, 1).parent / name
+    foreign.parent.mkdir()
+    foreign.write_bytes(b"someone else's data")
+    with pytest.raises(ProbingError) as error:
+        extract_sharded(path, world_size)
+    assert_one_line_error(error.value, str(foreign))
+    assert foreign.read_bytes() == b"someone else's data" and not path.exists()
+
+
+def test_a_plain_hdf5_file_named_like_a_shard_of_no_plan_is_refused(tmp_path):
+    path = tmp_path / "dev.h5"
+    foreign = shard_path(path, 5, 9)
+    foreign.parent.mkdir()
+    with h5py.File(foreign, "w") as file:
+        file["data"] = np.arange(3)
+    with pytest.raises(ProbingError) as error:
+        extract_sharded(path, 2)
+    assert_one_line_error(error.value, str(foreign), "not a shard of", "Fix: move it")
+    assert foreign.is_file()
+
+
+def test_the_shards_of_another_process_count_are_deleted_with_the_merge(tmp_path, single):
+    path = tmp_path / "sharded" / "dev.h5"
+    three = extract_shards_only(path, 3)  # a run with 3 processes, cut off before its merge
+    assert all(three.path_of(rank).is_file() for rank in three.shards())
+    extract_sharded(path, 2)
+    assert_same_store(path, single)
+    assert not shard_path(path, 0, 2).parent.exists()

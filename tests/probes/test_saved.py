@@ -3,14 +3,26 @@
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
 import torch
-from safetensors.torch import save_file
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
 
 from probing.errors import ConfigError, ProbingError
-from probing.probes.saved import METADATA_KEY, PROBES_FILE, differences, find_reusable, load_probes, save_probes
+from probing.probes.saved import (
+    HASH_KEY,
+    METADATA_KEY,
+    PROBES_FILE,
+    differences,
+    find_reusable,
+    load_into,
+    load_probes,
+    save_probes,
+)
 from probing.probes.sclass_probe import SClassProbe
+from tests.helpers.stores import assert_one_line_error
 
 CLASSES = ["animal", "food", "place"]
 
@@ -18,8 +30,17 @@ CLASSES = ["animal", "food", "place"]
 def about(**changes):
     base = {"level": "context", "classes": CLASSES, "feature_dim": 8, "layer": 2, "representation": "2",
             "pooling": "mean", "context_size": None, "attention_window": None, "num_layers": None,
-            "model_name_or_path": "m", "weights_sha256": "ab" * 32, "seed": 0}
+            "model_name_or_path": "m", "weights_sha256": "ab" * 32, "seed": 0, "best_dev_micro_f1": 0.5,
+            "module": {"input_dim": 8, "class_names": CLASSES, "hidden_dim": 4}}
     return base | changes
+
+
+def rewritten(path, tensors=None, metadata=None):
+    """`path` written again with other tensors or metadata (by default its own), as damage or a foreign tool would."""
+    with safe_open(str(path), framework="pt") as handle:
+        metadata = handle.metadata() if metadata is None else metadata
+    save_file(load_file(path) if tensors is None else tensors, path, metadata=metadata)
+    return path
 
 
 def saved_run(folder, control=True, **changes):
@@ -67,6 +88,17 @@ def test_differences_name_classes_and_dimension():
     assert differences(about(), about(model_name_or_path="other", weights_sha256="cd" * 32)) == []  # model may differ
 
 
+def test_probes_of_another_attention_policy_do_not_fit():
+    """The policy is recorded beside the window; probes saved before the policies (a window, no policy: blocked)
+    fit no windowed run of today, and without a window (policy None) old and new probes agree."""
+    windowed = about(attention_window=2, attention_policy="positional")
+    assert differences(windowed, about(attention_window=2, attention_policy="sink")) == [
+        "attention_policy: 'positional' (saved) vs 'sink' (this run)"]
+    assert differences(about(attention_window=2), windowed) == [
+        "attention_policy: None (saved) vs 'positional' (this run)"]
+    assert differences(about(), about(attention_policy=None)) == []
+
+
 def test_the_fitting_probes_of_a_sweep_are_found_and_the_seed_decides(tmp_path):
     saved_run(tmp_path / "sweep" / "layer=1", layer=1, representation="1")
     saved_run(tmp_path / "sweep" / "layer=2,seed=0", seed=0)
@@ -77,3 +109,62 @@ def test_the_fitting_probes_of_a_sweep_are_found_and_the_seed_decides(tmp_path):
         find_reusable(tmp_path / "sweep", about(), seed=5)
     with pytest.raises(ConfigError, match=r"differs in classes: .*\(saved\)"):
         find_reusable(tmp_path / "sweep" / "layer=1", about(layer=1, representation="1", classes=["x"]), seed=0)
+
+
+def test_finite_values_written_into_the_tensor_data_are_refused(tmp_path):
+    saved_run(tmp_path / "run")
+    path = tmp_path / "run" / PROBES_FILE
+    tensors = load_file(path)
+    tensors["probes.mlps.w1"][2, 1, 2] += 0.25  # finite, plausible, wrong
+    rewritten(path, tensors)
+    with pytest.raises(ProbingError) as error:
+        load_probes(path)
+    assert_one_line_error(error.value, str(path), "do not match the hash", "Fix: rerun")
+
+
+def test_a_file_without_the_hash_is_read_with_a_warning_but_not_finite_values_are_refused(tmp_path, caplog):
+    module = saved_run(tmp_path / "run")
+    path = tmp_path / "run" / PROBES_FILE
+    with safe_open(str(path), framework="pt") as handle:
+        older = {key: value for key, value in handle.metadata().items() if key != HASH_KEY}
+    rewritten(path, metadata=older)
+    with caplog.at_level(logging.WARNING, logger="probing"):
+        saved = load_probes(path)
+    assert torch.equal(saved.state_dict["probes.mlps.w1"], module.state_dict()["probes.mlps.w1"])
+    assert "records no hash" in caplog.text and str(path) in caplog.text
+    tensors = load_file(path)
+    tensors["probes.mlps.b1"][0, 0] = float("nan")
+    rewritten(path, tensors)
+    with pytest.raises(ProbingError, match="probes.mlps.b1 hold values that are not finite"):
+        load_probes(path)
+
+
+@pytest.mark.parametrize("value, problem", [("null", "NoneType None"), ("[1, 2]", "list [1, 2]"),
+                                            ('{"format": 2}', "lack module, model_name_or_path")])
+def test_metadata_that_describe_no_probes_are_one_error(tmp_path, value, problem):
+    saved_run(tmp_path / "run")
+    path = rewritten(tmp_path / "run" / PROBES_FILE, metadata={METADATA_KEY: value})
+    with pytest.raises(ProbingError) as error:
+        load_probes(path)
+    assert_one_line_error(error.value, str(path), problem)
+
+
+def test_weights_of_other_shapes_than_the_module_expects_are_one_error(tmp_path):
+    saved_run(tmp_path / "run", control=False)
+    path = tmp_path / "run" / PROBES_FILE
+    tensors = load_file(path)
+    tensors["probes.mlps.w1"] = torch.zeros(3, 100, 8)  # 100 hidden units where the settings say 4
+    del tensors["probes.mlps.b2"]
+    saved = load_probes(rewritten(path, tensors, {METADATA_KEY: json.dumps({"format": 2, **about()})}))
+    with pytest.raises(ProbingError) as error:
+        load_into(SClassProbe(input_dim=8, class_names=CLASSES, hidden_dim=4), saved)
+    assert_one_line_error(error.value, str(path), "probes.mlps.w1 (3, 100, 8) (expected (3, 4, 8))",
+                          "probes.mlps.b2 missing (expected (3, 2))")
+
+
+def test_saved_weights_load_into_a_module_of_the_same_settings(tmp_path):
+    module = saved_run(tmp_path / "run")
+    loaded = SClassProbe(input_dim=8, class_names=CLASSES, hidden_dim=4)  # no control head: it is left out
+    load_into(loaded, load_probes(tmp_path / "run" / PROBES_FILE))
+    features = torch.randn(5, 8)
+    torch.testing.assert_close(loaded(features), module(features), rtol=0, atol=0)

@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
+from hydra._internal.callbacks import Callbacks
+from hydra.core.global_hydra import GlobalHydra
+from hydra.types import RunMode
 
+from probing import cli
+from probing.cli import exit_with
 from probing.config import CONFIG_DIR
 from probing.errors import ConfigError
 from probing.tasks.probe import resolve_layer
 from tests.helpers import FIXTURE_STREUSLE, run_script
+from tests.helpers.runs import tiny_model
 
 
 @pytest.mark.parametrize("config,overrides", [
@@ -123,3 +130,37 @@ def test_each_data_selection_gets_its_own_store(tmp_path, tiny_bert_path):
     stores = sorted(p.name for p in (tmp_path / "stores").rglob("*.h5"))
     assert len(stores) == 6 and len({name.split(".")[3] for name in stores}) >= 2
     assert (result.stdout + result.stderr).count(", 0 computed,") == 3  # seed 0 again: every split reused
+
+
+def multirun_config(*overrides: str):
+    """The config a multirun of `probe.py <overrides>` hands its callbacks before the first job (sweeps unapplied)."""
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        return GlobalHydra.instance().hydra.compose_config("probe", list(overrides), run_mode=RunMode.MULTIRUN)
+
+
+@pytest.mark.parametrize("overrides", [["layer=0,1", "seed=range(2)"], ["experiment=layer_sweep", "seed=0,1"]])
+def test_the_sweep_check_of_a_valid_sweep_raises_no_warning(overrides):
+    config = multirun_config(*overrides)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # Hydra turns a callback's exception into a UserWarning
+        Callbacks(config).on_multirun_start(config=config, config_name="probe")
+
+
+def test_a_bad_value_of_a_command_line_sweep_axis_is_one_error_line_before_any_job(tmp_path, tiny_bert_path):
+    empty, other = tmp_path / "empty", tmp_path / "other"
+    empty.mkdir(), other.mkdir()
+    result = run_script("probe.py", "experiment=zhao2020_fig6", f"finetuned=[{empty}],[{other}]",
+                        *tiny_model(tiny_bert_path), f"hydra.sweep.dir={tmp_path / 'sweep'}", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr[-2000:]
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"error: finetuned: {empty} holds no model"), result.stderr
+    assert not list((tmp_path / "sweep").glob("**/results.json"))
+
+
+@pytest.mark.parametrize("rank, printed", [(0, True), (1, False)])
+def test_a_user_error_is_printed_by_rank_zero_only_and_every_rank_exits_2(monkeypatch, capsys, rank, printed):
+    monkeypatch.setattr(cli.rank_zero_only, "rank", rank)
+    with pytest.raises(SystemExit) as exit_:
+        exit_with(ConfigError("trainer.devices=0 is wrong. Fix: trainer.devices=1"))
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err == ("error: trainer.devices=0 is wrong. Fix: trainer.devices=1\n" if printed else "")

@@ -53,6 +53,17 @@ def test_two_ddp_processes_write_the_store_of_a_single_process(tmp_path, tiny):
         assert not sharded.with_name(sharded.name + ".shards").exists(), split
 
 
+def test_an_error_met_by_every_ddp_process_is_printed_once(tmp_path, tiny_bert_path):
+    broken = tmp_path / "broken.conllulex"
+    broken.write_text(FIXTURE_STREUSLE.read_text(encoding="utf-8") + "# sent_id = x\n1\tbroken\n\n", encoding="utf-8")
+    result = run_script("extract.py", f"model.name_or_path={tiny_bert_path}", f"data.source.paths=[{broken}]",
+                        "trainer=ddp", "trainer.devices=2", "trainer.accelerator=cpu",
+                        f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr[-3000:]
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and str(broken) in errors[0] and "Traceback" not in result.stderr, result.stderr
+
+
 def test_the_default_trainer_extracts_in_this_process_without_fabric(tmp_path, tiny, monkeypatch):
     monkeypatch.setattr(extract, "Fabric", None)  # calling it would fail
     paths = extract.run(compose_job("extract", tmp_path, *tiny, "splits=[dev]"))
@@ -66,6 +77,17 @@ def test_more_devices_than_the_machine_has_is_one_error_line(tmp_path, tiny):
     with pytest.raises(ConfigError) as error:
         extract.run(cfg)
     assert_one_line_error(error.value, f"trainer.devices={devices}, but this machine has")
+    assert not (tmp_path / "stores").exists()
+
+
+@pytest.mark.parametrize("devices", ["0", "-1", "abc", "1.5"])
+def test_a_device_count_lightning_cannot_start_is_one_error_line(tmp_path, tiny, devices):
+    cfg = compose_job("extract", tmp_path, *tiny, "trainer=ddp", f"trainer.devices={devices}",
+                      "trainer.accelerator=cpu")
+    with pytest.raises(ConfigError) as error:
+        extract.run(cfg)
+    assert_one_line_error(error.value, f"trainer.devices={devices} is not a number of devices",
+                          "Fix: trainer.devices=N, a number of processes from 1 to")
     assert not (tmp_path / "stores").exists()
 
 

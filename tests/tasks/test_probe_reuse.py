@@ -3,12 +3,16 @@ setup (b) probes a fine-tuned model folder like any other encoder."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+import torch
+from safetensors import safe_open
+from safetensors.torch import load_file, save_file
 
-from probing.errors import ConfigError
-from probing.probes.saved import PROBES_FILE, load_probes
+from probing.errors import ConfigError, ProbingError
+from probing.probes.saved import HASH_KEY, METADATA_KEY, PROBES_FILE, load_probes, tensors_hash
 from tests.helpers import run_script
 from tests.helpers.runs import fake_finetuned_model, tiny_model
 from tests.tasks.test_probe_runs import run_in_process
@@ -29,6 +33,18 @@ def pretrained_run(tmp_path_factory, tiny_bert_path) -> tuple[Path, dict]:
     return tmp_path / "layer1" / "run", results
 
 
+def test_a_windowed_run_records_its_window_and_policy_and_its_probes_fit_only_that_policy(tmp_path, tiny_bert_path):
+    window = ("layer=1", "features.attention_window=1", *QUICK)
+    results = run_in_process(tmp_path, "positional", *tiny_model(tiny_bert_path), *window,
+                             "features.attention_policy=positional")
+    about = load_probes(tmp_path / "positional" / "run" / PROBES_FILE).about
+    assert (results["attention_window"], results["attention_policy"]) == (1, "positional")
+    assert (about["attention_window"], about["attention_policy"]) == (1, "positional")
+    with pytest.raises(ConfigError, match="attention_policy: 'positional' \\(saved\\) vs 'sink' \\(this run\\)"):
+        run_in_process(tmp_path, "sink", *tiny_model(tiny_bert_path), *window,  # the default policy
+                       f"probe.reuse={tmp_path / 'positional' / 'run'}")
+
+
 def test_a_probe_run_saves_its_probes_with_what_they_were_trained_on(pretrained_run):
     run_dir, results = pretrained_run
     saved = load_probes(run_dir / PROBES_FILE)
@@ -36,6 +52,7 @@ def test_a_probe_run_saves_its_probes_with_what_they_were_trained_on(pretrained_
     about = saved.about
     assert about["layer"] == 1 and about["representation"] == "1" and about["pooling"] == "mean"
     assert about["context_size"] is None and about["attention_window"] is None and about["feature_dim"] == 32
+    assert about["attention_policy"] is None and results["attention_policy"] is None  # no window: no policy
     assert about["classes"] == results["classes"] and about["level"] == "context"
     assert about["weights_sha256"] == results["weights_sha256"] and len(about["weights_sha256"]) == 64
     assert about["best_epoch"] == results["best_epoch"] and about["seed"] == 0
@@ -101,3 +118,32 @@ def test_reuse_of_a_folder_without_probes_is_one_error_line(tmp_path, tiny_bert_
     assert result.returncode == 2
     assert f"probe.reuse={empty}" in result.stderr and PROBES_FILE in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def copied_probes(run_dir: Path, folder: Path, change_tensors=None, change_module=None) -> Path:
+    """The probes of `run_dir` in `folder`, rewritten with changed tensors or module settings and a hash that
+    matches (as a file written by another version or tool would be)."""
+    tensors = load_file(run_dir / PROBES_FILE)
+    with safe_open(str(run_dir / PROBES_FILE), framework="pt") as handle:
+        about = json.loads(handle.metadata()[METADATA_KEY])
+    (change_tensors or (lambda _: None))(tensors)
+    about["module"] |= change_module or {}
+    folder.mkdir(parents=True)
+    save_file(tensors, folder / PROBES_FILE,
+              metadata={METADATA_KEY: json.dumps(about), HASH_KEY: tensors_hash(tensors)})
+    return folder
+
+
+@pytest.mark.parametrize("change_tensors, change_module, named", [
+    (lambda tensors: tensors.update({"probes.mlps.w1": torch.zeros(tensors["probes.mlps.w1"].shape[0], 100, 33)}),
+     None, "probes.mlps.w1 ("),
+    (None, {"hidden_dim": "abc"}, "module settings"),
+])
+def test_saved_probes_that_do_not_fit_their_own_settings_are_one_error(tmp_path, pretrained_run, tiny_bert_path,
+                                                                       change_tensors, change_module, named):
+    run_dir, _ = pretrained_run
+    folder = copied_probes(run_dir, tmp_path / "odd", change_tensors, change_module)
+    with pytest.raises(ProbingError) as error:
+        run_in_process(tmp_path, "reused", *tiny_model(tiny_bert_path), "layer=1", *QUICK, f"probe.reuse={folder}")
+    message = str(error.value)
+    assert "\n" not in message and str(folder / PROBES_FILE) in message and named in message, message
