@@ -4,18 +4,33 @@ Zhao et al. "apply a mask on the attention matrix such that each word can only a
 words". Where the paper leaves room, this module chooses:
 - Words, not wordpieces, are counted: a wordpiece attends to every wordpiece of the words at most k words away
   (its own word included), so k = 0 still lets the pieces of one word see each other.
-- Special tokens ([CLS], [SEP], <s>, </s>...) attend to every real token, but no word attends to them (they
-  attend to one another). A word's hidden state therefore depends on nothing outside its window: letting words
-  see [CLS] or [SEP], which see the whole sentence, would hand every word the whole sentence from the second
-  layer on, and k = 0 would no longer isolate a word (Zhao's k = 0 POS accuracy, .886 against .977, suggests it
-  did). [CLS] keeps a view of the whole sentence for sentence tasks. The price: pretrained models that park
-  attention on [SEP] or [CLS] lose that outlet, so a window wider than the sentence is not full attention;
-  `window=None` is (the model's own mask, untouched).
+- The special tokens ([CLS], [SEP], <s>, </s>...) follow one of three policies (`attention_policy`):
+  - `sink` (the default): every word may attend to the special tokens, which attend only to themselves (each to
+    itself). The resting place that BERT-style heads use ([CLS], [SEP]) stays open, but it carries nothing of the
+    sentence (only its own embedding, and for [SEP] its position), so a word still depends on nothing outside its
+    window. It is the policy that gives Zhao's Table 7 its shape (k = 0 below full attention, k >= 2 level with
+    it; MiniLM on the WSJ sample, 1 epoch: k = 0 .895, k = 2 .915, no window .911), so it is the default. A
+    window never reaches full attention under it ([CLS]/[SEP] never see the words).
+  - `positional`: they are words of their own, [CLS] at position -1 (before the first word) and [SEP] at
+    position n (after the last of the n words; beside the first and last words the encoder sees when a long
+    sentence is cut), under the same rule: a word sees [CLS] when it is at most k words from position -1, [CLS]
+    sees the words at most k from it, and [CLS] and [SEP] see each other when n + 1 <= k. A window of k >= n + 1
+    is therefore exactly full attention, and a word's hidden state still depends on nothing outside its window
+    (layer l: the words and special tokens at most l * k positions away). But only the words near the ends of a
+    sentence keep their resting place, and with small k fine-tuning does worse than with k = 0 (WSJ sample, 1
+    epoch: k = 0 .866, k = 2 .846, k = 8 .879).
+  - `blocked` (the only behaviour before the policies): special tokens attend to every real token, but no word
+    attends to them (they attend to one another). Pretrained models that park attention on [SEP] or [CLS] lose
+    that outlet, so a window wider than the sentence is not full attention, and fine-tuning with a window starts
+    far from the pretrained model (WSJ sample, 1 epoch: k = 2 .841; on the bundled EWT sample k = 0 beat
+    k = 2..32). At k = 0 it gives the words the same states as `positional`.
+  `window=None` is the model's own mask, untouched, under every policy.
 - Padding is never attended to; a padding position attends to itself only, so that no row of the mask is empty.
 - The window is per attention matrix. Stacked layers widen what a word sees: the output of layer l depends on
   the words at most l * k away (the input embeddings, layer 0, on the word alone).
 - Causal models (GPT-2, BERT as a decoder) keep their causality: there the window leaves each word itself and
-  the k words to its left, since the right ones are hidden anyway.
+  the k words to its left, since the right ones are hidden anyway (the policies then differ only in special
+  tokens to the left, which GPT-2 does not add).
 - The mask is dense: (B, 1, T, T), and the model still computes every T x T score before masking. It restricts
   what is attended to, not the cost: attention stays O(n^2) in time and memory, not the O(nk) the paper quotes
   for a banded implementation.
@@ -39,6 +54,9 @@ from transformers import PreTrainedModel
 from probing.errors import ConfigError
 
 WINDOW_SETTING = "features.attention_window"
+POLICY_SETTING = "features.attention_policy"
+POLICIES = ("sink", "positional", "blocked")  # what [CLS]/[SEP] may see and be seen by; see the module docstring
+DEFAULT_POLICY = "sink"
 MASK_IMPLEMENTATIONS = ("eager", "sdpa")
 SPECIAL = -1  # word index of a special token in the tensor form of word ids
 PADDING = -2  # word index of a padding position
@@ -52,6 +70,22 @@ def parse_attention_window(value: Any, setting: str = WINDOW_SETTING) -> int | N
         raise ConfigError(f"{setting}={value!r} is not an attention window. Fix: {setting}=0, 1, 2, 4, ... (words "
                           f"each word may attend to on each side) or {setting}=null (full attention)")
     return value
+
+
+def parse_attention_policy(value: Any, setting: str = POLICY_SETTING) -> str:
+    """The policy for special tokens under an attention window, as given in a config (the one place it is checked)."""
+    if not isinstance(value, str) or value not in POLICIES:
+        raise ConfigError(f"{setting}={value!r} is not an attention policy. Fix: {setting}=sink (every word sees "
+                          f"[CLS]/[SEP], they see themselves), positional ([CLS]/[SEP] are words at positions -1 and "
+                          f"n) or blocked (no word sees them)")
+    return value
+
+
+def window_policy(window: int | None, policy: Any = DEFAULT_POLICY, setting: str = POLICY_SETTING) -> str | None:
+    """The policy to record beside a window (results, saved probes): None without one, since `window=None` is the
+    model's own attention under every policy (so results without a window never depend on the policy)."""
+    policy = parse_attention_policy(policy, setting)
+    return None if window is None else policy
 
 
 def word_index_tensor(word_ids: Sequence[Sequence[int | None]], attention_mask: torch.Tensor | None = None
@@ -70,21 +104,46 @@ def word_index_tensor(word_ids: Sequence[Sequence[int | None]], attention_mask: 
 
 
 def window_mask(word_ids: Sequence[Sequence[int | None]], window: int | None,
-                attention_mask: torch.Tensor | None = None, causal: bool = False) -> torch.Tensor:
+                attention_mask: torch.Tensor | None = None, causal: bool = False,
+                policy: str = DEFAULT_POLICY) -> torch.Tensor:
     """(B, 1, T, T) bool, True where the query (row) may attend to the key (column).
 
     `word_ids`: per sequence, each wordpiece's word index (None for special tokens), as a fast tokenizer's
     `word_ids()`; positions past a list's end, or 0 in `attention_mask` (B, T), are padding. `window`: words on
-    each side, None for no limit between words. The rules are the module's."""
+    each side, None for no limit between words. `policy`: what the special tokens see and are seen by (POLICIES).
+    The rules are the module's."""
+    policy = parse_attention_policy(policy, "policy")
     index = word_index_tensor(word_ids, attention_mask)
     is_word, is_special = index >= 0, index == SPECIAL
-    near = (index[:, :, None] - index[:, None, :]).abs() <= window if window is not None else True
-    allowed = is_word[:, :, None] & is_word[:, None, :] & near
-    allowed |= is_special[:, :, None] & (index >= SPECIAL)[:, None, :]
-    allowed |= torch.eye(index.shape[1], dtype=torch.bool)
+    eye = torch.eye(index.shape[1], dtype=torch.bool)
+    if policy == "positional":
+        position = special_positions(index)
+        is_token = index >= SPECIAL
+        near = (position[:, :, None] - position[:, None, :]).abs() <= window if window is not None else True
+        allowed = is_token[:, :, None] & is_token[:, None, :] & near
+    else:
+        near = (index[:, :, None] - index[:, None, :]).abs() <= window if window is not None else True
+        allowed = is_word[:, :, None] & is_word[:, None, :] & near
+        if policy == "blocked":
+            allowed |= is_special[:, :, None] & (index >= SPECIAL)[:, None, :]
+        else:  # sink
+            allowed |= is_word[:, :, None] & is_special[:, None, :]
+    allowed |= eye
     if causal:
         allowed &= torch.ones_like(allowed[0], dtype=torch.bool).tril()
     return allowed[:, None]
+
+
+def special_positions(index: torch.Tensor) -> torch.Tensor:
+    """(B, T) long: `index` (from `word_index_tensor`) with each special token given a word position of its own,
+    beside its neighbouring word: one past the last word before it ([SEP], </s>), or, where no word precedes it,
+    one before the first word after it ([CLS], <s>: -1 when the words start at 0). Padding stays PADDING."""
+    words = index >= 0
+    before = torch.where(words, index, torch.full_like(index, -1)).cummax(dim=1).values
+    beyond = int(index.max()) + 2 if index.numel() else 0  # past every word: "no word after it"
+    after = torch.where(words, index, torch.full_like(index, beyond)).flip(1).cummin(dim=1).values.flip(1)
+    position = torch.where(before >= 0, before + 1, after - 1)
+    return torch.where(index == SPECIAL, position, index)
 
 
 def as_model_mask(allowed: torch.Tensor, model: PreTrainedModel) -> torch.Tensor:
@@ -98,12 +157,13 @@ def as_model_mask(allowed: torch.Tensor, model: PreTrainedModel) -> torch.Tensor
 
 
 def model_attention_mask(model: PreTrainedModel, word_ids: Sequence[Sequence[int | None]], window: int | None,
-                         attention_mask: torch.Tensor, causal: bool = False) -> torch.Tensor:
+                         attention_mask: torch.Tensor, causal: bool = False,
+                         policy: str = DEFAULT_POLICY) -> torch.Tensor:
     """What to pass the model as `attention_mask`: the (B, T) padding mask itself when `window` is None (the
-    model's own full attention), else the windowed 4-D mask in the model's form."""
+    model's own full attention, whatever the policy), else the windowed 4-D mask in the model's form."""
     if window is None:
         return attention_mask
-    return as_model_mask(window_mask(word_ids, window, attention_mask, causal=causal), model)
+    return as_model_mask(window_mask(word_ids, window, attention_mask, causal=causal, policy=policy), model)
 
 
 def check_window_support(model: PreTrainedModel) -> bool:

@@ -86,7 +86,7 @@ class WordpieceBaseline:
         """The encoder's identity without its attention window and forward precision: these baselines never run the
         model."""
         encoder = {key: value for key, value in self.encoder.store_metadata().items()
-                   if key not in ("attention_window", "precision")}
+                   if key not in ("attention_window", "attention_policy", "precision")}
         return {**encoder, "baseline": self.kind, "pooling": "mean", "num_layers": 1, "hidden_size": self.hidden_size}
 
     def prepare_many(self, records: Sequence[WordInContext]) -> list[PreparedInput | None]:

@@ -15,9 +15,11 @@ Choices where Zhao et al. 2020 leave room:
   float16 autocast on CUDA only. The precision is recorded in the store's metadata (`precision`) and, when not
   "32", named in its file (`<pooling>.bf16`), so that features of two precisions never mix.
 - `attention_window` k (Zhao et al. App. C, applied here to frozen extraction): each wordpiece attends only to the
-  wordpieces of words at most k words away, counted in the words the encoder sees (after `context_size`); special
-  tokens attend to everything and are attended by nothing but themselves (`probing.features.attention`). The
-  features go to a store of their own (`<pooling>.attn-<k>` in its file name, `attention_window` in its metadata).
+  wordpieces of words at most k words away, counted in the words the encoder sees (after `context_size`);
+  `attention_policy` places the special tokens (`sink`, the default: every word sees them, they see themselves;
+  `positional`: words at positions -1 and n; `blocked`: no word sees them; see `probing.features.attention`).
+  The features go to a store of their own (`<pooling>.attn-<k>-<policy>` in its file name, `attention_window`
+  and `attention_policy` in its metadata).
 """
 
 from __future__ import annotations
@@ -40,7 +42,13 @@ from probing.data.settings import require_bool
 from probing.data.text import sha256_files
 from probing.devices import has_native_bf16
 from probing.errors import ConfigError, ModelLoadError
-from probing.features.attention import check_window_support, model_attention_mask, parse_attention_window
+from probing.features.attention import (
+    DEFAULT_POLICY,
+    check_window_support,
+    model_attention_mask,
+    parse_attention_policy,
+    parse_attention_window,
+)
 from probing.features.featurizer import PreparedInput, context_label, context_window, parse_context_size
 
 PACKAGED_PREFIX = "packaged:"
@@ -64,6 +72,11 @@ class EncoderInfo:
     architecture: str
     num_layers: int
     hidden_size: int
+
+
+def model_location(name_or_path: str) -> str:
+    """Where a model is loaded from: its hub name, or its local folder (packaged models resolved, `~` expanded)."""
+    return os.path.expanduser(resolve_model_path(str(name_or_path)))
 
 
 def resolve_model_path(name_or_path: str) -> str:
@@ -90,7 +103,7 @@ def load_encoder(
     random_init=True builds the architecture from its config with freshly initialised weights (drawn from
     torch's global generator, so seed it first); its weights_sha256 then hashes those weights.
     """
-    path = os.path.expanduser(resolve_model_path(name_or_path))
+    path = model_location(name_or_path)
     if _looks_like_local_path(path) and not Path(path).is_dir():
         raise ModelLoadError(
             f"Cannot load model '{name_or_path}': the local folder {path} does not exist (or is not a folder). "
@@ -235,7 +248,8 @@ class WordEncoder:
 
     Built by Hydra from `features.encoder` (conf/features/default.yaml). `context_size`: words on each side of the
     target, or None / "all" for the whole sentence. `attention_window`: words each word may attend to on each side,
-    None for the model's full attention. `precision`: "32", "bf16" or "16" (see `check_precision`)."""
+    None for the model's full attention; `attention_policy`: where the special tokens stand under a window
+    (`probing.features.attention.POLICIES`). `precision`: "32", "bf16" or "16" (see `check_precision`)."""
 
     def __init__(
         self,
@@ -250,6 +264,7 @@ class WordEncoder:
         init_seed: int = 0,
         attention_window: int | None = None,
         allow_emulated_bf16: bool = False,
+        attention_policy: str = DEFAULT_POLICY,
     ):
         precision = str(precision)
         _check_options(pooling, precision)
@@ -259,6 +274,7 @@ class WordEncoder:
         self.precision, self.autocast_dtype = precision, AUTOCAST_DTYPES[precision]
         self.random_init, self.init_seed = require_bool("model.random_init", random_init), int(init_seed)
         self.attention_window = parse_attention_window(attention_window)
+        self.attention_policy = parse_attention_policy(attention_policy)
         with torch.random.fork_rng(devices=[]):  # a random-init encoder is a function of init_seed alone
             torch.manual_seed(self.init_seed)
             self.model, self.tokenizer, self.info = load_encoder(name_or_path, revision=revision,
@@ -277,7 +293,9 @@ class WordEncoder:
     def store_name(self) -> str:
         """The store folder of this encoder's features: its name, tagged when the weights are re-initialised. A
         local folder (e.g. a fine-tuned model, `<train run>/model`) is named by its last two path parts and its
-        weights hash, so that two models in one folder, one after the other, never share a store."""
+        weights hash, so that two models in one folder, one after the other, never share a store, while two folders
+        with identical weights under different parents (`A/ft/model`, `B/ft/model`) do: the store compares the
+        weights hash, and takes the model's name and path as provenance only."""
         name = self.info.model_name
         if not name.startswith(PACKAGED_PREFIX) and Path(self.info.model_path).is_dir():
             folder = Path(self.info.model_path).resolve()
@@ -287,9 +305,9 @@ class WordEncoder:
     @property
     def store_kind(self) -> str:
         """What the features are, in the store's file name: the pooling of the target's wordpieces, the attention
-        window where there is one, and the forward precision unless float32 (so that stores written before the
-        precision was recorded keep their names)."""
-        window = "" if self.attention_window is None else f".attn-{self.attention_window}"
+        window and its policy where there is one, and the forward precision unless float32 (so that stores written
+        before the precision was recorded keep their names)."""
+        window = "" if self.attention_window is None else f".attn-{self.attention_window}-{self.attention_policy}"
         return f"{self.pooling}{window}{PRECISION_TAGS[self.precision]}"
 
     def store_metadata(self) -> dict:
@@ -305,7 +323,7 @@ class WordEncoder:
         if self.random_init:
             metadata |= {"random_init": True, "init_seed": self.init_seed}
         if self.attention_window is not None:  # absent for full attention, as in stores written before the option
-            metadata["attention_window"] = self.attention_window
+            metadata |= {"attention_window": self.attention_window, "attention_policy": self.attention_policy}
         return metadata
 
     def prepare_many(self, records: Sequence[WordInContext]) -> list[PreparedInput | None]:
@@ -372,7 +390,8 @@ class WordEncoder:
         if any(prepared.word_ids is None for prepared in batch):
             raise ValueError("attention_window needs word_ids in every PreparedInput (set by prepare_many)")
         word_ids = [prepared.word_ids for prepared in batch]
-        return model_attention_mask(self.model, word_ids, self.attention_window, padding_mask, causal=self.causal)
+        return model_attention_mask(self.model, word_ids, self.attention_window, padding_mask, causal=self.causal,
+                                    policy=self.attention_policy)
 
 
 def check_precision(precision: str, device: torch.device, allow_emulated_bf16: bool = False) -> None:

@@ -1,5 +1,6 @@
 """results.json files of train.py -> a table of the fine-tuning runs (mean ± std over seeds of the dev scores, Zhao et
-al. 2020 Table 3 beside them) and, when the attention window varies, Table 7 (dev accuracy by window k) and its plot.
+al. 2020 Table 3 beside them) and, when the attention window varies, Table 7 (dev accuracy by window k, one column per
+attention policy, the run without a window in the "all" row of each) and its plot.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from probing.report.plots import pyplot, save_figure
 from probing.report.tables import format_score, markdown
 
 # A row is one setting; runs that differ only in their seed are averaged.
-SETTING_KEYS = ("task", "model", "attention_window", "isotropy_reg", "precision", "variant")
+SETTING_KEYS = ("task", "model", "attention_window", "attention_policy", "isotropy_reg", "precision", "variant")
+# Results written before the policies existed have no attention_policy: their windows were all "blocked".
+POLICY_BEFORE_POLICIES = "blocked"
 SCORES = ("accuracy", "f1")
 # Zhao et al. 2020: Table 3 (BERT-base dev: accuracy; micro F1 for NER) and Table 7 (POS dev accuracy by window k;
 # None = all).
@@ -30,13 +33,22 @@ def is_finetuning(result: dict[str, Any]) -> bool:
 
 def with_variants(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each result gains `variant`: the other config values that set it apart from runs of the same setting."""
-    records = [dict(result) for result in results]
+    records = [with_policy(result) for result in results]
     for runs in group_by(records, [key for key in SETTING_KEYS if key != "variant"]).values():
-        keys = variant_keys(runs)
+        # the policy is a setting of its own (None without a window, whatever the config says)
+        keys = [key for key in variant_keys(runs) if not key.endswith(".attention_policy")]
         for run in runs:
             values = config_values(run.get("config") or {})
             run["variant"] = ", ".join(f"{key}={values.get(key)}" for key in keys)
     return records
+
+
+def with_policy(result: dict[str, Any]) -> dict[str, Any]:
+    """A copy of `result` with its attention_policy: as recorded, else blocked where it had a window."""
+    record = dict(result)
+    if "attention_policy" not in record:
+        record["attention_policy"] = None if record.get("attention_window") is None else POLICY_BEFORE_POLICIES
+    return record
 
 
 def aggregate(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -60,9 +72,10 @@ def window_label(window: int | None) -> str:
 
 def runs_table(rows: list[dict[str, Any]]) -> str:
     has_f1 = any(row["dev_f1"] is not None for row in rows)
-    header = ["task", "model", "attention window", "isotropy reg", "precision", "variant", "dev accuracy",
-              *(["dev F1"] if has_f1 else []), "seeds", "epochs", "minutes", "Zhao et al. (BERT-base)"]
-    body = [[row["task"], str(row["model"]), window_label(row["attention_window"]), str(row["isotropy_reg"]),
+    header = ["task", "model", "attention window", "attention policy", "isotropy reg", "precision", "variant",
+              "dev accuracy", *(["dev F1"] if has_f1 else []), "seeds", "epochs", "minutes", "Zhao et al. (BERT-base)"]
+    body = [[row["task"], str(row["model"]), window_label(row["attention_window"]), row["attention_policy"] or "-",
+             str(row["isotropy_reg"]),
              str(row["precision"]), row["variant"] or "-", format_score(row, "dev_accuracy"),
              *([format_score(row, "dev_f1")] if has_f1 else []), str(len(row["seeds"])),
              f"{row['epochs_trained']:g}", f"{row['duration_s'] / 60:.1f}",
@@ -71,35 +84,53 @@ def runs_table(rows: list[dict[str, Any]]) -> str:
 
 
 def window_sweeps(rows: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """Rows equal in all but the attention window, for groups with two or more windows (Table 7's shape)."""
-    groups = group_by(rows, [key for key in SETTING_KEYS if key != "attention_window"]).values()
-    return [sorted(group, key=lambda row: value_sort_key(row["attention_window"])) for group in groups
+    """Rows equal in all but the attention window and its policy, for groups with two or more windows (Table 7's
+    shape), each sorted by window."""
+    groups = group_by(rows, [key for key in SETTING_KEYS if key not in ("attention_window", "attention_policy")])
+    return [sorted(group, key=lambda row: value_sort_key(row["attention_window"])) for group in groups.values()
             if len({row["attention_window"] for row in group}) > 1]
 
 
+def policy_lines(group: list[dict[str, Any]]) -> dict[str | None, list[dict[str, Any]]]:
+    """One sweep as {policy: its rows by window}, the run without a window (policy None) ending every line; a sweep
+    with no windowed run of any policy is one line of its own."""
+    policies = sorted({row["attention_policy"] for row in group if row["attention_window"] is not None}) or [None]
+    return {policy: [row for row in group if row["attention_policy"] == policy or row["attention_window"] is None]
+            for policy in policies}
+
+
 def window_table(group: list[dict[str, Any]]) -> str:
-    """Zhao et al. Table 7's layout: one row per window k, dev accuracy, the paper's POS column beside it."""
+    """Zhao et al. Table 7's layout: one row per window k, the dev accuracy of each attention policy, the paper's POS
+    column beside them."""
     paper = group[0]["task"] == "pos"
-    body = [[window_label(row["attention_window"]), format_score(row, "dev_accuracy"),
-             *([f"{ZHAO_TABLE7[row['attention_window']]:.3f}" if row["attention_window"] in ZHAO_TABLE7 else "-"]
-               if paper else [])] for row in group]
-    header = ["context size k", f"{group[0]['task']} dev accuracy ({group[0]['model']})",
+    lines = policy_lines(group)
+    windows = sorted({row["attention_window"] for row in group}, key=value_sort_key)
+    cells = {(policy, row["attention_window"]): format_score(row, "dev_accuracy")
+             for policy, rows in lines.items() for row in rows}
+    body = [[window_label(window), *(cells.get((policy, window), "-") for policy in lines),
+             *([f"{ZHAO_TABLE7[window]:.3f}" if window in ZHAO_TABLE7 else "-"] if paper else [])]
+            for window in windows]
+    header = ["context size k",
+              *(f"{group[0]['task']} dev accuracy ({group[0]['model']}{f', {policy}' if policy else ''})"
+                for policy in lines),
               *(["Zhao et al. Table 7 (BERT-base)"] if paper else [])]
     return markdown(header, body)
 
 
 def plot_windows(sweeps: list[list[dict[str, Any]]], path: Path) -> bool:
-    """Dev accuracy by attention window (x: k, "all" last), one line per sweep; the paper's POS line dashed."""
+    """Dev accuracy by attention window (x: k, "all" last), one line per sweep and policy; the paper's POS line
+    dashed."""
     if not sweeps:
         return False
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.5, 4.0))
     windows = sorted({row["attention_window"] for group in sweeps for row in group}, key=value_sort_key)
     for group in sweeps:
-        xs = [windows.index(row["attention_window"]) for row in group]
-        stds = [row["dev_accuracy_std"] or 0.0 for row in group]
-        ax.errorbar(xs, [row["dev_accuracy"] for row in group], yerr=stds if any(stds) else None, fmt="-o",
-                    capsize=3, label=f"{group[0]['task']}, {group[0]['model']}")
+        for policy, rows in policy_lines(group).items():
+            xs = [windows.index(row["attention_window"]) for row in rows]
+            stds = [row["dev_accuracy_std"] or 0.0 for row in rows]
+            ax.errorbar(xs, [row["dev_accuracy"] for row in rows], yerr=stds if any(stds) else None, fmt="-o",
+                        capsize=3, label=f"{group[0]['task']}, {group[0]['model']}{f', {policy}' if policy else ''}")
     if any(group[0]["task"] == "pos" for group in sweeps):
         known = [w for w in windows if w in ZHAO_TABLE7]
         ax.plot([windows.index(w) for w in known], [ZHAO_TABLE7[w] for w in known], "--", color="grey",

@@ -29,15 +29,25 @@ from probing.data.settings import require_bool
 from probing.data.sources import WordInContextData
 from probing.data.splits import SEEN, TEST_SPLITS, split_summary
 from probing.data.types import TypeLevelData, type_summary
-from probing.errors import ConfigError
+from probing.errors import ConfigError, ProbingError
+from probing.features.attention import DEFAULT_POLICY, window_policy
 from probing.features.baselines import BASELINE_LABELS, check_baseline, oov_summary
+from probing.features.encoder import model_location
 from probing.features.featurizer import Featurizer, parse_context_size
 from probing.features.finetuned import finetuned_task
 from probing.features.store import FeatureStore
 from probing.probes.callbacks import KeepBestWeights
 from probing.probes.controls import class_distribution, control_classes
 from probing.probes.datamodule import ALL_LAYERS, ProbingDataModule, StoreDataModule, TensorSplit
-from probing.probes.saved import PROBES_FILE, SavedProbes, find_reusable, probe_files, save_probes
+from probing.probes.saved import (
+    PROBES_FILE,
+    RERUN_FIX,
+    SavedProbes,
+    find_reusable,
+    load_into,
+    probe_files,
+    save_probes,
+)
 from probing.probes.sclass_probe import LEVELS
 from probing.tasks.common import (
     build_trainer,
@@ -56,7 +66,7 @@ MIX = "mix"
 # The top-level settings of conf/probe.yaml (anything else is a typo).
 KNOWN_KEYS = ("task_name", "paths", "model", "data", "features", "probe", "trainer", "callbacks", "logger",
               "embeddings", "type_spaces", "layer", "baseline", "baselines", "context_size", "seed", "optimized_metric",
-              "finetuned", "comparison_setup")
+              "finetuned", "comparison_setup", "run_name", "run_group")
 # At type level, `layer=` names a space of `type_spaces`: an integer l is AVG-l.
 NAMED_TYPE_SPACES = ("rand", "bertw")
 
@@ -351,7 +361,7 @@ def probe(cfg: DictConfig, config: dict[str, Any], run_dir: Path) -> dict[str, A
         "random_init": bool(cfg.model.get("random_init", False)), "data": cfg.data.name, "level": cfg.probe.level,
         "embeddings": None, **inputs.about, "probe": cfg.probe.name, "seed": cfg.seed,
         "pooling": cfg.features.pooling, "context_size": parse_context_size(cfg.context_size),
-        "attention_window": cfg.features.get("attention_window"),
+        "attention_window": cfg.features.get("attention_window"), "attention_policy": features["attention_policy"],
         "classes": inputs.classes,
         **{split: module.split_metrics[split] for split in ("dev", *TEST_SPLITS) if split in module.split_metrics},
         **module.mix_summary(),
@@ -368,15 +378,17 @@ def features_about(cfg: DictConfig, inputs: ProbeInputs) -> dict[str, Any]:
     about = {"level": cfg.probe.level, "classes": list(inputs.classes), "feature_dim": datamodule.feature_dim,
              "layer": inputs.about["layer"], "representation": inputs.about["representation"],
              "pooling": cfg.features.pooling, "context_size": parse_context_size(cfg.context_size),
-             "attention_window": cfg.features.get("attention_window"), "num_layers": datamodule.num_layers,
+             "attention_window": cfg.features.get("attention_window"),
+             "attention_policy": window_policy(cfg.features.get("attention_window"),
+                                               cfg.features.get("attention_policy", DEFAULT_POLICY)),
+             "num_layers": datamodule.num_layers,
              "control_seed": control_seed(cfg), "data": cfg.data.name,
-             "model_name_or_path": str(cfg.features.encoder.name_or_path), "weights_sha256": None}
+             "model_name_or_path": model_location(cfg.features.encoder.name_or_path), "weights_sha256": None}
     stores = inputs.about.get("stores")
-    if stores:  # the model actually read: its path and weights hash as the train store records them
+    if stores:  # the weights actually read, as the train store records them; the path is this run's (a store is
+        # shared by identical models in other folders, so the path it records is only where it was first extracted)
         with FeatureStore(stores["train"]) as store:
-            metadata = store.metadata
-        about |= {"model_name_or_path": metadata.get("model_path", about["model_name_or_path"]),
-                  "weights_sha256": metadata.get("weights_sha256")}
+            about["weights_sha256"] = store.metadata.get("weights_sha256")
     return about
 
 
@@ -386,9 +398,13 @@ def score_saved_probes(cfg: DictConfig, inputs: ProbeInputs, saved: SavedProbes,
     datamodule = inputs.datamodule
     seed = control_seed(cfg)
     control = saved.has_control and seed is not None and saved.about.get("control_seed") == seed
-    module = build(cfg.probe.module, "probe.module")(**{**saved.about["module"], "control": control})
-    module.load_state_dict({name: tensor for name, tensor in saved.state_dict.items()
-                            if control or not name.startswith("control_probes.")})
+    module = build(cfg.probe.module, "probe.module")
+    try:
+        module = module(**{**saved.about["module"], "control": control})
+    except (TypeError, ValueError) as error:
+        raise ProbingError(f"{saved.path}: its module settings ({saved.about['module']}) do not build probes "
+                           f"({error}). {RERUN_FIX}") from error
+    load_into(module, saved)
     log.info("Scoring the probes saved in %s (trained on %s) on %s, without training", saved.path,
              saved.about["model_name_or_path"], cfg.features.encoder.name_or_path)
     trainer = build_trainer(cfg)

@@ -109,6 +109,12 @@ def test_wordpiece_baseline_metadata(encoder):
         WordpieceBaseline("prand", encoder)
 
 
+def test_wordpiece_baselines_of_a_windowed_encoder_share_the_store_of_the_plain_one(encoder, tiny_bert_path):
+    """P-BERT never runs the model: the encoder's attention window and policy stay out of its metadata."""
+    windowed = WordEncoder(str(tiny_bert_path), attention_window=2, attention_policy="sink")
+    assert WordpieceBaseline("pbert", windowed).store_metadata() == WordpieceBaseline("pbert", encoder).store_metadata()
+
+
 def test_target_word_that_is_unk_is_the_unk_row(encoder, input_rows):
     [prepared] = WordpieceBaseline("bertw", encoder).prepare_many([record(["she", "eats", "qqq"], 2)])
     # kept: the word is what BERT sees, the [UNK] row

@@ -255,7 +255,7 @@ def test_bf16_runs_on_a_cpu_with_bf16_units_or_when_emulation_is_allowed(tiny_be
 def test_float32_features_keep_their_store_name_and_record_their_precision(tiny_bert_path):
     encoder = WordEncoder(str(tiny_bert_path))
     assert encoder.store_kind == "mean" and encoder.store_metadata()["precision"] == "32"
-    assert WordEncoder(str(tiny_bert_path), attention_window=2).store_kind == "mean.attn-2"
+    assert WordEncoder(str(tiny_bert_path), attention_window=2).store_kind == "mean.attn-2-sink"
 
 
 def test_detection_follows_the_cpu_features_torch_reports(monkeypatch):

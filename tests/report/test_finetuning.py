@@ -13,12 +13,17 @@ from probing.report.finetuning import aggregate, is_finetuning
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
 
-def train_result(window, seed, accuracy, task="pos", lr=5e-5):
-    config = {"seed": seed, "paths": {"output_dir": f"/runs/{window}-{seed}-{lr}"},
+def train_result(window, seed, accuracy, task="pos", lr=5e-5, policy=None):
+    """A results.json of train.py; without `policy`, one written before the attention policies existed."""
+    config = {"seed": seed, "paths": {"output_dir": f"/runs/{window}-{policy}-{seed}-{lr}"},
               "finetune": {"attention_window": window, "module": {"optimizer": {"lr": lr}}}}
-    return {"task": task, "model": "minilm", "attention_window": window, "isotropy_reg": 0.0,
-            "precision": "bf16-mixed", "dev": {"accuracy": accuracy}, "epochs_trained": 3, "duration_s": 120.0,
-            "config": config}
+    result = {"task": task, "model": "minilm", "attention_window": window, "isotropy_reg": 0.0,
+              "precision": "bf16-mixed", "dev": {"accuracy": accuracy}, "epochs_trained": 3, "duration_s": 120.0,
+              "config": config}
+    if policy is not None:
+        config["finetune"]["attention_policy"] = policy
+        result["attention_policy"] = policy if window is not None else None
+    return result
 
 
 def write(folder, results):
@@ -49,6 +54,25 @@ def test_an_attention_window_sweep_gets_table_7_and_its_plot(tmp_path, capsys):
     with open(tmp_path / "finetuning.csv") as handle:
         assert [row["attention_window"] for row in csv.DictReader(handle)] == ["0", "2", ""]
     assert "Fine-tuning report" in capsys.readouterr().out
+
+
+def test_table_7_has_a_column_per_attention_policy_and_shares_the_run_without_a_window(tmp_path):
+    """Runs of three policies (and old runs, which were blocked) and two runs without a window configured with
+    different policies: one "all" row, the same setting whatever the policy said."""
+    runs = [train_result(window, 0, accuracy, policy=policy) for window, policy, accuracy in (
+        (0, "positional", 0.80), (2, "positional", 0.90), (2, "sink", 0.85), (None, "positional", 0.93))]
+    runs += [train_result(None, 1, 0.95, policy="sink"), train_result(2, 0, 0.70)]
+    write(tmp_path, runs)
+    write_report(tmp_path)
+    table = (tmp_path / "report.md").read_text().split("Table 7)")[1]
+    assert ("| context size k | pos dev accuracy (minilm, blocked) | pos dev accuracy (minilm, positional) "
+            "| pos dev accuracy (minilm, sink) | Zhao et al. Table 7 (BERT-base) |") in table
+    assert "| 0 | - | 0.800 | - | 0.886 |" in table and "| 2 | 0.700 | 0.900 | 0.850 | 0.973 |" in table
+    assert "| all | 0.940 ± 0.014 | 0.940 ± 0.014 | 0.940 ± 0.014 | 0.977 |" in table
+    with open(tmp_path / "finetuning.csv") as handle:
+        rows = [(row["attention_window"], row["attention_policy"], row["seeds"]) for row in csv.DictReader(handle)]
+    assert rows == [("0", "positional", "0"), ("2", "blocked", "0"), ("2", "positional", "0"), ("2", "sink", "0"),
+                    ("", "", "0 1")]
 
 
 def test_one_window_draws_no_window_plot(tmp_path):
