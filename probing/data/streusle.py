@@ -66,7 +66,7 @@ def streusle_classes(include_verbs: bool = False) -> list[str]:
 
 
 def read_streusle(
-    paths: list[str | Path], include_verbs: bool = False, config_key: str = "data.paths"
+    paths: list[str | Path], include_verbs: bool = False, config_key: str = "data.source.paths"
 ) -> tuple[list[WordInContext], SkipCounter]:
     """One record per noun-supersense lexical unit (and verb one when `include_verbs`) in the files.
 

@@ -208,7 +208,7 @@ class PosSource:
         skips = SkipCounter()
         chosen = files_by_split(find(self.paths, "data.source.paths"), self.splits, "data.source.splits", skips)
         splits = {split: read(paths, skips, "data.source.paths") for split, paths in chosen.items() if paths}
-        fix = "give data.source.paths with files whose names match data.source.splits.train and .dev"
+        fix = "give data.source.paths with files whose names match the train and dev patterns of data.source.splits"
         check_splits(splits, ", ".join(str(path) for path in self.paths), fix)
         read_files = [path for paths in chosen.values() for path in paths]
         return TaskData(self.name, labels_in_order(splits), splits, hashable_files(read_files), skips)

@@ -47,7 +47,8 @@ from probing.tasks.static_pc import all_rows, static_pc
 log = logging.getLogger(__name__)
 
 # The top-level settings of conf/analyze.yaml (anything else is a typo).
-KNOWN_KEYS = ("task_name", "paths", "model", "analysis", "compare_to", "seed", "layer", "logger")
+KNOWN_KEYS = ("task_name", "paths", "model", "analysis", "compare_to", "seed", "layer", "logger", "run_name",
+              "run_group")
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:

@@ -1,0 +1,49 @@
+"""Each entry script as a newcomer types it, with the default logger (CSV + W&B, offline without a key): the other
+end-to-end tests choose `logger=csv`, which would miss a W&B setting that only the default composes."""
+
+from __future__ import annotations
+
+import json
+
+from tests.helpers import FIXTURE_STREUSLE, run_script
+
+
+def offline_wandb_runs(run_dir):
+    return sorted((run_dir / "wandb").glob("offline-run-*"))
+
+
+def test_probe_with_the_default_logger(tmp_path, tiny_bert_path):
+    run = tmp_path / "run"
+    result = run_script("probe.py", f"model.name_or_path={tiny_bert_path}", f"data.source.paths=[{FIXTURE_STREUSLE}]",
+                        "layer=1", "trainer.max_epochs=2", f"hydra.run.dir={run}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (run / "csv" / "metrics.csv").is_file() and len(offline_wandb_runs(run)) == 1
+    config = json.loads((run / "results.json").read_text())["config"]
+    assert config["logger"]["wandb"]["name"] == "minilm-streusle-layer1-seed0"
+
+
+def test_train_with_the_default_logger(tmp_path, tiny_bert_path):
+    """The fault this guards: train.py's W&B run name interpolated `layer`, which only probe.py's config has."""
+    run = tmp_path / "run"
+    result = run_script("train.py", f"model.name_or_path={tiny_bert_path}", "trainer.max_epochs=1",
+                        "task.batch_size=64", f"hydra.run.dir={run}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (run / "csv" / "metrics.csv").is_file() and len(offline_wandb_runs(run)) == 1
+    results = json.loads((run / "results.json").read_text())
+    assert results["config"]["logger"]["wandb"]["name"] == "minilm-pos-seed0"
+    assert (run / "model" / "task.json").is_file()
+
+
+def test_extract_and_analyze_as_typed(tmp_path, tiny_bert_path):
+    """extract.py has no logger; analyze.py logs to CSV by default and to W&B with logger=default."""
+    model = f"model.name_or_path={tiny_bert_path}"
+    extracted = run_script("extract.py", model, f"data.source.paths=[{FIXTURE_STREUSLE}]", cwd=tmp_path)
+    assert extracted.returncode == 0, extracted.stderr[-3000:]
+    assert len(list((tmp_path / "stores").rglob("*.h5"))) == 3
+    run = tmp_path / "analysis"
+    analysed = run_script("analyze.py", "analysis=isotropy", model, "logger=default", f"hydra.run.dir={run}",
+                          cwd=tmp_path)
+    assert analysed.returncode == 0, analysed.stderr[-3000:]
+    assert (run / "csv" / "metrics.csv").is_file() and len(offline_wandb_runs(run)) == 1
+    config = json.loads((run / "results.json").read_text())["config"]
+    assert config["logger"]["wandb"]["name"] == "minilm-isotropy-layerNone-seed0"
