@@ -23,7 +23,7 @@ from pathlib import Path
 import lightning as L
 import torch
 
-from probing.data.tasks import PosSource
+from probing.data.task_sources import PosSource
 from probing.finetune.datamodule import TaskDataModule
 from probing.finetune.module import FineTuner
 

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from probing.data.records import SkipCounter, WordInContext
-from probing.data.tasks import HUB_SPLITS, TaggedSentence
+from probing.data.task_records import HUB_SPLITS, TaggedSentence
 from probing.data.text import read_lines
 from probing.errors import DataFormatError
 

@@ -23,8 +23,8 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from probing.data.records import SkipCounter
-from probing.data.tasks import TaggedSentence, files_in
-from probing.data.text import read_lines
+from probing.data.task_records import TaggedSentence
+from probing.data.text import files_in, read_lines
 from probing.errors import DataFormatError
 
 N_COLUMNS = 10

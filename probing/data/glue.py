@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from probing.data.tasks import GLUE_LABELS, HUB_SPLITS, TextExample
+from probing.data.task_records import GLUE_LABELS, HUB_SPLITS, TextExample
 from probing.data.text import read_lines
 from probing.errors import DataFormatError
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from probing.data.records import SkipCounter
-from probing.data.tasks import TaggedSentence, archive_of, files_in
-from probing.data.text import read_lines
+from probing.data.task_records import TaggedSentence
+from probing.data.text import archive_of, files_in, read_lines
 from probing.errors import DataFormatError
 
 EMPTY_ELEMENT = "-NONE-"

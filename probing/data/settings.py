@@ -1,7 +1,8 @@
 """Checks for plain setting values that arrive from YAML or the command line (Hydra overrides).
 
-Hydra reads `key=true`/`key=false` as booleans but `key=no` as the string "no", and `key=FILE` as a string where
-`key=[FILE]` is a list; these helpers refuse or normalise such values with a ConfigError naming the setting.
+Hydra reads `key=true`/`key=false` as booleans but `key=no` as the string "no", `key=3.0` as a float, and `key=FILE`
+as a string where `key=[FILE]` is a list; these helpers refuse or normalise such values with a ConfigError naming
+the setting. The one home of the value checkers (`require_int`, `require_bool`, `choose`, paths) for every layer.
 """
 
 from __future__ import annotations
@@ -10,6 +11,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from probing.errors import ConfigError
+
+
+def require_int(key: str, value: object, minimum: int | None = None) -> int:
+    """`value` as an int (bools refused), at least `minimum`; otherwise a ConfigError naming `key`."""
+    if isinstance(value, bool) or not isinstance(value, int) or (minimum is not None and value < minimum):
+        bound = f" >= {minimum}" if minimum is not None else ""
+        raise ConfigError(f"{key}={value!r} is not an integer{bound}. Fix: set {key} to an integer{bound}")
+    return value
 
 
 def require_bool(key: str, value: object) -> bool:
@@ -41,3 +50,10 @@ def optional_path(key: str, value: object) -> Path | None:
     if not isinstance(value, (str, Path)):
         raise ConfigError(f"{key} must be one path, got {value!r} ({type(value).__name__}). Fix: {key}=/path/to/it")
     return Path(value)
+
+
+def choose(key: str, value: object, choices: Sequence[str]) -> str:
+    """`value` if it is one of `choices`; anything else is a ConfigError naming `key` and the first choice."""
+    if value not in choices:
+        raise ConfigError(f"{key}={value!r} is not one of {', '.join(choices)}. Fix: {key}={choices[0]}")
+    return str(value)

@@ -23,6 +23,8 @@ SPLIT_NAMES = ("train", "dev", "test")
 SEEN = "seen"
 # Scored once after training, in this order (`seen` only where it exists).
 TEST_SPLITS = ("test", SEEN)
+# The splits a probe is scored on, in the order of its metrics and of results.json (`seen` only where it exists).
+EVAL_SPLITS = ("dev", *TEST_SPLITS)
 
 
 @dataclass

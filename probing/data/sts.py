@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from probing.data.records import SkipCounter
-from probing.data.tasks import TaskData, TextExample
+from probing.data.task_records import TaskData, TextExample
 from probing.errors import ConfigError, DataFormatError
 
 STS_SPLIT = "all"

@@ -1,10 +1,11 @@
-"""Reading text data files: strict UTF-8 line by line, and file hashes for store metadata."""
+"""Reading text data files: strict UTF-8 line by line, finding data files (folders, zip members), and file hashes
+for store metadata."""
 
 from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 from probing.errors import DataFormatError
@@ -62,3 +63,30 @@ def sha256_files(paths: Iterable[str | Path], chunk_bytes: int = 1 << 20) -> str
             while chunk := handle.read(chunk_bytes):
                 digest.update(chunk)
     return digest.hexdigest()
+
+
+def files_in(paths: Sequence[Path], pattern: str, config_key: str) -> list[Path]:
+    """Each file as given and each folder's files matching `pattern`, sorted by name; a missing path or a folder
+    without such files is a DataFormatError naming `config_key`."""
+    files: list[Path] = []
+    for path in paths:
+        if path.is_file():
+            files.append(path)
+            continue
+        if not path.is_dir():
+            raise DataFormatError(path, None, "no such file or folder", f"set `{config_key}` to existing paths")
+        found = sorted(item for item in path.glob(pattern) if item.is_file())
+        if not found:
+            raise DataFormatError(path, None, f"no {pattern} files in the folder", f"set `{config_key}` to data files")
+        files.extend(found)
+    return files
+
+
+def archive_of(path: Path) -> Path | None:
+    """The .zip file that `path` lies in (a member named `ARCHIVE.zip/MEMBER`), or None for a file on disk."""
+    return next((parent for parent in path.parents if parent.suffix == ".zip" and parent.is_file()), None)
+
+
+def hashable_files(files: Sequence[Path]) -> list[Path]:
+    """The files on disk behind `files`, in order, once each: a zip member gives its archive."""
+    return list(dict.fromkeys(archive_of(path) or path for path in files))

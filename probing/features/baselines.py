@@ -33,10 +33,10 @@ from probing.errors import ConfigError
 from probing.features.encoder import WordEncoder
 from probing.features.featurizer import PreparedInput, context_label, context_window, parse_context_size
 from probing.features.static_embeddings import StaticEmbeddings, read_static_embeddings, seeded_normal_vectors
+from probing.vocabulary import BASELINE_LABELS
 
 log = logging.getLogger(__name__)
 
-BASELINE_LABELS = {"prand": "P-Rand", "pstatic": "P-static", "bertw": "BERTw", "pbert": "P-BERT"}
 WORDPIECE_BASELINES = ("pbert", "bertw")
 
 

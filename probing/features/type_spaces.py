@@ -29,6 +29,7 @@ from probing.features.baselines import input_embedding_matrix, mean_rows
 from probing.features.encoder import WordEncoder
 from probing.features.static_embeddings import read_static_embeddings, seeded_normal_vectors
 from probing.features.store import FeatureStore
+from probing.vocabulary import BASELINE_LABELS, RAND
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +41,7 @@ SpaceVectors = tuple[TypeLevelData, dict[str, np.ndarray], dict[str, Any]]
 class RandSpace:
     """Rand: one N(0, I_dim) vector per word, fixed by (seed, word)."""
 
-    def __init__(self, name: str = "rand", label: str = "Rand", dim: int = 300, seed: int = 0):
+    def __init__(self, name: str = "rand", label: str = RAND, dim: int = 300, seed: int = 0):
         self.name, self.label, self.dim, self.seed = name, label, int(dim), int(seed)
 
     def vectors(self, data: TypeLevelData) -> SpaceVectors:
@@ -72,7 +73,7 @@ class StaticSpace:
 class BertwSpace:
     """BERTw: the mean input embedding of each word's wordpieces (no special tokens, no context)."""
 
-    def __init__(self, encoder: WordEncoder, name: str = "bertw", label: str = "BERTw"):
+    def __init__(self, encoder: WordEncoder, name: str = "bertw", label: str = BASELINE_LABELS["bertw"]):
         self.encoder, self.name, self.label = encoder, name, label
 
     def vectors(self, data: TypeLevelData) -> SpaceVectors:

@@ -1,4 +1,4 @@
-"""Tokenised batches of a fine-tuning task (probing.data.tasks.TaskData) for the FineTuner.
+"""Tokenised batches of a fine-tuning task (probing.data.task_records.TaskData) for the FineTuner.
 
 Token tasks are tokenised from their words (`is_split_into_words`), so each wordpiece knows its word; a word is
 classified from its last wordpiece. Sentences longer than `max_length` wordpieces (128, Table 4) are cut at the end,
@@ -23,11 +23,10 @@ import torch
 from torch.nn.utils.rnn import pad_sequence
 from torch.utils.data import DataLoader, DistributedSampler
 
-from probing.data.tasks import TaggedSentence, TaskData, TextExample
+from probing.data.task_records import TaggedSentence, TaskData, TextExample
 from probing.errors import ConfigError
+from probing.features.attention import PADDING, SPECIAL
 from probing.finetune.metrics import IGNORE
-
-PAD_WORD = -1  # word id of special tokens and padding; last_piece of the slots past a sentence's last word
 
 
 @dataclass
@@ -53,8 +52,8 @@ def encode_tagged(sentences: Sequence[TaggedSentence], tokenizer, label_ids: dic
         encoding.truncate(whole_words_within(encoding.word_ids, budget), direction="right")
         if post_processor is not None:
             encoding = post_processor.process(encoding)
-        words = [PAD_WORD if word is None else word for word in encoding.word_ids]
-        last_piece = {word: position for position, word in enumerate(words) if word != PAD_WORD}
+        words = [SPECIAL if word is None else word for word in encoding.word_ids]
+        last_piece = {word: position for position, word in enumerate(words) if word != SPECIAL}
         kept = sorted(last_piece)
         cut += len(sentence.tokens) - len(kept)
         examples.append(Encoded(list(encoding.ids), words, [label_ids[sentence.tags[w]] for w in kept],
@@ -78,7 +77,7 @@ def encode_texts(texts: Sequence[TextExample], tokenizer, label_ids: dict[str, i
     pairs = [text.text_pair for text in texts]
     encodings = tokenizer([text.text for text in texts], pairs if any(p is not None for p in pairs) else None,
                           truncation=True, max_length=max_length).encodings
-    return [Encoded(list(encoding.ids), [PAD_WORD if word is None else word for word in encoding.word_ids],
+    return [Encoded(list(encoding.ids), [SPECIAL if word is None else word for word in encoding.word_ids],
                     label_ids[text.label]) for text, encoding in zip(texts, encodings)]
 
 
@@ -174,10 +173,10 @@ class TaskDataModule(L.LightningDataModule):
 
         batch = {"input_ids": padded([e.input_ids for e in examples], self.tokenizer.pad_token_id),
                  "attention_mask": padded([[1] * len(e.input_ids) for e in examples], 0),
-                 "word_ids": padded([e.word_ids for e in examples], PAD_WORD)}
+                 "word_ids": padded([e.word_ids for e in examples], PADDING)}
         if self.data.token_level:
             batch["labels"] = padded([e.labels for e in examples], IGNORE)
-            batch["last_piece"] = padded([e.last_piece for e in examples], PAD_WORD)
+            batch["last_piece"] = padded([e.last_piece for e in examples], PADDING)
         else:
             batch["labels"] = torch.tensor([e.labels for e in examples], dtype=torch.long)
         return batch

@@ -47,9 +47,9 @@ DEFAULT_OPTIMIZER = partial(torch.optim.Adam, lr=5e-5)
 
 class FineTuner(L.LightningModule):
     """Encoder + linear head for a token task (`kind="token"`: batches carry `last_piece` (B, W), the position of
-    each word's last wordpiece, -1 past the last word, and `labels` (B, W) with IGNORE there) or a sentence task
-    (`kind="sentence"`: `labels` (B,)). Every batch carries `input_ids`, `attention_mask` and `word_ids` (B, T): the
-    word of each wordpiece, -1 for special tokens and padding."""
+    each word's last wordpiece, PADDING past the last word, and `labels` (B, W) with IGNORE there) or a sentence
+    task (`kind="sentence"`: `labels` (B,)). Every batch carries `input_ids`, `attention_mask` and `word_ids` (B, T):
+    the word of each wordpiece, SPECIAL for special tokens and PADDING for padding (probing.features.attention)."""
 
     def __init__(
         self,

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from probing.data.settings import choose
 from probing.data.word_benchmarks import SimilarityBenchmark
-from probing.errors import ConfigError
 
 MEASURES = ("cosine", "dot")
 CORRELATIONS = ("spearman", "pearson")
@@ -31,8 +31,8 @@ VectorOf = Callable[[str], "np.ndarray | None"]
 def evaluate_similarity(vector_of: VectorOf, benchmark: SimilarityBenchmark, measure: str = "cosine",
                         correlation: str = "spearman") -> dict[str, Any]:
     """The correlation of the model's and the humans' similarities over the pairs whose two words have vectors."""
-    check_choice("measure", measure, MEASURES)
-    check_choice("correlation", correlation, CORRELATIONS)
+    choose("measure", measure, MEASURES)
+    choose("correlation", correlation, CORRELATIONS)
     vectors: dict[str, np.ndarray | None] = {}
     model, human, missing = [], [], {}
     for first, second, score in benchmark.pairs:
@@ -98,7 +98,3 @@ def ranks(values: np.ndarray) -> np.ndarray:
     means = np.bincount(groups, weights=ordinal) / np.bincount(groups)
     return means[groups]
 
-
-def check_choice(key: str, value: str, choices: Sequence[str]) -> None:
-    if value not in choices:
-        raise ConfigError(f"{key}={value!r} is not one of {', '.join(choices)}. Fix: {key}={choices[0]}")

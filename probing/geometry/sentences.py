@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from probing.data.records import WordInContext
-from probing.data.tasks import TaggedSentence, TextExample
+from probing.data.task_records import TaggedSentence, TextExample
 from probing.errors import ConfigError
 
 

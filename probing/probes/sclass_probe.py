@@ -12,7 +12,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from probing.data.splits import TEST_SPLITS
+from probing.data.splits import EVAL_SPLITS, TEST_SPLITS
 from probing.devices import has_native_bf16
 from probing.errors import ProbingError
 from probing.probes.components.probe_head import ProbeHead
@@ -20,7 +20,6 @@ from probing.probes.metrics import SClassMetrics, TypeLevelMetrics
 
 log = logging.getLogger(__name__)
 
-EVAL_SPLITS = ("dev", *TEST_SPLITS)
 LEVELS = ("context", "type")
 CONTROL = "control"
 # fused: one pass over parameters, gradients and moments instead of ~10 (the Adam step of ~10M probe weights is

@@ -12,8 +12,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from probing.data.splits import SEEN
+from probing.data.splits import EVAL_SPLITS, SEEN
 from probing.errors import DataFormatError
+from probing.vocabulary import BASELINE_LABELS, MIX, RAND
 
 RESULTS_FILE = "results.json"
 # A row of the table is one setting; runs that differ only in their seed are aggregated (mean ± std). `variant`
@@ -22,16 +23,17 @@ SETTING_KEYS = ("model", "random_init", "data", "level", "probe", "pooling", "co
                 "representation")
 # Columns of the Markdown tables: random_init is shown inside the model name ("minilm (random init)").
 DISPLAY_KEYS = tuple(k for k in SETTING_KEYS if k != "random_init")
-SPLITS = ("dev", "test")
-# Averaged too: the seen split (held-out contexts of training words, probe.control_task.seen_fraction > 0).
-SCORED_SPLITS = (*SPLITS, SEEN)
+# The splits of the tables and plots: dev and test. Every split of EVAL_SPLITS is averaged, the seen split too
+# (held-out contexts of training words, probe.control_task.seen_fraction > 0).
+SPLITS = tuple(split for split in EVAL_SPLITS if split != SEEN)
 # Scores averaged over seeds; selectivity = micro_f1 - control_micro_f1 (present when the control task ran).
 METRICS = ("micro_f1", "selectivity", "control_micro_f1")
 # Zhao et al. (2020) Tables 5/6 put the non-layer baselines first, in this order; None is the slot of the static
 # embeddings (GloVe, fastText, ...), which are not known in advance.
-BASELINE_ORDER = ("Rand", "P-Rand", None, "P-static", "BERTw", "P-BERT")
+BASELINE_ORDER = (RAND, BASELINE_LABELS["prand"], None, BASELINE_LABELS["pstatic"], BASELINE_LABELS["bertw"],
+                  BASELINE_LABELS["pbert"])
 # Then AVG-l by l, the contextual layers by number, and the scalar mix last.
-KIND_ORDER = ("baseline", "avg", "layer", "mix")
+KIND_ORDER = ("baseline", "avg", "layer", MIX)
 
 
 
@@ -133,8 +135,8 @@ def representation_layer(name: str) -> int | None:
 
 def representation_kind(name: str) -> str:
     """"layer", "avg" (AVG-l), "mix" (scalar mix) or "baseline" (Rand, P-BERT, GloVe, ...)."""
-    if name == "mix":
-        return "mix"
+    if name == MIX:
+        return MIX
     if representation_layer(name) is None:
         return "baseline"
     return "avg" if name.startswith("AVG-") else "layer"
@@ -145,7 +147,7 @@ def representation_sort_key(name: str) -> tuple:
     AVG-l, layers, mix."""
     kind = representation_kind(name)
     if kind == "baseline":
-        slot = name if name in BASELINE_ORDER else "P-static" if name.startswith("P-") else None
+        slot = name if name in BASELINE_ORDER else BASELINE_LABELS["pstatic"] if name.startswith("P-") else None
         return (0, BASELINE_ORDER.index(slot), name.lower())
     return (KIND_ORDER.index(kind), representation_layer(name) or 0, "")
 
@@ -200,7 +202,7 @@ def _aggregate_setting(key: tuple, runs: list[dict]) -> dict[str, Any]:
     row = dict(zip(SETTING_KEYS, key))
     row["layer"] = runs[0].get("layer")
     row["seeds"] = sorted((r.get("seed") for r in runs), key=value_sort_key)
-    for split, metric in itertools.product(SCORED_SPLITS, METRICS):
+    for split, metric in itertools.product(EVAL_SPLITS, METRICS):
         row[f"{split}_{metric}"], row[f"{split}_{metric}_std"] = mean_std(r.get(split, {}).get(metric) for r in runs)
     test = runs[0].get("test", {})
     row["test_combinations"] = test.get("n_combinations")

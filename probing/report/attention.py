@@ -13,8 +13,8 @@ import numpy as np
 
 from probing.report.plots import pyplot, save_figure
 from probing.report.tables import markdown
+from probing.vocabulary import ATTENTION_SIMILARITY
 
-ANALYSIS = "attention_similarity"
 SIDE_BY_SIDE = "attention_similarity_by_model.png"
 ANNOTATE_UP_TO = 144  # cells (Figure 7's 12 x 12): more would be unreadable
 COLOURS = "viridis"   # dark = small
@@ -22,7 +22,7 @@ COLOURS = "viridis"   # dark = small
 
 def is_attention_similarity(result: dict[str, Any]) -> bool:
     """A result of analyze.py's attention-map similarity."""
-    return result.get("analysis") == ANALYSIS
+    return result.get("analysis") == ATTENTION_SIMILARITY
 
 
 def model_label(name: str, task: str | None) -> str:

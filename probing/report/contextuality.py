@@ -11,8 +11,8 @@ from typing import Any
 
 from probing.report.plots import pyplot, save_figure
 from probing.report.tables import markdown
+from probing.vocabulary import CONTEXTUALITY
 
-ANALYSIS = "contextuality"
 FIGURE = "contextuality_by_model.png"
 MEASURES = ("anisotropy", "self_similarity", "self_similarity_adjusted", "intra_similarity",
             "intra_similarity_adjusted", "mev", "mev_baseline", "mev_adjusted")
@@ -25,7 +25,7 @@ PANELS = (("anisotropy", "Fig. 1: anisotropy (mean cosine of random words)"),
 
 def is_contextuality(result: dict[str, Any]) -> bool:
     """A result of analyze.py's contextuality analysis."""
-    return result.get("analysis") == ANALYSIS
+    return result.get("analysis") == CONTEXTUALITY
 
 
 def label(result: dict[str, Any]) -> str:

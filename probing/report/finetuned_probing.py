@@ -17,7 +17,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from probing.report.aggregate import mean_std, representation_layer
+from probing.report.aggregate import SPLITS, mean_std, representation_layer
 from probing.report.plots import pyplot, save_figure
 from probing.report.tables import markdown
 
@@ -75,7 +75,7 @@ def layer_scores(runs: list[dict[str, Any]]) -> dict[str, dict[int, tuple[float 
         by_layer[representation_layer(str(run["representation"]))].append(run)
     return {split: {layer: mean_std(run.get(split, {}).get("micro_f1") for run in layer_runs)
                     for layer, layer_runs in sorted(by_layer.items())}
-            for split in ("dev", "test")}
+            for split in SPLITS}
 
 
 def layers_of(item: dict[str, Any]) -> list[int]:
@@ -132,7 +132,7 @@ def write_csv(items: list[dict[str, Any]], path: Path) -> None:
         writer.writeheader()
         for item in items:
             for layer in layers_of(item):
-                for split in ("dev", "test"):
+                for split in SPLITS:
                     writer.writerow({"finetuned": item["label"], "task": item["task"], "layer": layer, "split": split,
                                      **{setup: score(item, setup, layer, split) for setup in SETUPS},
                                      "(a) - pretrained": difference(item, "(a)", layer, split),

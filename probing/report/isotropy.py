@@ -13,8 +13,8 @@ from typing import Any
 
 from probing.report.plots import pyplot, save_figure
 from probing.report.tables import markdown
+from probing.vocabulary import ISOTROPY
 
-ANALYSIS = "isotropy"
 FIGURE = "isotropy_unused_cosine.png"
 TRANSFORM_LABELS = {"original": "original", "centered": "+ Centered", "scaled_centered": "+ Centered-Scaled",
                     "postprocessed": "+ Post-Process"}
@@ -23,7 +23,7 @@ MEASURE_LABELS = {"cosine": "CosSim", "dot": "⟨·,·⟩"}
 
 def is_isotropy(result: dict[str, Any]) -> bool:
     """A result of analyze.py's isotropy analysis."""
-    return result.get("analysis") == ANALYSIS
+    return result.get("analysis") == ISOTROPY
 
 
 def run_label(result: dict[str, Any]) -> str:

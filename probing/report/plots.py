@@ -29,6 +29,7 @@ from probing.report.tables import (
     setting_label,
     varying_keys,
 )
+from probing.vocabulary import MIX
 
 
 def pyplot():
@@ -87,7 +88,7 @@ def _draw_layer_curve(ax, points: list[dict], label: str, colours: Iterator[str]
 def _draw_level(ax, row: dict, label: str, colours: Iterator[str]) -> None:
     """A representation without layers (baseline: dashed, scalar mix: dotted) as its test micro-F1."""
     if row["test_micro_f1"] is not None:
-        style = ":" if row["representation"] == "mix" else "--"
+        style = ":" if row["representation"] == MIX else "--"
         ax.axhline(row["test_micro_f1"], linestyle=style, color=next(colours),
                    label=_legend(label, f"{row['representation']}{_type_tag(row)} (test)"))
 
@@ -101,7 +102,7 @@ def _draw_layer_group(ax, group: list[dict], label: str, colours: Iterator[str])
     group = sorted(group, key=lambda r: representation_sort_key(r["representation"]))
     _draw_layer_curve(ax, of_kind(group, "layer"), _legend(label, "layers"), colours)
     _draw_layer_curve(ax, of_kind(group, "avg"), _legend(label, "AVG-l"), colours)
-    for row in of_kind(group, "baseline", "mix"):
+    for row in of_kind(group, "baseline", MIX):
         _draw_level(ax, row, label, colours)
 
 

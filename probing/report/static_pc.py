@@ -10,15 +10,15 @@ from typing import Any
 
 from probing.report.plots import pyplot, save_figure
 from probing.report.tables import markdown
+from probing.vocabulary import STATIC_PC
 
-ANALYSIS = "static_pc"
 FIGURE = "static_pc_by_layer.png"
 KINDS = ("similarity", "analogy", "categorization")
 
 
 def is_static_pc(result: dict[str, Any]) -> bool:
     """A result of analyze.py's static_pc analysis."""
-    return result.get("analysis") == ANALYSIS
+    return result.get("analysis") == STATIC_PC
 
 
 def model_label(result: dict[str, Any]) -> str:

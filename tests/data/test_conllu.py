@@ -6,7 +6,7 @@ import pytest
 
 from probing.data.conllu import SKIP_EMPTY_NODE, SKIP_MULTIWORD, XPOS_TAGS, read_conllu_xpos, skip_unknown_tag
 from probing.data.records import SkipCounter
-from probing.data.tasks import BUNDLED_POS_FILES, PosSource, bundled_pos_paths
+from probing.data.task_sources import BUNDLED_POS_FILES, PosSource, bundled_pos_paths
 from probing.errors import ConfigError, DataFormatError
 from tests.helpers import FIXTURES
 
@@ -100,7 +100,7 @@ def test_source_with_explicit_split_patterns():
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"format": "xml"}, r"data\.source\.format must be one of conllu, ptb"),
+        ({"format": "xml"}, r"data\.source\.format='xml' is not one of conllu, ptb"),
         ({"splits": {"train": "*", "validation": "*"}}, r"names the split 'validation'"),
         ({"splits": ["*-train.conllu"]}, r"data\.source\.splits must map splits to file names"),
         ({"paths": []}, r"data\.source\.paths must be a path or a non-empty list"),

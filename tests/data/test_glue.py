@@ -7,7 +7,8 @@ from collections import Counter
 import pytest
 
 from probing.data.glue import load_glue_from_hub, read_glue_tsv
-from probing.data.tasks import GLUE_LABELS, GlueSource, TextExample
+from probing.data.task_records import GLUE_LABELS, TextExample
+from probing.data.task_sources import GlueSource
 from probing.errors import ConfigError, DataFormatError
 from tests.helpers import FIXTURES
 
@@ -88,7 +89,7 @@ def test_source_missing_file_says_to_set_data_dir(tmp_path):
 
 
 def test_unknown_task_is_a_config_error():
-    with pytest.raises(ConfigError, match=r"data\.source\.task must be one of sst2, mrpc"):
+    with pytest.raises(ConfigError, match=r"data\.source\.task=.* is not one of sst2, mrpc"):
         GlueSource("qnli")
 
 

@@ -8,7 +8,7 @@ import pytest
 
 from probing.data.ptb import SKIP_ONLY_EMPTY_ELEMENTS, parse_trees, ptb_files, read_ptb
 from probing.data.records import SkipCounter
-from probing.data.tasks import SKIP_FILE_IN_NO_SPLIT, PosSource
+from probing.data.task_sources import SKIP_FILE_IN_NO_SPLIT, PosSource
 from probing.errors import ConfigError, DataFormatError
 from tests.helpers import FIXTURES
 

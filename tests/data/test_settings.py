@@ -1,4 +1,5 @@
-"""Setting checks shared by the sources: booleans only as booleans, one path or a list of paths."""
+"""The setting checks every layer shares: integers and booleans only as such, one of the choices, one path or a list
+of paths."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from probing.data.settings import optional_path, path_list, require_bool
+from probing.data.settings import choose, optional_path, path_list, require_bool, require_int
 from probing.errors import ConfigError
 
 
@@ -42,3 +43,25 @@ def test_optional_path():
     assert optional_path("data.corpus", "c.txt") == Path("c.txt")
     with pytest.raises(ConfigError, match=r"data\.corpus must be one path, got \['c.txt'\].*Fix: data\.corpus="):
         optional_path("data.corpus", ["c.txt"])
+
+
+def test_require_int_returns_an_integer_at_least_the_minimum():
+    assert require_int("seed", 0) == 0
+    assert require_int("probe.batch_size", 3, minimum=1) == 3
+
+
+@pytest.mark.parametrize(("value", "minimum"), [(True, None), (1.0, None), ("3", None), (None, None), (0, 1)])
+def test_require_int_refuses_everything_else_naming_the_key(value, minimum):
+    bound = "" if minimum is None else f" >= {minimum}"
+    with pytest.raises(ConfigError) as caught:
+        require_int("probe.batch_size", value, minimum=minimum)
+    assert str(caught.value) == (f"probe.batch_size={value!r} is not an integer{bound}. "
+                                 f"Fix: set probe.batch_size to an integer{bound}")
+
+
+def test_choose_returns_the_choice_or_names_the_first_as_the_fix():
+    assert choose("analysis.correlation", "pearson", ("spearman", "pearson")) == "pearson"
+    with pytest.raises(ConfigError) as caught:
+        choose("analysis.correlation", "kendall", ("spearman", "pearson"))
+    assert str(caught.value) == ("analysis.correlation='kendall' is not one of spearman, pearson. "
+                                 "Fix: analysis.correlation=spearman")

@@ -7,9 +7,10 @@ import torch
 from transformers import AutoTokenizer
 
 from probing.data.records import SkipCounter
-from probing.data.tasks import TaggedSentence, TaskData, TextExample
+from probing.data.task_records import TaggedSentence, TaskData, TextExample
 from probing.errors import ConfigError
-from probing.finetune.datamodule import PAD_WORD, TaskDataModule, whole_words_within
+from probing.features.attention import PADDING, SPECIAL
+from probing.finetune.datamodule import TaskDataModule, whole_words_within
 from probing.finetune.metrics import IGNORE
 
 TAGS = ["DT", "NN", "PRP", "VBZ"]
@@ -35,9 +36,10 @@ def test_each_word_is_scored_at_its_last_wordpiece(tokenizer):
     # [CLS] she eats air ##head ##s [SEP]   /   [CLS] the apple [SEP] + 3 padding
     assert tokenizer.convert_ids_to_tokens(batch["input_ids"][0]) == [
         "[CLS]", "she", "eats", "air", "##head", "##s", "[SEP]"]
-    assert batch["last_piece"].tolist() == [[1, 2, 5], [1, 2, PAD_WORD]]
+    assert batch["last_piece"].tolist() == [[1, 2, 5], [1, 2, PADDING]]
     assert batch["labels"].tolist() == [[2, 3, 1], [0, 1, IGNORE]]
-    assert batch["word_ids"].tolist() == [[-1, 0, 1, 2, 2, 2, -1], [-1, 0, 1, -1, -1, -1, -1]]
+    s, p = SPECIAL, PADDING
+    assert batch["word_ids"].tolist() == [[s, 0, 1, 2, 2, 2, s], [s, 0, 1, s, p, p, p]]
     assert batch["attention_mask"].tolist() == [[1] * 7, [1, 1, 1, 1, 0, 0, 0]]
 
 

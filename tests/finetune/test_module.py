@@ -9,7 +9,7 @@ import torch
 from transformers import AutoModel
 
 from probing.data.records import SkipCounter
-from probing.data.tasks import TaggedSentence, TaskData
+from probing.data.task_records import TaggedSentence, TaskData
 from probing.errors import ConfigError, ProbingError
 from probing.finetune.checkpoints import load_checkpoint_weights, record_hash
 from probing.finetune.datamodule import TaskDataModule

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from probing.data.records import SkipCounter, WordInContext
-from probing.data.tasks import PosSource, TaggedSentence, TaskData, TextExample
+from probing.data.task_records import TaggedSentence, TaskData, TextExample
+from probing.data.task_sources import PosSource
 from probing.errors import ConfigError
 from probing.geometry.sentences import Text, texts_of
 

@@ -1,8 +1,8 @@
-"""Fine-tuning tasks as records: POS and NER tag every token of a sentence, SST-2 and MRPC label a text (pair).
+"""Fine-tuning task sources: POS and NER tag every token of a sentence, SST-2 and MRPC label a text (pair).
 
-The record types, split names, task names and label inventories live here; the readers (probing.data.ptb,
-.conllu, .conll2003, .glue) turn files into these records, and one source class per task, built by Hydra from
-a `_target_` config with plain YAML values, reads them into a `TaskData` with `load()`.
+The record types, task names and label inventories live in probing.data.task_records; the readers
+(probing.data.ptb, .conllu, .conll2003, .glue) turn files into these records, and one source class per task
+here, built by Hydra from a `_target_` config with plain YAML values, reads them into a `TaskData` with `load()`.
 
 Splits are the corpus's own: "train" and "dev" always, "test" where the data has a labelled one. Nothing is
 re-split or sampled here.
@@ -12,28 +12,26 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from probing.data.conll2003 import conll2003_paths, load_conll2003_sentences_from_hub, read_conll2003_sentences
+from probing.data.conllu import conllu_files, read_conllu_xpos
+from probing.data.glue import GLUE_FILES, load_glue_from_hub, read_glue_tsv
+from probing.data.ptb import ptb_files, read_ptb
 from probing.data.records import SkipCounter
-from probing.data.settings import optional_path, path_list
+from probing.data.settings import choose, optional_path, path_list
 from probing.data.splits import SPLIT_NAMES
+from probing.data.task_records import (
+    GLUE_LABELS,
+    NER_LABELS,
+    REQUIRED_SPLITS,
+    SENTENCE_TASKS,
+    TaggedSentence,
+    TaskData,
+)
+from probing.data.text import hashable_files
 from probing.errors import ConfigError, DataFormatError
-
-# Every task has these splits; "test" (the last of SPLIT_NAMES) only where the data has a labelled one.
-REQUIRED_SPLITS = ("train", "dev")
-TOKEN_TASKS = ("pos", "ner")
-SENTENCE_TASKS = ("sst2", "mrpc")
-TASK_NAMES = TOKEN_TASKS + SENTENCE_TASKS
-
-# IOB2 over CoNLL-2003's entity types, in the order of the Hugging Face dataset's ClassLabel names.
-NER_LABELS = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC", "B-MISC", "I-MISC")
-# SST-2: 1 = positive; MRPC: 1 = paraphrase. Labels are kept as the strings of the files.
-GLUE_LABELS = ("0", "1")
-
-# Hugging Face split names -> ours.
-HUB_SPLITS = {"train": "train", "validation": "dev", "test": "test"}
 
 POS_FORMATS = ("conllu", "ptb")
 # Which files go to which split, as file-name patterns (fnmatch). CoNLL-U: UD's naming, <corpus>-<split>.conllu.
@@ -42,55 +40,6 @@ CONLLU_SPLITS = {"train": "*-train.conllu", "dev": "*-dev.conllu", "test": "*-te
 PTB_SPLITS = {"train": ["wsj_00??.mrg", "wsj_01[0-5]?.mrg"], "dev": "wsj_01[6-9]?.mrg"}
 BUNDLED_POS_FILES = ("en_ewt-sample-train.conllu", "en_ewt-sample-dev.conllu")
 SKIP_FILE_IN_NO_SPLIT = "file matching no pattern of data.source.splits, not read"
-
-
-@dataclass(frozen=True)
-class TaggedSentence:
-    """A sentence with one tag per token (POS or NER). source: "file:line" of its first token line."""
-
-    tokens: tuple[str, ...]
-    tags: tuple[str, ...]
-    source: str = ""
-
-    def __post_init__(self) -> None:
-        if not self.tokens:
-            raise ValueError(f"{self.source}: empty sentence")
-        if len(self.tags) != len(self.tokens):
-            raise ValueError(f"{self.source}: {len(self.tokens)} tokens but {len(self.tags)} tags")
-
-
-@dataclass(frozen=True)
-class TextExample:
-    """A text (SST-2) or text pair (MRPC, `text_pair` set) with its label. source: "file:line"."""
-
-    text: str
-    label: str
-    text_pair: str | None = None
-    source: str = ""
-
-
-@dataclass
-class TaskData:
-    """A fine-tuning task ready for tokenisation.
-
-    name:   one of TASK_NAMES.
-    labels: the label inventory in a fixed order (the classifier's output order).
-    splits: "train", "dev" (and "test" where labelled) -> records: TaggedSentence for TOKEN_TASKS,
-            TextExample for SENTENCE_TASKS.
-    files:  every data file read (for hashing); empty when loaded from the hub.
-    skips:  what the readers skipped or normalised, with counts.
-    """
-
-    name: str
-    labels: list[str]
-    splits: dict[str, list[TaggedSentence]] | dict[str, list[TextExample]]
-    files: list[Path]
-    skips: SkipCounter
-
-    @property
-    def token_level(self) -> bool:
-        """True for tagging tasks (one label per token), False for sentence classification."""
-        return self.name in TOKEN_TASKS
 
 
 def check_splits(splits: Mapping[str, list], origin: str, fix: str) -> None:
@@ -134,43 +83,10 @@ def labels_in_order(splits: Mapping[str, list[TaggedSentence]]) -> list[str]:
     return sorted({tag for sentences in splits.values() for sentence in sentences for tag in sentence.tags})
 
 
-def files_in(paths: Sequence[Path], pattern: str, config_key: str) -> list[Path]:
-    """Each file as given and each folder's files matching `pattern`, sorted by name; a missing path or a folder
-    without such files is a DataFormatError naming `config_key`."""
-    files: list[Path] = []
-    for path in paths:
-        if path.is_file():
-            files.append(path)
-            continue
-        if not path.is_dir():
-            raise DataFormatError(path, None, "no such file or folder", f"set `{config_key}` to existing paths")
-        found = sorted(item for item in path.glob(pattern) if item.is_file())
-        if not found:
-            raise DataFormatError(path, None, f"no {pattern} files in the folder", f"set `{config_key}` to data files")
-        files.extend(found)
-    return files
-
-
 def bundled_pos_paths() -> list[Path]:
     """The UD English-EWT sample bundled with the package (probing/resources/ud_english_ewt/, see its README)."""
     folder = resources.files("probing") / "resources" / "ud_english_ewt"
     return [Path(str(folder / name)) for name in BUNDLED_POS_FILES]
-
-
-def choose(key: str, value: object, allowed: Sequence[str]) -> str:
-    if value not in allowed:
-        raise ConfigError(f"{key} must be one of {', '.join(allowed)}, got {value!r}. Fix: {key}={allowed[0]}")
-    return str(value)
-
-
-def archive_of(path: Path) -> Path | None:
-    """The .zip file that `path` lies in (a member named `ARCHIVE.zip/MEMBER`), or None for a file on disk."""
-    return next((parent for parent in path.parents if parent.suffix == ".zip" and parent.is_file()), None)
-
-
-def hashable_files(files: Sequence[Path]) -> list[Path]:
-    """The files on disk behind `files`, in order, once each: a zip member gives its archive."""
-    return list(dict.fromkeys(archive_of(path) or path for path in files))
 
 
 class PosSource:
@@ -200,10 +116,6 @@ class PosSource:
         self.splits = split_map("data.source.splits", default if splits is None else splits)
 
     def load(self) -> TaskData:
-        # The readers import this module's record types, so they are imported where used.
-        from probing.data.conllu import conllu_files, read_conllu_xpos
-        from probing.data.ptb import ptb_files, read_ptb
-
         find, read = (ptb_files, read_ptb) if self.format == "ptb" else (conllu_files, read_conllu_xpos)
         skips = SkipCounter()
         chosen = files_by_split(find(self.paths, "data.source.paths"), self.splits, "data.source.splits", skips)
@@ -235,8 +147,6 @@ class NerSource:
         self.hub_name = hub_name
 
     def load(self) -> TaskData:
-        from probing.data.conll2003 import conll2003_paths, load_conll2003_sentences_from_hub, read_conll2003_sentences
-
         skips = SkipCounter()
         if self.data_dir is None:
             splits, files, origin = load_conll2003_sentences_from_hub(self.hub_name, skips), [], self.hub_name
@@ -261,8 +171,6 @@ class GlueSource:
         self.hub_name = hub_name
 
     def load(self) -> TaskData:
-        from probing.data.glue import GLUE_FILES, load_glue_from_hub, read_glue_tsv
-
         if self.data_dir is None:
             splits, paths, origin = load_glue_from_hub(self.hub_name, self.name), [], f"{self.hub_name}/{self.name}"
         else:

@@ -15,18 +15,9 @@ from probing.data.conll2003 import (
 )
 from probing.data.records import SkipCounter
 from probing.data.splits import SPLIT_NAMES
-from probing.data.tasks import (
-    NER_LABELS,
-    REQUIRED_SPLITS,
-    SKIP_FILE_IN_NO_SPLIT,
-    TASK_NAMES,
-    NerSource,
-    TaggedSentence,
-    files_by_split,
-    hashable_files,
-    labels_in_order,
-    split_map,
-)
+from probing.data.task_records import NER_LABELS, REQUIRED_SPLITS, TASK_NAMES, TaggedSentence
+from probing.data.task_sources import SKIP_FILE_IN_NO_SPLIT, NerSource, files_by_split, labels_in_order, split_map
+from probing.data.text import hashable_files
 from probing.errors import ConfigError, DataFormatError
 from tests.helpers import FIXTURES
 

@@ -1,0 +1,17 @@
+"""The names that results.json files share between the jobs that write them (probing.tasks and the objects they
+build) and the report that reads them (probing.report): one home for each, imported by all. Split names live with
+the splits (probing.data.splits: SPLIT_NAMES, EVAL_SPLITS, SEEN)."""
+
+# analyze.py's analyses: `analysis.name` and the "analysis" key of their results.json.
+ATTENTION_SIMILARITY = "attention_similarity"
+CONTEXTUALITY = "contextuality"
+ISOTROPY = "isotropy"
+STATIC_PC = "static_pc"
+
+# probe.py's baselines (`baseline=<name>` or `layer=<name>`) -> the representation label of their results.
+BASELINE_LABELS = {"prand": "P-Rand", "pstatic": "P-static", "bertw": "BERTw", "pbert": "P-BERT"}
+# The type-level space of random word vectors (conf/embeddings/rand.yaml); the BERTw space is BASELINE_LABELS["bertw"].
+RAND = "Rand"
+
+# probe.py's representation of the learned scalar mix of every layer (`layer=mix`), and its kind in the report.
+MIX = "mix"
