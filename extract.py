@@ -1,19 +1,11 @@
 """Fill the HDF5 feature store for every split of a data set: `python extract.py model=minilm data=streusle`."""
 
-import hydra
-from omegaconf import DictConfig
+from pathlib import Path
 
-from probing.cli import launcher_installed, user_errors_exit_cleanly
-from probing.config import CONFIG_DIR
-from probing.tasks import extract
+from probing.console import JOBS, entry_point
 
-
-@launcher_installed
-@hydra.main(version_base="1.3", config_path=CONFIG_DIR, config_name="extract")
-@user_errors_exit_cleanly
-def main(cfg: DictConfig) -> None:
-    extract.run(cfg)
-
+# The configs, beside this script (an installed package reads its own copy: probing.console).
+main = entry_point("extract", JOBS["extract"], config_path=str(Path(__file__).resolve().parent / "conf"))
 
 if __name__ == "__main__":
     main()

@@ -65,11 +65,13 @@ from hydra import compose, initialize_config_dir
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from probing.config import CONFIG_DIR
 from probing.probes.metrics import SClassMetrics
 from probing.probes.sclass_probe import SClassProbe
 from probing.tasks import probe as probe_task
-from probing.tasks.common import build_trainer
+from probing.tasks.common import build_loggers, build_trainer
+
+# The configs of the entry scripts (the repository's conf/).
+CONFIG_DIR = str(Path(__file__).resolve().parents[1] / "conf")
 
 TARGET_SPEEDUP = 20  # separate / batched, per epoch, on a GPU
 TARGET_GEMM_LIMIT = 2  # batched step / bare products
@@ -323,7 +325,7 @@ class EpochClock(lightning.Callback):
 
 def lightning_epochs(cfg, module: SClassProbe, datamodule) -> list[float]:
     clock = EpochClock()
-    trainer = build_trainer(cfg, [clock])
+    trainer = build_trainer(cfg, [clock], loggers=build_loggers(cfg.get("logger")))
     trainer.fit(module, datamodule=datamodule)
     return [end - start for start, end in zip(clock.starts, clock.starts[1:])]
 

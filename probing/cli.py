@@ -15,17 +15,19 @@ import os
 import sys
 import warnings
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import NoReturn
 
+from hydra._internal.config_repository import ConfigRepository
+from hydra._internal.config_search_path_impl import ConfigSearchPathImpl
+from hydra.core.object_type import ObjectType
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import IntervalSweep
+from hydra.core.plugins import Plugins
 from hydra.experimental.callback import Callback
 from lightning.fabric.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict, read_write
 from omegaconf.errors import OmegaConfBaseException
 
-from probing.config import CONFIG_DIR
 from probing.errors import ConfigError, ProbingError
 
 # Library noise that says nothing about the run: a deprecation inside Lightning's own code.
@@ -43,25 +45,31 @@ LAUNCHER_PLUGINS = {
 }
 
 
-def launcher_installed(main: Callable) -> Callable:
+def launcher_installed(config_path: str) -> Callable[[Callable], Callable]:
     """Run the Hydra app `main` after checking that a launcher named on the command line (hydra/launcher=<name>) is
-    installed: without its plugin Hydra would fail with a page of "Could not find" instead of one `error:` line."""
+    installed: without its plugin Hydra would fail with a page of "Could not find" instead of one `error:` line.
+    `config_path`: the app's configs, as Hydra's main decorator takes them (a folder or `pkg://<package>`)."""
 
-    @functools.wraps(main)
-    def wrapper(*args, **kwargs):
-        try:
-            check_launcher(sys.argv[1:])
-        except ProbingError as error:
-            exit_with(error)
-        return main(*args, **kwargs)
+    def decorate(main: Callable) -> Callable:
+        @functools.wraps(main)
+        def wrapper(*args, **kwargs):
+            try:
+                check_launcher(sys.argv[1:], config_path)
+            except ProbingError as error:
+                exit_with(error)
+            return main(*args, **kwargs)
 
-    return wrapper
+        return wrapper
+
+    return decorate
 
 
-def check_launcher(arguments: list[str]) -> None:
+def check_launcher(arguments: list[str], config_path: str) -> None:
+    """Refuse a launcher that is neither Hydra's own (basic), nor a config of the app (`config_path`, e.g.
+    slurm_gpu), nor a plugin known here; and a known plugin that is not installed."""
     for argument in arguments:
         key, _, name = argument.partition("=")
-        if key.lstrip("+~") != "hydra/launcher" or name == "basic" or _own_launcher_config(name):
+        if key.lstrip("+~") != "hydra/launcher" or name == "basic" or name in own_launcher_configs(config_path):
             continue
         if name not in LAUNCHER_PLUGINS:
             raise ConfigError(f"hydra/launcher={name} is no launcher known here. Fix: one of basic, "
@@ -72,8 +80,13 @@ def check_launcher(arguments: list[str]) -> None:
                               f"install {package}, or leave out hydra/launcher (jobs then run one after another)")
 
 
-def _own_launcher_config(name: str) -> bool:
-    return (Path(CONFIG_DIR) / "hydra" / "launcher" / f"{name}.yaml").is_file()
+def own_launcher_configs(config_path: str) -> list[str]:
+    """The launcher configs (hydra/launcher/<name>) of the app whose configs are at `config_path`, as Hydra's config
+    repository finds them there (a folder or a package; other sources, such as plugins, are left out)."""
+    Plugins.instance()  # registers Hydra's config sources (file://, pkg://), as a Hydra app does when it starts
+    search_path = ConfigSearchPathImpl()
+    search_path.append("main", config_path)
+    return ConfigRepository(search_path).get_group_options("hydra/launcher", ObjectType.CONFIG)
 
 
 def user_errors_exit_cleanly(main: Callable) -> Callable:

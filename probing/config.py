@@ -1,12 +1,12 @@
-"""Hydra/OmegaConf glue: building objects from `_target_` configs, custom resolvers used by the configs in conf/,
-and the config folder location."""
+"""Hydra/OmegaConf glue: building objects from `_target_` configs, and custom resolvers used by the configs in conf/
+(where the configs are is the entry scripts' business: they hand it to Hydra)."""
 
 from __future__ import annotations
 
 import hashlib
 import os
 import re
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from hydra.errors import InstantiationException
@@ -14,9 +14,6 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from probing.errors import ConfigError, ProbingError
-from probing.features.finetuned import comparison_setups, setup_model, setup_reuse
-
-CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "conf")
 
 
 def build(node: DictConfig, key: str, **kwargs: Any) -> Any:
@@ -67,10 +64,11 @@ def job_dir_name(overrides: str, max_length: int = 100) -> str:
     return f"{name[:max_length - 11]}-{hashlib.sha256(overrides.encode()).hexdigest()[:10]}"
 
 
-def register_resolvers() -> None:
+def register_resolvers(**extra: Callable[..., Any]) -> None:
+    """Register the resolvers of the configs in conf/: this module's own, and `extra` (resolvers made of a lower
+    layer's code, registered by the package that imports it: `probing.tasks` registers the fine-tuned comparison's)."""
     resolvers = {"launch_dir": launch_dir, "wandb_offline": wandb_offline, "layers": layer_list,
-                 "job_dir": job_dir_name, "comparison_setups": lambda entries: ",".join(comparison_setups(entries)),
-                 "comparison_model": setup_model, "comparison_reuse": setup_reuse}
+                 "job_dir": job_dir_name, **extra}
     for name, fn in resolvers.items():
         if not OmegaConf.has_resolver(name):
             OmegaConf.register_new_resolver(name, fn)

@@ -19,16 +19,17 @@ from typing import Any
 
 import lightning as L
 import numpy as np
+from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig
 
 from probing.config import build
-from probing.data.settings import require_bool
+from probing.data.settings import choose, require_bool, require_int
 from probing.data.word_benchmarks import read_similarity
 from probing.errors import ConfigError, ModelLoadError
 from probing.features.finetuned import finetuned_task
 from probing.geometry import attention_similarity as attention
 from probing.geometry import isotropy as iso
-from probing.geometry.benchmarks import CORRELATIONS, MEASURES, average_scores, check_choice, evaluate_spaces
+from probing.geometry.benchmarks import CORRELATIONS, MEASURES, average_scores, evaluate_spaces
 from probing.geometry.sentences import texts_of
 from probing.report.aggregate import RESULTS_FILE
 from probing.report.attention import plot_heatmap
@@ -38,11 +39,11 @@ from probing.tasks.common import (
     check_config,
     closing_loggers,
     job_state,
-    require_int,
     write_json_atomically,
 )
 from probing.tasks.contextuality import contextuality
 from probing.tasks.static_pc import all_rows, static_pc
+from probing.vocabulary import ATTENTION_SIMILARITY, CONTEXTUALITY, ISOTROPY, STATIC_PC
 
 log = logging.getLogger(__name__)
 
@@ -65,24 +66,22 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     L.seed_everything(cfg.seed, verbose=False)
     results = {"analysis": name, **ANALYSES[name](cfg, out.parent)}
     results |= {"duration_s": round(time.time() - started, 2), "config": config}
-    with closing_loggers():
-        log_results(cfg, results)
+    with closing_loggers(cfg.get("logger")) as loggers:
+        log_results(loggers, results)
     write_json_atomically(out, results)
     log.info("%s -> %s", name, out.parent)
     return results
 
 
-def log_results(cfg: DictConfig, results: dict[str, Any]) -> None:
-    """The loggers of `logger` (none: nothing), built once the analysis has succeeded: the resolved config as
-    hyperparameters, the run's scalars (`logged_metrics`) at their steps (layers), then finished."""
-    loggers = [build(node, f"logger.{key}") for key, node in (cfg.get("logger") or {}).items()]
+def log_results(loggers: list[Logger], results: dict[str, Any]) -> None:
+    """Log a finished analysis through the loggers of `logger` (built by `closing_loggers` once the analysis has
+    succeeded, and closed by it): the resolved config as hyperparameters, the run's scalars (`logged_metrics`) at
+    their steps (layers)."""
     for logger in loggers:
         logger.log_hyperparams(results["config"])
     for step, metrics in logged_metrics(results):
         for logger in loggers:
             logger.log_metrics(metrics, step=step)
-    for logger in loggers:
-        logger.finalize("success")
 
 
 def logged_metrics(results: dict[str, Any]) -> list[tuple[int, dict[str, float]]]:
@@ -90,12 +89,12 @@ def logged_metrics(results: dict[str, Any]) -> list[tuple[int, dict[str, float]]
     attention similarity per layer (from 1), isotropy's block and benchmark scores and static PC scores and coverage at
     the step of their layer (0 for the input embeddings)."""
     name = results["analysis"]
-    if name == "contextuality":
+    if name == CONTEXTUALITY:
         steps = [(row["layer"], {key: value for key, value in row.items() if key != "layer"})
                  for row in results["layers"]]
-    elif name == "attention_similarity":
+    elif name == ATTENTION_SIMILARITY:
         steps = [(layer, {"cosine_mean": value}) for layer, value in enumerate(results["layer_means"], start=1)]
-    elif name == "isotropy":
+    elif name == ISOTROPY:
         block = {key: value for key, value in results["isotropy"].items() if key != "pc_removed"}
         scores = {f"{row['benchmark']}/{row['transform']}/{row['measure']}": row["score"]
                   for row in results["benchmarks"]}
@@ -221,10 +220,10 @@ def isotropy_settings(settings: DictConfig) -> tuple[list, list[str]]:
     """The benchmarks read (bad files refused before any model is loaded) and the measures, checked."""
     for key in ("max_vectors", "batch_size", "bin_size", "fallback_tokens"):
         require_int(f"analysis.{key}", settings[key], minimum=1)
-    check_choice("analysis.correlation", settings.correlation, CORRELATIONS)
+    choose("analysis.correlation", settings.correlation, CORRELATIONS)
     measures = list(settings.measures)
     for measure in measures:
-        check_choice("analysis.measures", measure, MEASURES)
+        choose("analysis.measures", measure, MEASURES)
     return [read_similarity(path) for path in settings.benchmarks or []], measures
 
 
@@ -263,8 +262,8 @@ def write_rows(rows: list[dict[str, Any]], path: Path) -> None:
 
 
 ANALYSES: dict[str, Callable[[DictConfig, Path], dict[str, Any]]] = {
-    "attention_similarity": attention_similarity,
-    "contextuality": contextuality,
-    "isotropy": isotropy,
-    "static_pc": static_pc,
+    ATTENTION_SIMILARITY: attention_similarity,
+    CONTEXTUALITY: contextuality,
+    ISOTROPY: isotropy,
+    STATIC_PC: static_pc,
 }

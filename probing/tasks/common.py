@@ -1,5 +1,6 @@
-"""What the jobs share: checking the composed config, data loading, feature stores, the Trainer and its loggers, and
-results.json (written atomically; a finished job is not run again, and never overwritten by another configuration)."""
+"""What the jobs share: checking the composed config, data loading, the settings of the feature stores, the Trainer and
+its loggers (closed however the job ends), and results.json (written atomically; a finished job is not run again, and
+never overwritten by another configuration)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import logging
 import os
 import sys
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,23 +18,20 @@ import lightning as L
 import torch
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
+from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig, OmegaConf
 
 from probing.config import build
+from probing.data.settings import require_int
 from probing.data.sources import WordInContextData
-from probing.data.splits import SPLIT_NAMES, split_summary
-from probing.data.text import sha256_file
+from probing.data.splits import split_summary
 from probing.errors import ConfigError
 from probing.features.encoder import resolve_device
-from probing.features.extraction import extract_split
-from probing.features.featurizer import Featurizer
-from probing.features.store import records_fingerprint, store_path
+from probing.features.provision import lock_wait_seconds
 from probing.report.aggregate import RESULTS_FILE
 
 log = logging.getLogger(__name__)
 
-# How long a job of a multirun waits for another job extracting into the store it needs (features.lock_wait_s=null).
-MULTIRUN_LOCK_WAIT_S = 24 * 3600.0
 # What Lightning's DDP launcher writes into the launching process's environment.
 DDP_ENVIRONMENT = ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "LOCAL_RANK", "WORLD_SIZE")
 
@@ -49,14 +47,6 @@ def check_config(cfg: DictConfig, known_keys: Iterable[str]) -> None:
         require_int("seed", cfg.seed)
 
 
-def require_int(key: str, value: Any, minimum: int | None = None) -> int:
-    """`value` as an int (bools refused), at least `minimum`; otherwise a ConfigError naming `key`."""
-    if isinstance(value, bool) or not isinstance(value, int) or (minimum is not None and value < minimum):
-        bound = f" >= {minimum}" if minimum is not None else ""
-        raise ConfigError(f"{key}={value!r} is not an integer{bound}. Fix: set {key} to an integer{bound}")
-    return value
-
-
 def load_data(data_cfg: DictConfig) -> WordInContextData:
     """Read the configured corpus and make its word-disjoint, sampled train/dev/test splits."""
     data = build(data_cfg.source, "data.source").load()
@@ -68,67 +58,30 @@ def load_data(data_cfg: DictConfig) -> WordInContextData:
     return data
 
 
-def store_root(store_dir: str) -> Path:
-    """`paths.store_dir` as a folder that exists (created if missing); a file there is a ConfigError."""
-    root = Path(store_dir)
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-    except (FileExistsError, NotADirectoryError, PermissionError) as error:
-        problem = "is a file, not a folder" if root.is_file() else f"cannot be created ({error.strerror})"
-        raise ConfigError(f"paths.store_dir={store_dir} {problem}. Fix: set paths.store_dir (or PROBING_STORE_DIR) "
-                          "to a folder you can write") from error
-    return root
-
-
-def ensure_features(cfg: DictConfig, data: WordInContextData, featurizer: Featurizer,
-                    splits: Iterable[str] = SPLIT_NAMES,
-                    extract: Callable[..., Any] = extract_split) -> dict[str, Path]:
-    """Extract (or resume, or verify) the store of each split with `extract` (`extract_split`'s arguments; sharded
-    extraction takes the same); a store built for another request is refused."""
-    root = store_root(cfg.features.store_dir)
-    file_hashes = [[Path(f).name, sha256_file(f)] for f in data.files]  # in reading order; names may repeat
-    paths = {}
-    for split in splits:
-        if not data.splits[split]:
-            raise ConfigError(f"the {split} split of {data.name} is empty, so there is nothing to extract for it. Fix: "
-                              "set data.split.dev_fraction and test_fraction (shares of the words) so that every "
-                              "split gets words, or use more data")
-        records_sha256 = records_fingerprint(data.splits[split])
-        path = store_path(root, featurizer.store_name, data.name, split, featurizer.store_kind,
-                          featurizer.context_size, records_sha256)
-        extract(
-            data.splits[split], featurizer, path, class_names=data.classes, records_sha256=records_sha256,
-            metadata_extra={"data": data.name, "split": split, "data_files": file_hashes},
-            dtype=cfg.features.dtype, max_tokens_per_batch=cfg.features.max_tokens_per_batch,
-            lock_wait_s=lock_wait_seconds(cfg.features.get("lock_wait_s")),
-        )
-        paths[split] = path
-    return paths
-
-
-def lock_wait_seconds(setting: Any) -> float:
-    """features.lock_wait_s: how long to wait for another run extracting into the same store. null = wait up to
-    MULTIRUN_LOCK_WAIT_S in a multirun (a parallel launcher's jobs share their stores, and a layer sweep's first jobs
-    all need the same one), refuse at once in a single run."""
-    if setting is None:
-        return MULTIRUN_LOCK_WAIT_S if in_multirun() else 0.0
-    if isinstance(setting, bool) or not isinstance(setting, (int, float)) or setting < 0:
-        raise ConfigError(f"features.lock_wait_s={setting!r} is not a number of seconds. Fix: a number >= 0, or "
-                          "null (wait in a multirun, refuse at once in a single run)")
-    return float(setting)
+def store_settings(features: DictConfig) -> dict[str, Any]:
+    """The keyword arguments of `probing.features.provision.ensure_features` that `features` sets: where the stores
+    live, their dtype, the token budget of a batch, and how long to wait for another run extracting into a store."""
+    return {"store_dir": features.store_dir, "dtype": features.dtype,
+            "max_tokens_per_batch": features.max_tokens_per_batch,
+            "lock_wait_s": lock_wait_seconds(features.get("lock_wait_s"), in_multirun())}
 
 
 def in_multirun() -> bool:
     return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
-def build_trainer(cfg: DictConfig, extra_callbacks: Iterable[L.Callback] = ()) -> L.Trainer:
-    """The Trainer of `trainer`, with the callbacks of `callbacks` (then `extra_callbacks`) and the loggers of
-    `logger`."""
+def build_trainer(cfg: DictConfig, extra_callbacks: Iterable[L.Callback] = (), *,
+                  loggers: Sequence[Logger]) -> L.Trainer:
+    """The Trainer of `trainer`, with the callbacks of `callbacks` (then `extra_callbacks`) and the job's `loggers`
+    (those `closing_loggers` built and closes)."""
     check_devices(cfg.trainer)
     callbacks = [build(node, f"callbacks.{name}") for name, node in (cfg.get("callbacks") or {}).items()]
-    loggers = [build(node, f"logger.{name}") for name, node in (cfg.get("logger") or {}).items()]
-    return build(cfg.trainer, "trainer", callbacks=[*callbacks, *extra_callbacks], logger=loggers or False)
+    return build(cfg.trainer, "trainer", callbacks=[*callbacks, *extra_callbacks], logger=list(loggers) or False)
+
+
+def build_loggers(logger: DictConfig | None) -> list[Logger]:
+    """The Lightning loggers of `logger` (one per entry; none for null or {})."""
+    return [build(node, f"logger.{name}") for name, node in (logger or {}).items()]
 
 
 def devices_asked(devices: Any, on_gpu: bool, available: int) -> int:
@@ -257,17 +210,35 @@ def results_path(cfg: DictConfig) -> Path:
 
 
 @contextlib.contextmanager
-def closing_loggers() -> Iterator[None]:
-    """Finish the W&B run of a job however the job ends, so that a failed job of a sweep does not leave its run open
-    for the next job to log into (W&B keeps one run per process)."""
+def closing_loggers(logger: DictConfig | None) -> Iterator[list[Logger]]:
+    """The job's loggers, built once from `logger` (the job hands them to `build_trainer`, or logs through them
+    itself), and closed in `finally` however the job ends: each logger finalized ("success", or "failed" when the
+    job raised), then the W&B run finished, so that a failed job of a sweep does not leave its run open for the next
+    job to log into (W&B keeps one run per process). A logger that fails to close does not keep the others open."""
+    loggers = build_loggers(logger)
     failed = True
     try:
-        yield
+        yield loggers
         failed = False
     finally:
-        wandb = sys.modules.get("wandb")
-        if wandb is not None and wandb.run is not None:
-            wandb.finish(exit_code=1 if failed else 0)
+        close_loggers(loggers, failed)
+
+
+def close_loggers(loggers: Iterable[Logger], failed: bool) -> None:
+    """Finalize each logger, then finish the W&B run of this process; the first error of a logger is raised at the
+    end, unless the job already failed (its own error is the one to see)."""
+    errors = []
+    for each in loggers:
+        try:
+            each.finalize("failed" if failed else "success")
+        except Exception as error:  # the other loggers must still be closed
+            log.warning("logger %s did not close: %s", type(each).__name__, error)
+            errors.append(error)
+    wandb = sys.modules.get("wandb")
+    if wandb is not None and wandb.run is not None:
+        wandb.finish(exit_code=1 if failed else 0)
+    if errors and not failed:
+        raise errors[0]
 
 
 def analysis_device(device: str) -> torch.device:

@@ -16,16 +16,17 @@ import numpy as np
 from omegaconf import DictConfig
 
 from probing.config import build
-from probing.data.settings import require_bool
+from probing.data.settings import require_bool, require_int
 from probing.errors import ConfigError
 from probing.features.finetuned import finetuned_task
+from probing.features.provision import store_root
 from probing.features.sentence_store import SentenceWordEncoder, extract_occurrences
 from probing.features.store import FeatureStore
 from probing.geometry import contextuality as measures
 from probing.geometry.occurrences import Occurrences, collect_occurrences, text_sentences, word_index
 from probing.geometry.sentences import texts_of
 from probing.report.contextuality import plot_contextuality, write_layer_csv
-from probing.tasks.common import analysis_device, require_int, store_root
+from probing.tasks.common import analysis_device
 
 log = logging.getLogger(__name__)
 

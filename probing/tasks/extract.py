@@ -18,14 +18,15 @@ from omegaconf import DictConfig
 from probing.config import build
 from probing.data.splits import SPLIT_NAMES
 from probing.errors import ConfigError
+from probing.features.provision import ensure_features
 from probing.features.sharded import SHARD_WAIT, extract_split_sharded
 from probing.tasks.common import (
     check_config,
     check_devices,
     distributed_state_of_this_job,
-    ensure_features,
     keep_ddp_processes_on_this_job,
     load_data,
+    store_settings,
 )
 
 log = logging.getLogger(__name__)
@@ -58,10 +59,13 @@ def extract(cfg: DictConfig, splits: list[str], fabric: Fabric | None = None) ->
     processes (the featurizer on that process's device)."""
     data = load_data(cfg.data)
     if fabric is None:
-        return ensure_features(cfg, data, build(cfg.features.encoder, "features.encoder"), splits)
+        return ensure_features(data, build(cfg.features.encoder, "features.encoder"), splits=splits,
+                               **store_settings(cfg.features))
     on_device = {"device": str(fabric.device)} if "device" in cfg.features.encoder else {}
     featurizer = build(cfg.features.encoder, "features.encoder", **on_device)
-    return ensure_features(cfg, data, featurizer, splits, functools.partial(extract_split_sharded, fabric=fabric))
+    return ensure_features(data, featurizer, splits=splits,
+                           extract=functools.partial(extract_split_sharded, fabric=fabric),
+                           **store_settings(cfg.features))
 
 
 def is_single_process(trainer: DictConfig) -> bool:

@@ -22,19 +22,21 @@ from typing import Any
 import lightning as L
 import numpy as np
 import torch
+from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig, OmegaConf
 
 from probing.config import build
-from probing.data.settings import require_bool
+from probing.data.settings import require_bool, require_int
 from probing.data.sources import WordInContextData
-from probing.data.splits import SEEN, TEST_SPLITS, split_summary
+from probing.data.splits import EVAL_SPLITS, SEEN, split_summary
 from probing.data.types import TypeLevelData, type_summary
 from probing.errors import ConfigError, ProbingError
 from probing.features.attention import DEFAULT_POLICY, window_policy
-from probing.features.baselines import BASELINE_LABELS, check_baseline, oov_summary
+from probing.features.baselines import check_baseline, oov_summary
 from probing.features.encoder import model_location
 from probing.features.featurizer import Featurizer, parse_context_size
 from probing.features.finetuned import finetuned_task
+from probing.features.provision import ensure_features
 from probing.features.store import FeatureStore
 from probing.probes.callbacks import KeepBestWeights
 from probing.probes.controls import class_distribution, control_classes
@@ -53,16 +55,15 @@ from probing.tasks.common import (
     build_trainer,
     check_config,
     closing_loggers,
-    ensure_features,
     job_state,
     load_data,
-    require_int,
+    store_settings,
     write_json_atomically,
 )
+from probing.vocabulary import BASELINE_LABELS, MIX
 
 log = logging.getLogger(__name__)
 
-MIX = "mix"
 # The top-level settings of conf/probe.yaml (anything else is a typo).
 KNOWN_KEYS = ("task_name", "paths", "model", "data", "features", "probe", "trainer", "callbacks", "logger",
               "embeddings", "type_spaces", "layer", "baseline", "baselines", "context_size", "seed", "optimized_metric",
@@ -119,7 +120,7 @@ def context_inputs(cfg: DictConfig) -> ProbeInputs:
     if baseline is None:
         check_num_layers(cfg, num_layers)
     layer, reported, label = store_layer(cfg, baseline, num_layers)
-    stores = ensure_features(cfg, data, featurizer)
+    stores = ensure_features(data, featurizer, **store_settings(cfg.features))
     about = {"layer": reported, "representation": label, "stores": {split: str(path) for split, path in stores.items()},
              "data_summary": split_summary(data.splits), "data_skips": data.skips.as_dict(),
              "extraction_skipped_rows": {split: stored_skips(path) for split, path in stores.items()}}
@@ -233,7 +234,7 @@ def avg_stores(cfg: DictConfig) -> tuple[int, dict[str, Path]]:
     contexts = load_data(cfg.data)
     encoder = build(cfg.features.encoder, "features.encoder")
     layer = resolve_layer(cfg.layer, encoder.info.num_layers)
-    stores = ensure_features(cfg, contexts, encoder)
+    stores = ensure_features(contexts, encoder, **store_settings(cfg.features))
     del encoder  # free its memory before training
     return layer, stores
 
@@ -261,7 +262,7 @@ def stored_skips(path: Path) -> int:
 def summarise_in_wandb(trainer: L.Trainer, results: dict[str, Any]) -> None:
     """Put the final scores in the W&B run summary (the run is finished by `closing_loggers`)."""
     keys = ("micro_f1", "n_combinations", "n_contexts", "selectivity", "control_micro_f1")
-    summary = {f"{split}/final_{key}": results[split][key] for split in ("dev", *TEST_SPLITS) if split in results
+    summary = {f"{split}/final_{key}": results[split][key] for split in EVAL_SPLITS if split in results
                for key in keys if key in results[split]}
     for logger in trainer.loggers:
         if isinstance(logger, L.pytorch.loggers.WandbLogger):
@@ -279,7 +280,7 @@ def best_weights_keeper(trainer: L.Trainer) -> KeepBestWeights:
                       "Fix: keep callbacks=default (or a callbacks config that includes keep_best)")
 
 
-def train_probe(cfg: DictConfig, inputs: ProbeInputs, config: dict[str, Any]):
+def train_probe(cfg: DictConfig, inputs: ProbeInputs, config: dict[str, Any], loggers: list[Logger]):
     """Fit the probes (and the control probes) keeping each head's best-dev weights; score dev, test (and seen).
     Returns the module, {"best_epoch": ..., "control_best_epoch": ...}, the best dev micro-F1 and the trainer."""
     datamodule = inputs.datamodule
@@ -294,7 +295,7 @@ def train_probe(cfg: DictConfig, inputs: ProbeInputs, config: dict[str, Any]):
         # of the real head's best epoch.
         monitor = "dev/micro_f1" if SEEN in datamodule.splits else "dev/control_micro_f1"
         keepers["control_best_epoch"] = KeepBestWeights(monitor=monitor, submodule="control_probes")
-    trainer = build_trainer(cfg, keepers.values())
+    trainer = build_trainer(cfg, keepers.values(), loggers=loggers)
     keepers = {"best_epoch": best_weights_keeper(trainer), **keepers}
     for logger in trainer.loggers:  # the whole resolved config, so runs can be filtered by layer, model, data...
         logger.log_hyperparams({**config, "representation": inputs.about["representation"]})
@@ -316,8 +317,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     if previous is not None:
         return previous
     check_probe_settings(cfg)
-    with closing_loggers():
-        results = probe(cfg, config, out.parent)
+    with closing_loggers(cfg.get("logger")) as loggers:
+        results = probe(cfg, config, out.parent, loggers)
     write_json_atomically(out, results)
     log.info("%s: dev micro-F1 %.3f, test micro-F1 %.3f%s -> %s", results["representation"],
              results["dev"]["micro_f1"], results["test"]["micro_f1"], selectivity_note(results), out)
@@ -335,8 +336,9 @@ def check_probe_settings(cfg: DictConfig) -> None:
         probe_files(cfg.probe.reuse)
 
 
-def probe(cfg: DictConfig, config: dict[str, Any], run_dir: Path) -> dict[str, Any]:
-    """Train the probes and save them in `run_dir` (or, with `probe.reuse`, score saved ones), and sum up the run."""
+def probe(cfg: DictConfig, config: dict[str, Any], run_dir: Path, loggers: list[Logger]) -> dict[str, Any]:
+    """Train the probes and save them in `run_dir` (or, with `probe.reuse`, score saved ones), and sum up the run;
+    the Trainer logs through `loggers`."""
     started = time.time()
     L.seed_everything(cfg.seed, workers=True)
     inputs = type_inputs(cfg) if cfg.probe.level == "type" else context_inputs(cfg)
@@ -344,11 +346,11 @@ def probe(cfg: DictConfig, config: dict[str, Any], run_dir: Path) -> dict[str, A
     reuse = cfg.probe.get("reuse")
     if reuse:
         saved = find_reusable(reuse, features, seed=cfg.seed)
-        module, trainer = score_saved_probes(cfg, inputs, saved, config)
+        module, trainer = score_saved_probes(cfg, inputs, saved, config, loggers)
         best_epochs, warnings = {"best_epoch": None}, []
         probes = {"reused_probes": reused_summary(saved)}
     else:
-        module, best_epochs, best_dev, trainer = train_probe(cfg, inputs, config)
+        module, best_epochs, best_dev, trainer = train_probe(cfg, inputs, config, loggers)
         warnings = training_warnings(best_dev, trainer)
         about = {**features, **best_epochs, "seed": cfg.seed, "best_dev_micro_f1": best_dev,
                  "module": dict(module.hparams)}
@@ -363,7 +365,7 @@ def probe(cfg: DictConfig, config: dict[str, Any], run_dir: Path) -> dict[str, A
         "pooling": cfg.features.pooling, "context_size": parse_context_size(cfg.context_size),
         "attention_window": cfg.features.get("attention_window"), "attention_policy": features["attention_policy"],
         "classes": inputs.classes,
-        **{split: module.split_metrics[split] for split in ("dev", *TEST_SPLITS) if split in module.split_metrics},
+        **{split: module.split_metrics[split] for split in EVAL_SPLITS if split in module.split_metrics},
         **module.mix_summary(),
         **best_epochs, **probes, "epochs_trained": trainer.current_epoch, "warnings": warnings,
         "duration_s": round(time.time() - started, 2), "config": config,
@@ -392,7 +394,8 @@ def features_about(cfg: DictConfig, inputs: ProbeInputs) -> dict[str, Any]:
     return about
 
 
-def score_saved_probes(cfg: DictConfig, inputs: ProbeInputs, saved: SavedProbes, config: dict[str, Any]):
+def score_saved_probes(cfg: DictConfig, inputs: ProbeInputs, saved: SavedProbes, config: dict[str, Any],
+                       loggers: list[Logger]):
     """Zhao et al. 2020 §4.4.2 setup (a): the saved probes, unchanged, scored on this run's dev and test features.
     The control head is scored too when this run's control task draws the same control classes (same seed)."""
     datamodule = inputs.datamodule
@@ -407,7 +410,7 @@ def score_saved_probes(cfg: DictConfig, inputs: ProbeInputs, saved: SavedProbes,
     load_into(module, saved)
     log.info("Scoring the probes saved in %s (trained on %s) on %s, without training", saved.path,
              saved.about["model_name_or_path"], cfg.features.encoder.name_or_path)
-    trainer = build_trainer(cfg)
+    trainer = build_trainer(cfg, loggers=loggers)
     for logger in trainer.loggers:
         logger.log_hyperparams({**config, "representation": inputs.about["representation"]})
     trainer.validate(module, datamodule=datamodule, verbose=False)

@@ -18,15 +18,14 @@ from typing import Any
 import numpy as np
 from omegaconf import DictConfig
 
-from probing.data.settings import require_bool
+from probing.data.settings import choose, require_bool, require_int
 from probing.data.word_benchmarks import read_analogies, read_categorization, read_similarity
 from probing.features.finetuned import finetuned_task
 from probing.features.store import FeatureStore
 from probing.geometry import static_pc as pc
-from probing.geometry.benchmarks import CORRELATIONS, check_choice, evaluate_similarity
+from probing.geometry.benchmarks import CORRELATIONS, evaluate_similarity
 from probing.geometry.isotropy import check_hidden_state
 from probing.geometry.occurrences import word_index
-from probing.tasks.common import require_int
 from probing.tasks.contextuality import (
     occurrence_encoder,
     occurrence_store,
@@ -48,7 +47,7 @@ def static_pc(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
     settings = cfg.analysis
     counts = {key: require_int(f"analysis.{key}", settings[key], minimum=low) for key, low in COUNTS.items()}
     centered = require_bool("analysis.centered", settings.centered)
-    check_choice("analysis.correlation", settings.correlation, CORRELATIONS)
+    choose("analysis.correlation", settings.correlation, CORRELATIONS)
     files = {key: [read(path) for path in settings[key] or []] for key, read in READERS.items()}
     data, occurrences = sentence_occurrences(settings)
     require_contexts(occurrences, counts["min_contexts"])

@@ -18,10 +18,12 @@ from typing import Any
 
 import lightning as L
 from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig, open_dict
 
 from probing.config import build
-from probing.data.tasks import SENTENCE_TASKS
+from probing.data.settings import require_int
+from probing.data.task_records import SENTENCE_TASKS
 from probing.errors import ConfigError
 from probing.features.attention import parse_attention_policy
 from probing.features.finetuned import MODEL_DIR
@@ -35,7 +37,6 @@ from probing.tasks.common import (
     distributed_state_of_this_job,
     job_state,
     keep_ddp_processes_on_this_job,
-    require_int,
     write_json_atomically,
 )
 
@@ -59,8 +60,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     check_finetune_settings(cfg)
     if "ddp" in str(cfg.trainer.get("strategy", "")):
         keep_ddp_processes_on_this_job()
-    with closing_loggers(), distributed_state_of_this_job():
-        results, is_rank_zero = finetune(cfg, config, policy)
+    with closing_loggers(cfg.get("logger")) as loggers, distributed_state_of_this_job():
+        results, is_rank_zero = finetune(cfg, config, policy, loggers)
     if is_rank_zero:
         write_json_atomically(out, results)
         log.info("%s: dev %s -> %s", cfg.task.name, format_scores(results["dev"]), out)
@@ -97,7 +98,8 @@ def run_identity(cfg: DictConfig) -> DictConfig:
     return identity
 
 
-def finetune(cfg: DictConfig, config: dict[str, Any], policy: str) -> tuple[dict[str, Any], bool]:
+def finetune(cfg: DictConfig, config: dict[str, Any], policy: str,
+             loggers: list[Logger]) -> tuple[dict[str, Any], bool]:
     started = time.time()
     L.seed_everything(cfg.seed, workers=True)
     data = build(cfg.data.source, "data.source").load()
@@ -111,7 +113,7 @@ def finetune(cfg: DictConfig, config: dict[str, Any], policy: str) -> tuple[dict
     max_length = usable_max_length(cfg.task.max_length, module)
     datamodule = TaskDataModule(data, module.tokenizer, max_length=max_length, batch_size=cfg.task.batch_size,
                                 seed=cfg.seed)
-    trainer = build_trainer(cfg, extra_callbacks=[RandomStates()])
+    trainer = build_trainer(cfg, extra_callbacks=[RandomStates()], loggers=loggers)
     best = best_checkpoint(trainer)
     for logger in trainer.loggers:
         logger.log_hyperparams(config)

@@ -7,7 +7,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import probing.tasks  # noqa: F401 (registers the config resolvers that need the library: the fine-tuned comparison's)
+
 REPO = Path(__file__).resolve().parents[2]
+# The configs of the entry scripts, for composing them in-process (the library itself never locates them).
+CONFIG_DIR = str(REPO / "conf")
 FIXTURES = REPO / "tests" / "fixtures"
 FIXTURE_STREUSLE = FIXTURES / "data" / "streusle" / "mini.conllulex"
 # The WordPiece vocabulary of the tiny random BERT of the tests (conftest.tiny_bert_path).

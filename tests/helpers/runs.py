@@ -8,7 +8,7 @@ from pathlib import Path
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
-from probing.config import CONFIG_DIR
+from tests.helpers import CONFIG_DIR
 
 
 def compose_job(config: str, tmp_path: Path, *overrides: str) -> DictConfig:

@@ -14,10 +14,10 @@ from hydra.types import RunMode
 from omegaconf import OmegaConf, open_dict
 from omegaconf.errors import InterpolationKeyError
 
-from probing.config import CONFIG_DIR
 from probing.errors import ConfigError
 from probing.tasks import analyze, extract, probe, train
 from probing.tasks.common import check_config
+from tests.helpers import CONFIG_DIR
 from tests.helpers.commands import (
     ENTRY_SCRIPTS,
     Command,

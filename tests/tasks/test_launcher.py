@@ -1,5 +1,6 @@
 """Sweeps through Hydra's launcher plugins: a submitit_local sweep runs its jobs as parallel processes that share
-their feature stores and still ends with the report; a launcher that is not installed is one `error:` line."""
+their feature stores and still ends with the report; a launcher that is not installed is one `error:` line.
+(check_launcher itself is tested in tests/test_cli.py.)"""
 
 from __future__ import annotations
 
@@ -8,11 +9,9 @@ import json
 import pytest
 from hydra import compose, initialize_config_dir
 
-from probing.cli import check_launcher
-from probing.config import CONFIG_DIR
 from probing.errors import ConfigError
-from probing.tasks.common import MULTIRUN_LOCK_WAIT_S, lock_wait_seconds
-from tests.helpers import run_script
+from probing.features.provision import MULTIRUN_LOCK_WAIT_S, lock_wait_seconds
+from tests.helpers import REPO, run_script
 from tests.helpers.runs import tiny_model
 
 
@@ -39,27 +38,17 @@ def test_a_launcher_without_its_plugin_is_one_error_line(tmp_path):
     assert not (tmp_path / "stores").exists()
 
 
-def test_launcher_names_are_checked_against_the_installed_plugins(monkeypatch):
-    check_launcher(["layer=0", "hydra/launcher=submitit_local", "hydra/launcher=slurm_gpu", "hydra/launcher=basic"])
-    with pytest.raises(ConfigError, match="hydra/launcher=slurmm is no launcher known here"):
-        check_launcher(["hydra/launcher=slurmm"])
-    monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
-    with pytest.raises(ConfigError, match=r"pip install 'probing\[cluster\]'"):
-        check_launcher(["hydra/launcher=submitit_slurm"])
-
-
 def test_the_slurm_gpu_launcher_gives_each_job_one_gpu():
-    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
         cfg = compose("probe", overrides=["hydra/launcher=slurm_gpu"], return_hydra_config=True)
     launcher = cfg.hydra.launcher
     assert launcher._target_.endswith("SlurmLauncher")
     assert (launcher.gpus_per_node, launcher.tasks_per_node, launcher.nodes) == (1, 1, 1)
 
 
-def test_lock_wait_is_a_day_in_a_multirun_and_none_in_a_single_run(monkeypatch):
-    assert lock_wait_seconds(None) == 0.0 and lock_wait_seconds(30) == 30.0
-    monkeypatch.setattr("probing.tasks.common.in_multirun", lambda: True)
-    assert lock_wait_seconds(None) == MULTIRUN_LOCK_WAIT_S == 86400.0 and lock_wait_seconds(0) == 0.0
+def test_lock_wait_is_a_day_in_a_multirun_and_none_in_a_single_run():
+    assert lock_wait_seconds(None, False) == 0.0 and lock_wait_seconds(30, False) == 30.0
+    assert lock_wait_seconds(None, True) == MULTIRUN_LOCK_WAIT_S == 86400.0 and lock_wait_seconds(0, True) == 0.0
     for bad in (-1, "soon", True):
         with pytest.raises(ConfigError, match="features.lock_wait_s"):
-            lock_wait_seconds(bad)
+            lock_wait_seconds(bad, False)

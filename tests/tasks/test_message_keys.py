@@ -12,8 +12,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from probing.config import CONFIG_DIR
-from tests.helpers import REPO
+from tests.helpers import CONFIG_DIR, REPO
 
 # The top-level config nodes a message may name; a dotted word starting with one of them is read as a key.
 NODES = ("analysis", "baselines", "callbacks", "data", "embeddings", "features", "finetune", "hydra", "logger", "model",

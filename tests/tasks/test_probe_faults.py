@@ -110,9 +110,9 @@ def test_a_failed_job_finishes_its_wandb_run(monkeypatch):
     finished = []
     fake = SimpleNamespace(run=object(), finish=lambda exit_code: finished.append(exit_code))
     monkeypatch.setitem(sys.modules, "wandb", fake)
-    with pytest.raises(RuntimeError), closing_loggers():
+    with pytest.raises(RuntimeError), closing_loggers(None):
         raise RuntimeError("the job failed")
-    with closing_loggers():
+    with closing_loggers(None):
         pass
     assert finished == [1, 0]
 

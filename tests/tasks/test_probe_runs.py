@@ -10,11 +10,10 @@ import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
 
-from probing.config import CONFIG_DIR
 from probing.errors import ProbingError
 from probing.tasks import probe
 from probing.tasks.probe import type_inputs
-from tests.helpers import FIXTURES, run_script
+from tests.helpers import CONFIG_DIR, FIXTURES, run_script
 from tests.helpers.runs import compose_job, tiny_model
 
 GLOVE_FIXTURE = FIXTURES / "embeddings" / "glove.txt"

@@ -1,23 +1,15 @@
-"""The entry scripts as a user runs them: configs compose, user errors are one clear line, the sweep reports."""
+"""The entry scripts as a user runs them: configs compose, user errors are one clear line, the sweep reports.
+(The functions of probing/cli.py are tested in tests/test_cli.py.)"""
 
 from __future__ import annotations
 
 import json
-import warnings
 from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
-from hydra._internal.callbacks import Callbacks
-from hydra.core.global_hydra import GlobalHydra
-from hydra.types import RunMode
 
-from probing import cli
-from probing.cli import exit_with
-from probing.config import CONFIG_DIR
-from probing.errors import ConfigError
-from probing.tasks.probe import resolve_layer
-from tests.helpers import FIXTURE_STREUSLE, run_script
+from tests.helpers import FIXTURE_STREUSLE, REPO, run_script
 from tests.helpers.runs import tiny_model
 
 
@@ -30,22 +22,11 @@ from tests.helpers.runs import tiny_model
     ("extract", ["data=conll2003"]),
 ])
 def test_configs_compose(config, overrides):
-    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
         cfg = compose(config, overrides=overrides)
     assert cfg.model.name_or_path and cfg.data.source._target_.startswith("probing.data.sources.")
     if config == "probe":
         assert cfg.probe.module.hidden_dim == 1024 and cfg.probe.module.optimizer.lr == pytest.approx(1e-3)
-
-
-@pytest.mark.parametrize("layer,expected", [(0, 0), (6, 6), (-1, 6), (-7, 0)])
-def test_resolve_layer(layer, expected):
-    assert resolve_layer(layer, num_layers=7) == expected
-
-
-@pytest.mark.parametrize("layer", [7, -8, "mix", 2.5, True])
-def test_resolve_layer_rejects(layer):
-    with pytest.raises(ConfigError, match="0..6"):
-        resolve_layer(layer, num_layers=7)
 
 
 def test_layer_out_of_range_is_one_clear_line(tmp_path, tiny_bert_path):
@@ -132,20 +113,6 @@ def test_each_data_selection_gets_its_own_store(tmp_path, tiny_bert_path):
     assert (result.stdout + result.stderr).count(", 0 computed,") == 3  # seed 0 again: every split reused
 
 
-def multirun_config(*overrides: str):
-    """The config a multirun of `probe.py <overrides>` hands its callbacks before the first job (sweeps unapplied)."""
-    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
-        return GlobalHydra.instance().hydra.compose_config("probe", list(overrides), run_mode=RunMode.MULTIRUN)
-
-
-@pytest.mark.parametrize("overrides", [["layer=0,1", "seed=range(2)"], ["experiment=layer_sweep", "seed=0,1"]])
-def test_the_sweep_check_of_a_valid_sweep_raises_no_warning(overrides):
-    config = multirun_config(*overrides)
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # Hydra turns a callback's exception into a UserWarning
-        Callbacks(config).on_multirun_start(config=config, config_name="probe")
-
-
 def test_a_bad_value_of_a_command_line_sweep_axis_is_one_error_line_before_any_job(tmp_path, tiny_bert_path):
     empty, other = tmp_path / "empty", tmp_path / "other"
     empty.mkdir(), other.mkdir()
@@ -155,12 +122,3 @@ def test_a_bad_value_of_a_command_line_sweep_axis_is_one_error_line_before_any_j
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith(f"error: finetuned: {empty} holds no model"), result.stderr
     assert not list((tmp_path / "sweep").glob("**/results.json"))
-
-
-@pytest.mark.parametrize("rank, printed", [(0, True), (1, False)])
-def test_a_user_error_is_printed_by_rank_zero_only_and_every_rank_exits_2(monkeypatch, capsys, rank, printed):
-    monkeypatch.setattr(cli.rank_zero_only, "rank", rank)
-    with pytest.raises(SystemExit) as exit_:
-        exit_with(ConfigError("trainer.devices=0 is wrong. Fix: trainer.devices=1"))
-    assert exit_.value.code == 2
-    assert capsys.readouterr().err == ("error: trainer.devices=0 is wrong. Fix: trainer.devices=1\n" if printed else "")

@@ -1,0 +1,131 @@
+"""What every job shares (probing.tasks.common): results.json written atomically, a finished job found again (and
+results of another configuration refused, a damaged file run again), the job's loggers closed in `finally`, and
+the feature-store settings a job hands to probing.features.provision."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from types import SimpleNamespace
+
+import pytest
+from lightning.pytorch.loggers import CSVLogger, Logger
+from omegaconf import OmegaConf
+
+from probing.errors import ConfigError
+from probing.features.provision import MULTIRUN_LOCK_WAIT_S
+from probing.tasks import common
+from probing.tasks.common import closing_loggers, finished_results, store_settings, write_json_atomically
+
+
+def test_results_are_written_whole_and_replace_the_previous_file(tmp_path):
+    path = tmp_path / "run" / "results.json"
+    write_json_atomically(path, {"a": 1})
+    write_json_atomically(path, {"a": 2})
+    assert json.loads(path.read_text()) == {"a": 2} and path.read_text().endswith("}\n")
+    assert [p.name for p in path.parent.iterdir()] == ["results.json"]  # no temporary file left behind
+
+
+def test_a_write_stopped_midway_leaves_the_previous_results(tmp_path, monkeypatch):
+    path = tmp_path / "results.json"
+    write_json_atomically(path, {"a": 1})
+
+    def killed(*args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "fsync", killed)
+    with pytest.raises(KeyboardInterrupt):
+        write_json_atomically(path, {"a": 2, "long": "x" * 10_000})
+    assert json.loads(path.read_text()) == {"a": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["results.json"]
+
+
+def test_finished_results_are_found_for_the_same_configuration_only(tmp_path):
+    path = tmp_path / "results.json"
+    assert finished_results(path, {"layer": 3}) is None  # nothing there yet
+    write_json_atomically(path, {"dev": 0.5, "config": {"layer": 3}})
+    assert finished_results(path, {"layer": 3}) == {"dev": 0.5, "config": {"layer": 3}}
+    with pytest.raises(ConfigError, match="holds the results of another configuration") as raised:
+        finished_results(path, {"layer": 4})
+    assert "Fix: run into a new folder" in str(raised.value)
+    assert json.loads(path.read_text())["config"] == {"layer": 3}  # left as it was
+
+
+@pytest.mark.parametrize("content", [b'{"dev": 0.5, "con', b"\xff\xfe\x00"])
+def test_a_damaged_results_file_is_run_again(tmp_path, caplog, content):
+    path = tmp_path / "results.json"
+    path.write_bytes(content)
+    assert finished_results(path, {"layer": 3}) is None
+    assert "is damaged" in caplog.text
+
+
+class RecordingLogger(Logger):
+    """A Lightning logger that records how it was closed (and can fail to close)."""
+
+    def __init__(self, fails: bool = False):
+        super().__init__()
+        self.statuses: list[str] = []
+        self.fails = fails
+
+    name = "recording"
+    version = 0
+
+    def log_hyperparams(self, params, *args, **kwargs):
+        pass
+
+    def log_metrics(self, metrics, step=None):
+        pass
+
+    def finalize(self, status: str) -> None:
+        self.statuses.append(status)
+        if self.fails:
+            raise OSError("disk full")
+
+
+def recording_loggers(monkeypatch, *loggers: RecordingLogger) -> None:
+    monkeypatch.setattr(common, "build_loggers", lambda logger: list(loggers))
+
+
+def test_every_logger_is_closed_when_the_job_succeeds_or_fails(monkeypatch):
+    first, second = RecordingLogger(), RecordingLogger()
+    recording_loggers(monkeypatch, first, second)
+    with closing_loggers(OmegaConf.create({})) as loggers:
+        assert loggers == [first, second]
+    with pytest.raises(RuntimeError, match="the job failed"), closing_loggers(OmegaConf.create({})):
+        raise RuntimeError("the job failed")
+    assert first.statuses == second.statuses == ["success", "failed"]
+
+
+def test_a_logger_that_fails_to_close_does_not_keep_the_others_or_wandb_open(monkeypatch):
+    finished = []
+    wandb = SimpleNamespace(run=object(), finish=lambda exit_code: finished.append(exit_code))
+    monkeypatch.setitem(sys.modules, "wandb", wandb)
+    broken, other = RecordingLogger(fails=True), RecordingLogger()
+    recording_loggers(monkeypatch, broken, other)
+    with pytest.raises(RuntimeError, match="the job failed"), closing_loggers(None):  # the job's error is the one seen
+        raise RuntimeError("the job failed")
+    with pytest.raises(OSError, match="disk full"), closing_loggers(None):  # a successful job reports it
+        pass
+    assert other.statuses == ["failed", "success"] and finished == [1, 0]
+
+
+def test_the_loggers_of_the_logger_config_are_built_once(tmp_path):
+    logger = OmegaConf.create({"csv": {"_target_": "lightning.pytorch.loggers.CSVLogger", "save_dir": str(tmp_path)}})
+    with closing_loggers(logger) as loggers:
+        assert len(loggers) == 1 and isinstance(loggers[0], CSVLogger)
+        loggers[0].log_metrics({"x": 1.0}, step=0)
+    assert (tmp_path / "lightning_logs" / "version_0" / "metrics.csv").read_text().splitlines()[1] == "0,1.0"
+    with closing_loggers(None) as none:
+        assert none == []
+
+
+def test_store_settings_are_the_features_settings_with_the_lock_wait_of_this_run(monkeypatch):
+    features = OmegaConf.create({"store_dir": "/s", "dtype": "float16", "max_tokens_per_batch": 64,
+                                 "lock_wait_s": None})
+    assert store_settings(features) == {"store_dir": "/s", "dtype": "float16", "max_tokens_per_batch": 64,
+                                        "lock_wait_s": 0.0}
+    monkeypatch.setattr(common, "in_multirun", lambda: True)
+    assert store_settings(features)["lock_wait_s"] == MULTIRUN_LOCK_WAIT_S
+    features.lock_wait_s = 5
+    assert store_settings(features)["lock_wait_s"] == 5.0

@@ -1,0 +1,216 @@
+"""probing/cli.py: user errors as one `error:` line (rank 0 only) and exit status 2, the launcher check, the sweep
+check (SweepCheck and its helpers) and quiet non-zero ranks. The entry scripts run end to end in
+tests/tasks/test_entry_scripts.py."""
+
+from __future__ import annotations
+
+import logging
+import warnings
+
+import pytest
+from hydra import initialize_config_dir
+from hydra._internal.callbacks import Callbacks
+from hydra.core.global_hydra import GlobalHydra
+from hydra.types import RunMode
+from omegaconf import OmegaConf
+
+from probing import cli
+from probing.cli import (
+    check_launcher,
+    command_line_axes,
+    exit_with,
+    probing_cause,
+    process_rank,
+    quiet_on_other_ranks,
+    sweep_variants,
+    user_error_in,
+    user_errors_exit_cleanly,
+)
+from probing.errors import ConfigError, ProbingError
+from tests.helpers import REPO
+
+CONFIG_DIR = str(REPO / "conf")
+FAIL_RESOLVER = "test_cli_fails"
+
+
+@pytest.fixture
+def failing_resolver():
+    """`${test_cli_fails:}`: a resolver that raises a ConfigError, as the finetuned= resolvers do."""
+    def fail():
+        raise ConfigError("finetuned: /x holds no model. Fix: name a train.py run folder")
+
+    OmegaConf.register_new_resolver(FAIL_RESOLVER, fail, replace=True)
+    yield "${" + FAIL_RESOLVER + ":}"
+    OmegaConf.clear_resolver(FAIL_RESOLVER)
+
+
+@pytest.fixture
+def rank(monkeypatch):
+    """Set this process's rank as Lightning would (rank_zero_only.rank); None: Lightning has not set it."""
+    def set_rank(value):
+        monkeypatch.setattr(cli.rank_zero_only, "rank", value, raising=False)
+    return set_rank
+
+
+# --- exit_with, process_rank, quiet ranks ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("rank_value, printed", [(0, True), (1, False)])
+def test_a_user_error_is_printed_by_rank_zero_only_and_every_rank_exits_2(rank, capsys, rank_value, printed):
+    rank(rank_value)
+    with pytest.raises(SystemExit) as exit_:
+        exit_with(ConfigError("trainer.devices=0 is wrong. Fix: trainer.devices=1"))
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err == ("error: trainer.devices=0 is wrong. Fix: trainer.devices=1\n" if printed else "")
+
+
+@pytest.mark.parametrize("environment, expected", [
+    ({"RANK": "3", "LOCAL_RANK": "1"}, 3),   # RANK first
+    ({"LOCAL_RANK": "1"}, 1),
+    ({}, 0),
+    ({"RANK": "not-a-number"}, 0),
+])
+def test_without_lightnings_rank_the_launchers_variables_give_it(rank, monkeypatch, environment, expected):
+    rank(None)
+    monkeypatch.delenv("RANK", raising=False)
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    for name, value in environment.items():
+        monkeypatch.setenv(name, value)
+    assert process_rank() == expected
+
+
+def test_lightnings_rank_comes_before_the_environment(rank, monkeypatch):
+    rank(2)
+    monkeypatch.setenv("RANK", "5")
+    assert process_rank() == 2
+
+
+@pytest.mark.parametrize("rank_value, level", [(0, logging.NOTSET), (1, logging.WARNING)])
+def test_only_rank_zero_keeps_info_messages(rank, rank_value, level):
+    logger = logging.getLogger("probing")
+    before = logger.level
+    logger.setLevel(logging.NOTSET)
+    try:
+        rank(rank_value)
+        quiet_on_other_ranks()
+        assert logger.level == level
+    finally:
+        logger.setLevel(before)
+
+
+# --- user_errors_exit_cleanly and probing_cause ---------------------------------------------------------------------
+
+def test_a_probing_error_becomes_one_line_and_status_2_and_a_bug_keeps_its_traceback(rank, capsys):
+    rank(0)
+
+    @user_errors_exit_cleanly
+    def main(error):
+        raise error
+
+    with pytest.raises(SystemExit) as exit_:
+        main(ConfigError("layer=9 is out of range. Fix: layer=0..2"))
+    assert exit_.value.code == 2 and capsys.readouterr().err == "error: layer=9 is out of range. Fix: layer=0..2\n"
+    with pytest.raises(ZeroDivisionError):
+        main(ZeroDivisionError("a bug"))
+
+
+def test_a_probing_error_inside_a_resolver_is_unwrapped(rank, capsys, failing_resolver):
+    rank(0)
+    config = OmegaConf.create({"finetuned": failing_resolver, "broken": "${no_such_key}"})
+
+    @user_errors_exit_cleanly
+    def main(key):
+        return config[key]
+
+    with pytest.raises(SystemExit) as exit_:
+        main("finetuned")
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err == "error: finetuned: /x holds no model. Fix: name a train.py run folder\n"
+    with pytest.raises(Exception, match="no_such_key"):  # an OmegaConf failure of its own is raised as it is
+        main("broken")
+
+
+def test_probing_cause_follows_causes_and_contexts_and_stops_on_a_cycle():
+    root = ConfigError("the root")
+    middle = RuntimeError("middle")
+    middle.__context__ = root
+    top = ValueError("top")
+    top.__cause__ = middle
+    assert probing_cause(top) is root
+    assert probing_cause(root) is root
+    first, second = ValueError("a"), ValueError("b")
+    first.__cause__, second.__cause__ = second, first
+    assert probing_cause(first) is None
+    assert probing_cause(ValueError("alone")) is None
+
+
+# --- check_launcher --------------------------------------------------------------------------------------------------
+
+def test_launcher_names_are_checked_against_the_installed_plugins(monkeypatch):
+    check_launcher(["layer=0", "hydra/launcher=submitit_local", "hydra/launcher=slurm_gpu", "hydra/launcher=basic"],
+                   CONFIG_DIR)
+    with pytest.raises(ConfigError, match="hydra/launcher=slurmm is no launcher known here"):
+        check_launcher(["hydra/launcher=slurmm"], CONFIG_DIR)
+    monkeypatch.setattr("importlib.util.find_spec", lambda name: None)
+    with pytest.raises(ConfigError, match=r"pip install 'probing\[cluster\]'"):
+        check_launcher(["hydra/launcher=submitit_slurm"], CONFIG_DIR)
+    with pytest.raises(ConfigError, match="pip install hydra-joblib-launcher"):
+        check_launcher(["+hydra/launcher=joblib"], CONFIG_DIR)
+    check_launcher(["hydra/launcher=slurm_gpu"], CONFIG_DIR)  # the project's own config needs no plugin check
+
+
+# --- the sweep check -------------------------------------------------------------------------------------------------
+
+def sweep_config(task: list[str], choices: dict | None = None, **values):
+    return OmegaConf.create({**values, "hydra": {"runtime": {"choices": choices or {}},
+                                                  "overrides": {"task": task}}})
+
+
+def test_command_line_axes_are_the_swept_values_not_groups_hydra_settings_or_intervals():
+    config = sweep_config(["layer=0,1", "model=bert,gpt2", "seed=range(3)", "lr=interval(0,1)", "hydra.job.x=1,2",
+                           "probe.hidden_dim=8"], choices={"model": "bert"})
+    assert command_line_axes(config) == {"layer": [0, 1], "seed": [0, 1, 2]}
+
+
+def test_sweep_variants_set_each_value_of_each_axis_with_the_others_at_their_first():
+    config = sweep_config(["layer=0,1", "seed=7,8"], layer=5, seed=9)
+    assert [(variant.layer, variant.seed) for variant in sweep_variants(config)] == [(0, 7), (1, 7), (0, 7), (0, 8)]
+    assert (config.layer, config.seed) == (5, 9)  # copies: the config itself is untouched
+
+
+def test_without_a_command_line_sweep_the_config_itself_is_checked():
+    config = sweep_config(["layer=1"], layer=1)
+    assert [variant is config for variant in sweep_variants(config)] == [True]
+
+
+def test_user_error_in_finds_a_resolver_error_at_any_depth_and_in_the_sweepers_params(failing_resolver):
+    assert isinstance(user_error_in(OmegaConf.create({"a": 1, "b": {"c": [2, {"d": failing_resolver}]}})), ConfigError)
+    in_sweeper = OmegaConf.create({"hydra": {"sweeper": {"params": {"finetuned": failing_resolver}}}})
+    assert isinstance(user_error_in(in_sweeper), ProbingError)
+
+
+def test_user_error_in_leaves_hydras_own_settings_and_other_failures_alone(failing_resolver):
+    assert user_error_in(OmegaConf.create({"hydra": {"job": {"name": failing_resolver}, "sweeper": {"params": None}},
+                                           "a": 1})) is None
+    assert user_error_in(OmegaConf.create({"missing": "???", "dangling": "${nowhere}", "ok": [1, 2]})) is None
+
+
+def test_the_sweep_check_exits_2_on_a_bad_value_of_a_command_line_axis(rank, capsys, failing_resolver):
+    rank(0)
+    config = sweep_config(["finetuned=a,b"], finetuned="a", model={"name_or_path": failing_resolver})
+    with pytest.raises(SystemExit) as exit_:
+        cli.SweepCheck().on_multirun_start(config=config)
+    assert exit_.value.code == 2 and capsys.readouterr().err.startswith("error: finetuned: /x holds no model")
+
+
+def multirun_config(*overrides: str):
+    """The config a multirun of `probe.py <overrides>` hands its callbacks before the first job (sweeps unapplied)."""
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        return GlobalHydra.instance().hydra.compose_config("probe", list(overrides), run_mode=RunMode.MULTIRUN)
+
+
+@pytest.mark.parametrize("overrides", [["layer=0,1", "seed=range(2)"], ["experiment=layer_sweep", "seed=0,1"]])
+def test_the_sweep_check_of_a_valid_sweep_raises_no_warning(overrides):
+    config = multirun_config(*overrides)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # Hydra turns a callback's exception into a UserWarning
+        Callbacks(config).on_multirun_start(config=config, config_name="probe")
