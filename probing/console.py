@@ -16,6 +16,7 @@ from omegaconf import DictConfig
 
 from probing.cli import launcher_installed, user_errors_exit_cleanly
 from probing.tasks import analyze, extract, probe, train
+from probing.tasks.common import optimized_value
 
 PACKAGE_CONFIGS = "pkg://probing.conf"
 
@@ -36,13 +37,12 @@ def entry_point(config_name: str, job: Callable[[DictConfig], Any],
 
 def probe_job(cfg: DictConfig) -> float:
     """Returns `optimized_metric` of the run (dev micro-F1 by default) to a Hydra sweeper."""
-    return probe.optimized_value(probe.run(cfg), cfg.optimized_metric)
+    return optimized_value(probe.run(cfg), cfg.optimized_metric)
 
 
 def train_job(cfg: DictConfig) -> float:
     """Returns `optimized_metric` of the run (the task's monitored dev metric by default) to a Hydra sweeper."""
-    results = train.run(cfg)
-    return results["dev"][str(cfg.optimized_metric).removeprefix("dev/")]
+    return optimized_value(train.run(cfg), cfg.optimized_metric)
 
 
 JOBS = {"probe": probe_job, "train": train_job, "extract": extract.run, "analyze": analyze.run}

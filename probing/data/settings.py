@@ -21,6 +21,18 @@ def require_int(key: str, value: object, minimum: int | None = None) -> int:
     return value
 
 
+def require_number(key: str, value: object, low: float = 0.0, high: float = float("inf"), example: str = "",
+                   high_open: bool = True) -> float:
+    """`value` as a float in [low, high) (or [low, high] with `high_open=False`); anything else (a string, a bool,
+    nan) is a ConfigError naming `key`, with `example` as the fix."""
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    inside = number and low <= value and (value < high if high_open else value <= high)
+    if not inside:
+        bound = f"[{low:g}, {high:g}{')' if high_open else ']'}"
+        raise ConfigError(f"{key}={value!r} is not a number in {bound}. Fix: e.g. {key}={example or low:}")
+    return float(value)
+
+
 def require_bool(key: str, value: object) -> bool:
     """`value` itself if it is a bool; anything else (the string "no", 1, None...) is a ConfigError naming `key`."""
     if not isinstance(value, bool):

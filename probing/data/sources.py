@@ -7,6 +7,7 @@ Constructor arguments are plain values (str, list, dict) so that they can come f
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -15,12 +16,13 @@ from pathlib import Path
 from probing.data.conll2003 import ENTITY_TYPES, conll2003_paths, load_conll2003_from_hub, read_conll2003
 from probing.data.records import SkipCounter, WordInContext
 from probing.data.settings import optional_path, path_list, require_bool
-from probing.data.splits import SplitConfig, make_splits
+from probing.data.splits import SplitConfig, make_splits, split_summary
 from probing.data.streusle import STREUSLE_FILES, read_streusle, streusle_classes
 from probing.data.types import TypeLevelData, types_from_records, wikipse_types
 from probing.data.wikipse import read_corpus, read_disjoint_lists, read_sclasses
 from probing.errors import ConfigError, DataFormatError
 
+log = logging.getLogger(__name__)
 
 @dataclass
 class WordInContextData:
@@ -37,6 +39,18 @@ class WordInContextData:
     splits: dict[str, list[WordInContext]]
     files: list[Path]
     skips: SkipCounter
+
+
+def read_contexts(source) -> WordInContextData:
+    """`source.load()`: the corpus read into its word-disjoint, sampled train/dev/test splits, their sizes and what
+    the reader skipped logged."""
+    data = source.load()
+    for split, counts in split_summary(data.splits).items():
+        log.info("%s %s: %d words, %d combinations, %d contexts", data.name, split,
+                 counts["words"], counts["combinations"], counts["contexts"])
+    if data.skips.total():
+        log.warning("%s: skipped while reading: %s", data.name, data.skips.summary())
+    return data
 
 
 def required(key: str, value):

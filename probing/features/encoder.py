@@ -128,6 +128,17 @@ def load_encoder(
     return model, tokenizer, info
 
 
+def load_pretrained(
+    name_or_path: str, revision: str | None = None, random_init: bool = False, init_seed: int = 0
+) -> tuple[PreTrainedModel, PreTrainedTokenizerFast, EncoderInfo]:
+    """`load_encoder`, with a random-init encoder a function of `init_seed` alone: its weights are drawn from torch's
+    global generator seeded with it, whose state outside is left as it was. Every analysis and feature extraction
+    loads its encoder here."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(init_seed)
+        return load_encoder(name_or_path, revision=revision, random_init=random_init)
+
+
 def _looks_like_local_path(path: str) -> bool:
     return os.path.isabs(path) or path.startswith(".") or os.path.exists(path)
 
@@ -275,10 +286,8 @@ class WordEncoder:
         self.random_init, self.init_seed = require_bool("model.random_init", random_init), int(init_seed)
         self.attention_window = parse_attention_window(attention_window)
         self.attention_policy = parse_attention_policy(attention_policy)
-        with torch.random.fork_rng(devices=[]):  # a random-init encoder is a function of init_seed alone
-            torch.manual_seed(self.init_seed)
-            self.model, self.tokenizer, self.info = load_encoder(name_or_path, revision=revision,
-                                                                 random_init=self.random_init)
+        self.model, self.tokenizer, self.info = load_pretrained(name_or_path, revision, self.random_init,
+                                                                self.init_seed)
         self.model.to(self.device)
         self.causal = self.attention_window is not None and check_window_support(self.model)
         self.piece_budget = max_length - self.tokenizer.num_special_tokens_to_add()

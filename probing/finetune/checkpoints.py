@@ -10,14 +10,17 @@
   train order of `probing.finetune.datamodule.EpochOrder` (a function of the seed and the epoch, resumed at the
   batch where it stopped), a resumed run ends with the same weights as one that was never interrupted. With DDP the
   states of the process of rank 0 are the ones saved.
+- `ResumePolicy` (`finetune.resume`) chooses the checkpoint that a run relaunched into its folder resumes from, and
+  refuses the checkpoints of a run of another configuration (the folder records its configuration, config.json).
 """
 
 from __future__ import annotations
 
-import os
+import copy
+import json
+import logging
 import pickle
 import random
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -25,12 +28,19 @@ import lightning as L
 import numpy as np
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
+from omegaconf import DictConfig, open_dict
 
+from probing.data.files import write_atomically
 from probing.data.text import sha256_files
-from probing.errors import CheckpointError
+from probing.errors import CheckpointError, ConfigError
+
+log = logging.getLogger(__name__)
 
 HASH_SUFFIX = ".sha256"
 RESTART_FIX = "relaunch with finetune.resume=restart to train from the start"
+CHECKPOINT_CONFIG = "config.json"  # beside the checkpoints: the configuration they belong to
+BEST, LAST, STEP = "best.ckpt", "last.ckpt", "step.ckpt"  # the files of conf/callbacks/finetune.yaml
+RESUME_POLICIES = ("auto", "best", "restart")  # finetune.resume; see conf/finetune/default.yaml
 
 
 def hash_file(checkpoint: str | Path) -> Path:
@@ -41,15 +51,7 @@ def hash_file(checkpoint: str | Path) -> Path:
 def record_hash(checkpoint: str | Path) -> None:
     """Write the SHA-256 of `checkpoint` beside it, atomically."""
     checkpoint = Path(checkpoint)
-    target = hash_file(checkpoint)
-    handle, temporary = tempfile.mkstemp(dir=checkpoint.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as file:
-            file.write(f"{sha256_files([checkpoint])}  {checkpoint.name}\n")
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    write_atomically(hash_file(checkpoint), f"{sha256_files([checkpoint])}  {checkpoint.name}\n")
 
 
 def verify_checkpoint(checkpoint: str | Path, fix: str = RESTART_FIX) -> Path:
@@ -82,6 +84,87 @@ def load_checkpoint_weights(module: torch.nn.Module, checkpoint: str | Path, fix
     state = read_checkpoint(checkpoint, fix)
     module.load_state_dict(state["state_dict"])
     return int(state["epoch"])
+
+
+def load_best_weights(module: torch.nn.Module, best: ModelCheckpoint) -> int:
+    """Put the weights of the best dev epoch that `best` kept into `module`; returns that epoch."""
+    if not best.best_model_path:
+        raise ConfigError(f"no checkpoint of the best dev epoch was written (callbacks.best monitors "
+                          f"{best.monitor}). Fix: task.monitor must be a dev metric of the task")
+    return load_checkpoint_weights(module, best.best_model_path)
+
+
+def best_checkpoint(trainer: L.Trainer) -> ModelCheckpoint:
+    """The callback that keeps the best dev epoch (`callbacks.best`, the first ModelCheckpoint with a monitor)."""
+    for callback in trainer.callbacks:
+        if isinstance(callback, ModelCheckpoint) and callback.monitor:
+            return callback
+    raise ConfigError("no ModelCheckpoint monitors a dev metric: the best dev epoch is what train.py exports. "
+                      "Fix: keep callbacks=finetune")
+
+
+def run_identity(cfg: DictConfig) -> DictConfig:
+    """The configuration that a run's results and checkpoints belong to: all of `cfg` but `finetune.resume`, which
+    says only how to go on with the run."""
+    identity = copy.deepcopy(cfg)
+    with open_dict(identity):
+        identity.finetune.pop("resume", None)
+    return identity
+
+
+class ResumePolicy:
+    """How a run relaunched into its folder goes on (`finetune.resume`). auto: from the newer of last.ckpt (epoch
+    end) and step.ckpt (every few steps), if any; best: from best.ckpt (the state at the end of the best dev epoch so
+    far); restart: from the start, the run's checkpoints deleted. Checkpoints are verified against their recorded
+    hash; those of another configuration are refused, never resumed or overwritten."""
+
+    def __init__(self, policy: str = "auto"):
+        if policy not in RESUME_POLICIES:
+            raise ConfigError(f"finetune.resume={policy!r} is not a way to resume. Fix: finetune.resume=auto "
+                              f"(the newest checkpoint), best ({BEST}, the best dev epoch) or restart (train from the "
+                              "start)")
+        self.policy = policy
+
+    def checkpoint(self, checkpoints: str | None, config: dict[str, Any], is_rank_zero: bool) -> str | None:
+        """The checkpoint in the folder `checkpoints` of an interrupted run of this same configuration to resume
+        from; None to train from the start. The folder records the configuration its checkpoints belong to
+        (config.json, written by rank 0, which also deletes the checkpoints on a restart)."""
+        if not checkpoints:
+            return None
+        folder = Path(checkpoints)
+        recorded = folder / CHECKPOINT_CONFIG
+        found = [folder / name for name in (BEST, LAST, STEP) if (folder / name).is_file()]
+        if found and recorded.is_file() and json.loads(recorded.read_text(encoding="utf-8")) != config:
+            raise ConfigError(f"{folder} holds the checkpoints of a run of another configuration. Fix: run into a new "
+                              "folder (hydra.run.dir=...), or relaunch with the same settings to resume it")
+        if is_rank_zero:
+            folder.mkdir(parents=True, exist_ok=True)
+            if self.policy == "restart":
+                for path in found:
+                    path.unlink()
+                    hash_file(path).unlink(missing_ok=True)
+            write_atomically(recorded, json.dumps(config, indent=2) + "\n")
+        chosen = self.choose(folder)
+        if chosen is not None:
+            log.info("resuming from %s", chosen)
+        return chosen
+
+    def choose(self, folder: Path) -> str | None:
+        """The verified checkpoint of `folder` that this policy resumes from, or None."""
+        if self.policy == "restart":
+            return None
+        if self.policy == "best":
+            if not (folder / BEST).is_file():
+                raise ConfigError(f"finetune.resume=best, but {folder} holds no {BEST} (no epoch of this run was "
+                                  "validated). Fix: finetune.resume=auto or finetune.resume=restart")
+            return str(verify_checkpoint(folder / BEST))
+        found = [folder / name for name in (LAST, STEP) if (folder / name).is_file()]
+        if not found:
+            return None
+        newest = max(found, key=lambda path: path.stat().st_mtime_ns)
+        fix = (f"relaunch with finetune.resume=best to resume from {BEST} (the end of the best dev epoch), or "
+               "finetune.resume=restart to train from the start")
+        return str(verify_checkpoint(newest, fix))
 
 
 class HashedCheckpoint(ModelCheckpoint):

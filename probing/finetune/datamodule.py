@@ -15,6 +15,7 @@ checkpoint taken in the middle of an epoch sees the rest of that epoch's order, 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -23,10 +24,33 @@ import torch
 from torch.nn.utils.rnn import pad_sequence
 from torch.utils.data import DataLoader, DistributedSampler
 
+from probing.data.settings import require_int
 from probing.data.task_records import TaggedSentence, TaskData, TextExample
 from probing.errors import ConfigError
 from probing.features.attention import PADDING, SPECIAL
 from probing.finetune.metrics import IGNORE
+
+log = logging.getLogger(__name__)
+
+
+def load_task_data(source, task: str) -> TaskData:
+    """The data that `source` (a built `data.source`) reads, which must be the data of `task`."""
+    data = source.load()
+    if data.name != task:
+        raise ConfigError(f"data.source reads {data.name} data, but task={task}. Fix: keep the data of the "
+                          f"task config (task={data.name}), or point data.source at {task} data")
+    if data.skips.total():
+        log.warning("%s: skipped while reading: %s", data.name, data.skips.summary())
+    return data
+
+
+def usable_max_length(requested: int, tokenizer, max_positions: int | None = None) -> int:
+    """`task.max_length`, or the model's own limit on positions where that is smaller (with a warning)."""
+    require_int("task.max_length", requested, minimum=3)
+    usable = min(requested, tokenizer.model_max_length, max_positions or requested)
+    if usable < requested:
+        log.warning("task.max_length=%d is more than %s takes; using %d", requested, tokenizer.name_or_path, usable)
+    return usable
 
 
 @dataclass
@@ -125,15 +149,15 @@ class ResumableLoader(DataLoader):
 
 
 class TaskDataModule(L.LightningDataModule):
-    """Train and dev batches of one task (dev is Lightning's validation set), padded per batch."""
+    """Train and dev batches of one task (dev is Lightning's validation set), padded per batch. `max_length` is cut
+    to what the model takes: its tokenizer's limit and `max_positions` (the encoder's, FineTuner.max_positions)."""
 
     def __init__(self, data: TaskData, tokenizer, max_length: int = 128, batch_size: int = 32,
-                 eval_batch_size: int | None = None, seed: int = 0):
+                 eval_batch_size: int | None = None, seed: int = 0, max_positions: int | None = None):
         super().__init__()
-        if max_length < 3:
-            raise ConfigError(f"task.max_length={max_length} leaves no room for words. Fix: task.max_length=128")
-        self.data, self.tokenizer, self.max_length = data, tokenizer, max_length
-        self.batch_size, self.eval_batch_size = batch_size, eval_batch_size or batch_size
+        self.max_length = usable_max_length(max_length, tokenizer, max_positions)
+        self.batch_size = require_int("task.batch_size", batch_size, minimum=1)
+        self.data, self.tokenizer, self.eval_batch_size = data, tokenizer, eval_batch_size or batch_size
         self.seed = seed
         self.label_ids = {label: i for i, label in enumerate(data.labels)}
         self.examples: dict[str, list[Encoded]] = {}

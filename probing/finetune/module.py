@@ -6,9 +6,10 @@ Choices (Zhao et al. 2020 §4.4.1, appendix B and Table 4, after Devlin et al. 2
 - Dropout (0.1, as Devlin et al.'s classifier) on the vector before the linear head; plain Adam, lr 5e-5, no warm-up,
   no layer-wise rates by default; the optimizer and an optional scheduler come as `_partial_` configs.
 - `attention_window=k` restricts every layer's attention to the wordpieces of words at most k words away
-  (probing.features.attention, appendix C); None is full attention. `attention_policy` says what the special
-  tokens see and are seen by under a window: `sink` (every word sees [CLS]/[SEP], they see only themselves; the
-  default), `positional` ([CLS]/[SEP] are words at positions -1 and n) or `blocked` (no word sees them).
+  (probing.features.attention, appendix C; token tasks only, as in the paper); None is full attention.
+  `attention_policy` says what the special tokens see and are seen by under a window: `sink` (every word sees
+  [CLS]/[SEP], they see only themselves; the default), `positional` ([CLS]/[SEP] are words at positions -1 and n) or
+  `blocked` (no word sees them).
 - `isotropy_reg=γ` adds γ × the mean pairwise cosine of the input embedding matrix (Gao et al. 2019; Bis et al. 2021
   appendix A; probing.finetune.isotropy), and with `isotropy_on_context` also of the batch's contextual vectors fed
   to the head. It is logged apart from the task loss (`train/task_loss`, `train/isotropy`).
@@ -17,7 +18,6 @@ Choices (Zhao et al. 2020 §4.4.1, appendix B and Table 4, after Devlin et al. 2
 from __future__ import annotations
 
 import inspect
-import math
 from collections.abc import Callable
 from functools import partial
 from typing import Any
@@ -27,7 +27,8 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from probing.data.settings import require_bool
+from probing.data.settings import require_bool, require_number
+from probing.data.task_records import SENTENCE_TASKS
 from probing.errors import ConfigError, ProbingError
 from probing.features.attention import (
     DEFAULT_POLICY,
@@ -68,12 +69,12 @@ class FineTuner(L.LightningModule):
     ):
         super().__init__()
         check_arguments(kind, dropout, isotropy_reg, isotropy_on_context)
+        check_window(kind, attention_window, attention_policy)
         self.save_hyperparameters(ignore=["optimizer", "scheduler"])
         self.labels, self.kind = list(labels), kind
         self.optimizer, self.scheduler = optimizer, scheduler
-        self.attention_policy = parse_attention_policy(attention_policy, "finetune.attention_policy")
+        self.attention_window, self.attention_policy = attention_window, attention_policy
         self.encoder, self.tokenizer, self.info = load_encoder(name_or_path, revision=revision)
-        self.attention_window = parse_attention_window(attention_window, "finetune.attention_window")
         self.causal = check_window_support(self.encoder) if self.attention_window is not None else False
         self.encoder.requires_grad_(True).train()
         if getattr(self.encoder, "pooler", None) is not None:
@@ -83,6 +84,11 @@ class FineTuner(L.LightningModule):
         self.dropout = nn.Dropout(dropout)
         self.head = nn.Linear(self.info.hidden_size, len(self.labels))
         self.metrics = nn.ModuleDict(dev_metrics(metric, self.labels))
+
+    @property
+    def max_positions(self) -> int | None:
+        """The most positions the encoder embeds (None where its config sets no limit); its tokenizer has its own."""
+        return getattr(self.encoder.config, "max_position_embeddings", None)
 
     @property
     def window_policy(self) -> str | None:
@@ -162,14 +168,17 @@ def check_arguments(kind: str, dropout: float, isotropy_reg: float, isotropy_on_
     """Refuse the FineTuner's own settings before its encoder is loaded, naming the config keys that set them."""
     if kind not in KINDS:
         raise ConfigError(f"kind={kind!r} is not a kind of task. Fix: one of {', '.join(KINDS)}")
-    if not is_number(dropout) or not 0.0 <= dropout < 1.0:
-        raise ConfigError(f"finetune.module.dropout={dropout!r} is not a probability in [0, 1). Fix: e.g. "
-                          "finetune.module.dropout=0.1")
-    if not is_number(isotropy_reg) or not 0.0 <= isotropy_reg < math.inf:
-        raise ConfigError(f"finetune.isotropy_reg={isotropy_reg!r} is not a finite weight >= 0. Fix: e.g. "
-                          "finetune.isotropy_reg=0.1, or 0 for none")
+    require_number("finetune.module.dropout", dropout, high=1.0, example="0.1")
+    require_number("finetune.isotropy_reg", isotropy_reg, example="0.1 (or 0 for none)")
     require_bool("finetune.isotropy_on_context", isotropy_on_context)
 
 
-def is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+def check_window(kind: str, attention_window: Any, attention_policy: Any) -> None:
+    """Refuse an attention window or policy that is not one, and a window for a sentence task."""
+    parse_attention_policy(attention_policy, "finetune.attention_policy")
+    window = parse_attention_window(attention_window, "finetune.attention_window")
+    if window is not None and kind == "sentence":
+        raise ConfigError(f"finetune.attention_window={window} restricts attention to nearby words, which Zhao et al. "
+                          "(appendix C) apply to word-level tasks only; sentence tasks "
+                          f"({', '.join(SENTENCE_TASKS)}) are classified from the whole text. Fix: "
+                          "finetune.attention_window=null, or task=pos / task=ner")

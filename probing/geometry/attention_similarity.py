@@ -27,7 +27,7 @@ from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
 from probing.errors import ConfigError
-from probing.features.encoder import EncoderInfo, load_encoder
+from probing.features.encoder import EncoderInfo, load_pretrained
 from probing.geometry.sentences import Text
 
 Loaded = tuple[PreTrainedModel, PreTrainedTokenizerFast, EncoderInfo]
@@ -35,12 +35,10 @@ Loaded = tuple[PreTrainedModel, PreTrainedTokenizerFast, EncoderInfo]
 
 def load_attention_model(name_or_path: str, revision: str | None = None, random_init: bool = False,
                          init_seed: int = 0) -> Loaded:
-    """An encoder loaded like any other (probing.features.encoder.load_encoder: frozen, float32, with what identifies
-    it), switched to eager attention so that `output_attentions=True` returns the weights. A random-init encoder is
-    a function of `init_seed` alone."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(init_seed)
-        model, tokenizer, info = load_encoder(name_or_path, revision=revision, random_init=random_init)
+    """An encoder loaded like any other (probing.features.encoder.load_pretrained: frozen, float32, with what
+    identifies it; a random-init encoder a function of `init_seed` alone), switched to eager attention so that
+    `output_attentions=True` returns the weights."""
+    model, tokenizer, info = load_pretrained(name_or_path, revision, random_init, init_seed)
     model.set_attn_implementation("eager")
     return model, tokenizer, info
 

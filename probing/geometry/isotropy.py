@@ -33,7 +33,6 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
 from probing.errors import ConfigError
-from probing.features.encoder import EncoderInfo, load_encoder
 from probing.geometry.sentences import Text
 
 UNUSED_TOKEN = re.compile(r"\[unused\d+\]")
@@ -175,15 +174,6 @@ def unused_token_cosine(transformed: Mapping[str, np.ndarray], unused: Sequence[
             members = others[(others >= row["bin_start"]) & (others <= row["bin_end"])]
             row[name] = float(units[members].mean(axis=0) @ unused_mean) if len(members) else None
     return [row for row in rows if row["tokens"]]
-
-
-def load_model(name_or_path: str, revision: str | None = None, random_init: bool = False,
-               init_seed: int = 0) -> tuple[PreTrainedModel, PreTrainedTokenizerFast, EncoderInfo]:
-    """An encoder loaded like any other (probing.features.encoder.load_encoder); a random-init one is a function of
-    `init_seed` alone."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(init_seed)
-        return load_encoder(name_or_path, revision=revision, random_init=random_init)
 
 
 def input_embeddings(model: PreTrainedModel, name: str) -> np.ndarray:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterable
 
 import lightning as L
+
+from probing.errors import ConfigError
 
 
 class KeepBestWeights(L.Callback):
@@ -43,3 +46,41 @@ class KeepBestWeights(L.Callback):
 
     def _target(self, pl_module: L.LightningModule):
         return getattr(pl_module, self.submodule) if self.submodule else pl_module
+
+
+def best_weights_keeper(callbacks: Iterable[L.Callback]) -> KeepBestWeights:
+    """The callback that keeps the probes' best-dev weights (`callbacks.keep_best`): the test split is always scored
+    with them."""
+    for callback in callbacks:
+        if isinstance(callback, KeepBestWeights) and callback.submodule == "probes":
+            return callback
+    raise ConfigError("callbacks.keep_best is missing: the test split is scored with the probes' best-dev weights. "
+                      "Fix: keep callbacks=default (or a callbacks config that includes keep_best)")
+
+
+def training_warnings(best_dev: float | None, epochs: int) -> list[str]:
+    """What a reader of the results must know: a dev micro-F1 of 0 in every epoch usually means "trained too
+    briefly" (e.g. P-BERT stopped early), not "no information in the representation"."""
+    if best_dev:
+        return []
+    return [f"dev micro-F1 stayed 0 in all {epochs} epochs: the probes never predicted a class; this usually means "
+            "too few epochs (raise trainer.max_epochs or the early-stopping patience), not that the representation "
+            "holds no information"]
+
+
+def control_keeper(seen_split: bool) -> KeepBestWeights:
+    """The control head's best-weights keeper. Dev words are unseen, so the control task's dev score is a prior-level
+    floor and its best epoch is noise: scoring memorisation on seen words needs both heads trained alike, so with a
+    seen split the control head keeps the weights of the real head's best epoch."""
+    return KeepBestWeights(monitor="dev/micro_f1" if seen_split else "dev/control_micro_f1", submodule="control_probes")
+
+
+def best_epochs(callbacks: Iterable[L.Callback]) -> dict[str, int | None]:
+    """The epoch whose weights each head kept: `best_epoch` (the probes) and, with the control task,
+    `control_best_epoch`."""
+    callbacks = list(callbacks)
+    epochs = {"best_epoch": best_weights_keeper(callbacks).best_epoch}
+    for callback in callbacks:
+        if isinstance(callback, KeepBestWeights) and callback.submodule == "control_probes":
+            epochs["control_best_epoch"] = callback.best_epoch
+    return epochs

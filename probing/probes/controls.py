@@ -24,6 +24,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from probing.data.settings import require_bool, require_int
+from probing.errors import ConfigError
 from probing.features.static_embeddings import word_seed
 
 UNIT = float(2**64)
@@ -66,3 +68,31 @@ def seen_rows(word_ids: np.ndarray, fraction: float, seed: int) -> np.ndarray:
     orphaned = first_rows[~np.isin(word_ids[first_rows], words_in_training)]
     held[orphaned] = False
     return held
+
+
+class ControlTask:
+    """`probe.control_task`, built once: `seed` is the control classes' seed (None when the task is off) and
+    `seen_fraction` the share of training contexts held out as the seen split (0 = none)."""
+
+    def __init__(self, enabled: bool = True, seed: int = 0, seen_fraction: float | None = 0.0,
+                 level: str = "context"):
+        enabled = require_bool("probe.control_task.enabled", enabled)
+        self.seed = require_int("probe.control_task.seed", seed) if enabled else None
+        self.seen_fraction = self._checked_fraction(float(seen_fraction or 0.0), level)
+
+    def _checked_fraction(self, fraction: float, level: str) -> float:
+        if not fraction:
+            return 0.0
+        key = f"probe.control_task.seen_fraction={fraction}"
+        if not 0.0 < fraction < 1.0:
+            raise ConfigError(f"{key} is not a fraction. Fix: a value in [0, 1), e.g. 0.2 (0 = no seen split)")
+        if self.seed is None:
+            raise ConfigError(f"{key} holds out contexts to score the control task on, but the control task is off. "
+                              "Fix: probe.control_task.enabled=true, or seen_fraction=0")
+        if level != "context":
+            raise ConfigError(f"{key} needs several contexts per word; at probe.level=type each word is one training "
+                              "row, so no word can be both trained on and held out. Fix: seen_fraction=0")
+        return fraction
+
+
+NO_CONTROL_TASK = ControlTask(enabled=False)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from probing.errors import ConfigError, ProbingError
+from probing.features.finetuned import finetuned_task
 
 log = logging.getLogger(__name__)
 
@@ -187,3 +188,24 @@ def find_reusable(folder: str | Path, current: Mapping[str, Any], seed: int | No
         raise ConfigError(f"{key}={folder}: {len(chosen)} saved probe sets fit this run ({shown}, ...). Fix: point "
                           "it to one run folder")
     return chosen[0]
+
+
+def module_of(saved: SavedProbes, build_module: Callable[..., torch.nn.Module], control: bool) -> torch.nn.Module:
+    """The probe module that `saved` describes (its `about["module"]` settings, with or without the control head),
+    holding its weights."""
+    try:
+        module = build_module(**{**saved.about["module"], "control": control})
+    except (TypeError, ValueError, ConfigError) as error:
+        raise ProbingError(f"{saved.path}: its module settings ({saved.about['module']}) do not build probes "
+                           f"({error}). {RERUN_FIX}") from error
+    load_into(module, saved)
+    return module
+
+
+def reused_summary(saved: SavedProbes) -> dict[str, Any]:
+    """Where the scored probes came from, for the results of the run that reuses them."""
+    about = saved.about
+    return {"path": str(saved.path), "model_name_or_path": about["model_name_or_path"],
+            "weights_sha256": about["weights_sha256"], "finetuned_task": finetuned_task(about["model_name_or_path"]),
+            "best_epoch": about.get("best_epoch"), "seed": about.get("seed"),
+            "dev_micro_f1": about["best_dev_micro_f1"]}

@@ -12,6 +12,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from probing.data.settings import choose, require_int, require_number
 from probing.data.splits import EVAL_SPLITS, TEST_SPLITS
 from probing.devices import has_native_bf16
 from probing.errors import ProbingError
@@ -25,6 +26,13 @@ CONTROL = "control"
 # fused: one pass over parameters, gradients and moments instead of ~10 (the Adam step of ~10M probe weights is
 # memory-bound)
 DEFAULT_OPTIMIZER = partial(torch.optim.Adam, lr=1e-3, fused=True)
+
+
+def check_settings(level: str, hidden_dim: int, dropout: float) -> None:
+    """The probe's own settings, refused with the config key that sets them."""
+    choose("probe.level", level, LEVELS)
+    require_int("probe.module.hidden_dim", hidden_dim, minimum=1)
+    require_number("probe.module.dropout", dropout, high=1.0, example="0.1")
 
 
 class SClassProbe(lightning.LightningModule):
@@ -71,8 +79,7 @@ class SClassProbe(lightning.LightningModule):
         control: bool = False,
     ):
         super().__init__()
-        if level not in LEVELS:
-            raise ValueError(f"level must be one of {LEVELS}, got {level!r}")
+        check_settings(level, hidden_dim, dropout)
         self.save_hyperparameters(ignore=["optimizer"])
         self.class_names = list(class_names)
         self.optimizer = optimizer

@@ -24,24 +24,21 @@ from pathlib import Path
 
 from hydra.experimental.callback import Callback
 
+from probing.report import attention, contextuality, isotropy, static_pc
 from probing.report.aggregate import RESULTS_FILE, aggregate, distinct_runs, find_results
-from probing.report.attention import is_attention_similarity, write_attention_report
-from probing.report.contextuality import is_contextuality, write_contextuality_report
 from probing.report.finetuned_probing import has_finetuned_runs, write_finetuned_probing_report
 from probing.report.finetuning import is_finetuning, write_finetuning_report
-from probing.report.isotropy import is_isotropy, write_isotropy_report
 from probing.report.plots import write_plots
-from probing.report.static_pc import is_static_pc, write_static_pc_report
 from probing.report.tables import fixed_settings, summary, write_csv
 
 # The results of the other jobs (train.py, analyze.py): how to recognise them, the writer of their section (returns
-# its Markdown and the files written), and its heading.
+# its Markdown and the files written), and its heading. An analysis's section is the SECTION of its report module.
 OTHER_SECTIONS = (
     (is_finetuning, write_finetuning_report, "Fine-tuning report"),
-    (is_attention_similarity, write_attention_report, "Attention-map similarity (Zhao et al. 2020, Fig. 7)"),
-    (is_isotropy, write_isotropy_report, "Isotropy (Bis et al. 2021)"),
-    (is_contextuality, write_contextuality_report, "Contextuality (Ethayarajh 2019)"),
-    (is_static_pc, write_static_pc_report, "PC static embeddings (Ethayarajh 2019, §4.3)"),
+    attention.SECTION,
+    isotropy.SECTION,
+    contextuality.SECTION,
+    static_pc.SECTION,
 )
 
 

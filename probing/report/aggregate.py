@@ -34,6 +34,9 @@ BASELINE_ORDER = (RAND, BASELINE_LABELS["prand"], None, BASELINE_LABELS["pstatic
                   BASELINE_LABELS["pbert"])
 # Then AVG-l by l, the contextual layers by number, and the scalar mix last.
 KIND_ORDER = ("baseline", "avg", "layer", MIX)
+# Config nodes made only of other settings (conf/probe.yaml's representation, chosen by the shorthand, and every
+# representation a run could probe): a value that differs there differs at its own key too.
+DERIVED = ("representation.", "representations.")
 
 
 
@@ -101,10 +104,11 @@ def distinct_runs(results: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], 
 
 
 def variant_keys(runs: list[dict[str, Any]]) -> list[str]:
-    """Config keys whose values differ among runs of one setting, apart from the seed, the run folder and values
-    that follow from the seed (the control task's seed, a run name holding it)."""
+    """Config keys whose values differ among runs of one setting, apart from the seed, the run folder, values that
+    follow from the seed (the control task's seed, a run name holding it) and the copies of other settings that the
+    probed representation holds (DERIVED)."""
     configs = [{key: json.dumps(value, sort_keys=True) for key, value in config_values(r.get("config") or {}).items()
-                if not _run_specific(key, value, r)} for r in runs]
+                if not _run_specific(key, value, r) and not key.startswith(DERIVED)} for r in runs]
     seeds = [json.dumps(r.get("seed")) for r in runs]
 
     def tells_runs_apart(key: str) -> bool:

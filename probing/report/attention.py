@@ -112,3 +112,8 @@ def write_attention_report(results: list[dict[str, Any]], out_dir: Path) -> tupl
             f"1 = unchanged.\n\n{layer_means_table(results)}")
     plot_side_by_side(results, out_dir / SIDE_BY_SIDE)
     return text, [SIDE_BY_SIDE]
+
+
+# This analysis's section of report.md (probing.report.OTHER_SECTIONS): which results are its runs, the writer of the
+# section, its heading.
+SECTION = (is_attention_similarity, write_attention_report, "Attention-map similarity (Zhao et al. 2020, Fig. 7)")

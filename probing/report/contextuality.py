@@ -82,3 +82,8 @@ def write_contextuality_report(results: list[dict[str, Any]], out_dir: Path) -> 
     sections = [f"{run_heading(result)}\n\n{layer_table(result)}" for result in results]
     plot_contextuality(results, out_dir / FIGURE)
     return "Adjusted = raw - anisotropy baseline of the layer (§3.4).\n\n" + "\n\n".join(sections), [FIGURE]
+
+
+# This analysis's section of report.md (probing.report.OTHER_SECTIONS): which results are its runs, the writer of the
+# section, its heading.
+SECTION = (is_contextuality, write_contextuality_report, "Contextuality (Ethayarajh 2019)")

@@ -130,3 +130,8 @@ def write_isotropy_report(results: list[dict[str, Any]], out_dir: Path) -> tuple
     if files:
         sections.append(f"Fig. 3: `{FIGURE}`.")
     return "\n\n".join(sections), files
+
+
+# This analysis's section of report.md (probing.report.OTHER_SECTIONS): which results are its runs, the writer of the
+# section, its heading.
+SECTION = (is_isotropy, write_isotropy_report, "Isotropy (Bis et al. 2021)")

@@ -80,3 +80,8 @@ def write_static_pc_report(results: list[dict[str, Any]], out_dir: Path) -> tupl
             f"or all words with a static vector) of all.\n\n{layer_table(results)}")
     files = [FIGURE] if plot_by_layer(results, out_dir / FIGURE) else []
     return text + (f"\n\nScores by layer: `{FIGURE}`." if files else ""), files
+
+
+# This analysis's section of report.md (probing.report.OTHER_SECTIONS): which results are its runs, the writer of the
+# section, its heading.
+SECTION = (is_static_pc, write_static_pc_report, "PC static embeddings (Ethayarajh 2019, §4.3)")

@@ -1,4 +1,4 @@
-"""What the jobs share: checking the composed config, data loading, the settings of the feature stores, the Trainer and
+"""What the jobs share: checking the composed config, the settings of the feature stores, the Trainer and
 its loggers (closed however the job ends), and results.json (written atomically; a finished job is not run again, and
 never overwritten by another configuration)."""
 
@@ -9,7 +9,6 @@ import json
 import logging
 import os
 import sys
-import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,15 +17,13 @@ import lightning as L
 import torch
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
-from lightning.pytorch.loggers import Logger
+from lightning.pytorch.loggers import Logger, WandbLogger
 from omegaconf import DictConfig, OmegaConf
 
 from probing.config import build
+from probing.data.files import write_json_atomically as write_json_atomically  # re-exported for the tasks
 from probing.data.settings import require_int
-from probing.data.sources import WordInContextData
-from probing.data.splits import split_summary
 from probing.errors import ConfigError
-from probing.features.encoder import resolve_device
 from probing.features.provision import lock_wait_seconds
 from probing.report.aggregate import RESULTS_FILE
 
@@ -45,17 +42,6 @@ def check_config(cfg: DictConfig, known_keys: Iterable[str]) -> None:
                           f"spelling; the top-level settings are {', '.join(sorted(known_keys))}")
     if "seed" in cfg:
         require_int("seed", cfg.seed)
-
-
-def load_data(data_cfg: DictConfig) -> WordInContextData:
-    """Read the configured corpus and make its word-disjoint, sampled train/dev/test splits."""
-    data = build(data_cfg.source, "data.source").load()
-    for split, counts in split_summary(data.splits).items():
-        log.info("%s %s: %d words, %d combinations, %d contexts", data.name, split,
-                 counts["words"], counts["combinations"], counts["contexts"])
-    if data.skips.total():
-        log.warning("%s: skipped while reading: %s", data.name, data.skips.summary())
-    return data
 
 
 def store_settings(features: DictConfig) -> dict[str, Any]:
@@ -178,22 +164,6 @@ def finished_results(path: Path, config: dict[str, Any]) -> dict[str, Any] | Non
                       "into a new folder (hydra.run.dir=... or hydra.sweep.dir=...), or delete that results.json")
 
 
-def write_json_atomically(path: Path, content: dict[str, Any]) -> None:
-    """Write a JSON file (results.json, ...) atomically: a job stopped mid-write leaves the previous file (or none),
-    never half of one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as file:
-            file.write(json.dumps(content, indent=2) + "\n")
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-
-
 def job_state(cfg: DictConfig) -> tuple[Path, dict[str, Any], dict[str, Any] | None]:
     """(where the job's results.json goes, the resolved config, the results of an earlier job of this same
     configuration there or None); a finished job is not run again."""
@@ -241,13 +211,20 @@ def close_loggers(loggers: Iterable[Logger], failed: bool) -> None:
         raise errors[0]
 
 
-def analysis_device(device: str) -> torch.device:
-    """`analysis.device` as a torch device that this machine has."""
-    try:
-        resolved = resolve_device(str(device))
-    except RuntimeError as error:
-        raise ConfigError(f"analysis.device={device} is not a device ({error}). Fix: analysis.device=auto, cpu or "
-                          "cuda") from error
-    if resolved.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"analysis.device={device}, but this machine has no CUDA GPU. Fix: analysis.device=auto")
-    return resolved
+def optimized_value(results: dict[str, Any], metric: str) -> float:
+    """The `optimized_metric` ("dev/micro_f1", "test/selectivity", "dev/accuracy", ...) of a run's results, for a Hydra
+    sweeper."""
+    split, _, name = str(metric).partition("/")
+    value = results.get(split, {}).get(name) if isinstance(results.get(split), dict) else None
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise ConfigError(f"optimized_metric={metric} is not a score of this run. Fix: <split>/<score>, e.g. "
+                          "dev/micro_f1 or dev/selectivity for probe.py (the control task must be on for selectivity), "
+                          "the task's monitor (task.monitor) for train.py")
+    return float(value)
+
+
+def summarise_in_wandb(loggers: Iterable[Logger], summary: dict[str, Any]) -> None:
+    """Put a run's final values in the summary of its W&B run (the run is finished by `closing_loggers`)."""
+    for logger in loggers:
+        if isinstance(logger, WandbLogger):
+            logger.experiment.summary.update(summary)

@@ -16,6 +16,7 @@ from lightning.fabric.strategies import DDPStrategy
 from omegaconf import DictConfig
 
 from probing.config import build
+from probing.data.sources import read_contexts
 from probing.data.splits import SPLIT_NAMES
 from probing.errors import ConfigError
 from probing.features.provision import ensure_features
@@ -25,7 +26,6 @@ from probing.tasks.common import (
     check_devices,
     distributed_state_of_this_job,
     keep_ddp_processes_on_this_job,
-    load_data,
     store_settings,
 )
 
@@ -57,7 +57,7 @@ def requested_splits(splits) -> list[str]:
 def extract(cfg: DictConfig, splits: list[str], fabric: Fabric | None = None) -> dict[str, Path]:
     """Load the data and the featurizer, then fill the stores: in this process alone, or as one of `fabric`'s
     processes (the featurizer on that process's device)."""
-    data = load_data(cfg.data)
+    data = read_contexts(build(cfg.data.source, "data.source"))
     if fabric is None:
         return ensure_features(data, build(cfg.features.encoder, "features.encoder"), splits=splits,
                                **store_settings(cfg.features))

@@ -3,8 +3,8 @@
 
 The occurrences and the every-word store are those of the contextuality analysis (the same store is reused when the
 sentences, model and extraction settings agree); the static vectors come from probing.geometry.static_pc, the scores
-from probing.geometry.benchmarks. Writes static_pc.csv (a row per benchmark) and static_pc_vectors.txt (word2vec text
-format: a word and its vector per line) into the run folder.
+from probing.geometry.benchmarks, the report section from probing.report.static_pc. Writes static_pc.csv (a row per
+benchmark) and static_pc_vectors.txt (word2vec text format: a word and its vector per line) into the run folder.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from omegaconf import DictConfig
 
 from probing.data.settings import choose, require_bool, require_int
 from probing.data.word_benchmarks import read_analogies, read_categorization, read_similarity
@@ -26,61 +25,76 @@ from probing.geometry import static_pc as pc
 from probing.geometry.benchmarks import CORRELATIONS, evaluate_similarity
 from probing.geometry.isotropy import check_hidden_state
 from probing.geometry.occurrences import word_index
-from probing.tasks.contextuality import (
-    occurrence_encoder,
-    occurrence_store,
-    require_contexts,
-    sentence_occurrences,
-    stored_occurrences,
-)
+from probing.report import static_pc as static_pc_report
+from probing.tasks.analysis import AnalysisInputs
+from probing.tasks.contextuality import OccurrenceAnalysis, require_contexts, stored_occurrences
+from probing.vocabulary import STATIC_PC
 
 log = logging.getLogger(__name__)
 
-# analysis.<key> -> its smallest value
-COUNTS = {"min_contexts": 1, "max_length": 3, "max_tokens_per_batch": 1, "restarts": 1, "seed": 0}
 # analysis.<key> -> the reader of its files
 READERS = {"benchmarks": read_similarity, "analogies": read_analogies, "categorization": read_categorization}
 
 
-def static_pc(cfg: DictConfig, run_dir: Path) -> dict[str, Any]:
-    """The static vectors of layer `layer` and their benchmark scores (each with its coverage)."""
-    settings = cfg.analysis
-    counts = {key: require_int(f"analysis.{key}", settings[key], minimum=low) for key, low in COUNTS.items()}
-    centered = require_bool("analysis.centered", settings.centered)
-    choose("analysis.correlation", settings.correlation, CORRELATIONS)
-    files = {key: [read(path) for path in settings[key] or []] for key, read in READERS.items()}
-    data, occurrences = sentence_occurrences(settings)
-    require_contexts(occurrences, counts["min_contexts"])
-    encoder, random_init = occurrence_encoder(cfg, counts["max_length"])
-    last = encoder.info.num_layers - 1
-    layer = check_hidden_state(cfg.get("layer"), last, cfg.model.name,
-                               f"layer=1 (the paper's best), or a multirun layer=0,1,...,{last}")
-    started = time.perf_counter()
-    path = occurrence_store(cfg, data, occurrences, encoder, counts["max_tokens_per_batch"])
-    with FeatureStore(path) as store:
-        occurrences, skipped = stored_occurrences(store, occurrences)
-        vectors = store.read_layer(layer)
-    require_contexts(occurrences, counts["min_contexts"])
-    space = pc.static_embeddings(vectors, word_index(occurrences, counts["min_contexts"]), centered)
-    lowercase = require_bool("analysis.lowercase", settings.lowercase)
-    block = {"layer": layer, "words": len(space), "centered": centered, "correlation": str(settings.correlation),
-             **evaluate(space, files, lowercase, settings.correlation, counts)}
-    results = {
-        "model": cfg.model.name, "model_name_or_path": cfg.model.name_or_path, "random_init": random_init,
-        "model_task": finetuned_task(cfg.model.name_or_path), "weights_sha256": encoder.info.weights_sha256,
-        "tokenizer_sha256": encoder.info.tokenizer_sha256, "num_layers": encoder.info.num_layers, "layer": layer,
-        "sentence_source": f"{data.name} {settings.split}", "sentences": len(occurrences.sentences),
-        "occurrences": len(occurrences), "occurrences_skipped": skipped, "min_contexts": counts["min_contexts"],
-        "store": str(path), "compute_s": round(time.perf_counter() - started, 2), "static_pc": block,
-    }
-    write_static_pc_files(results, space, run_dir)
-    log.info("static PC of %s, layer %d (%d words): %s", cfg.model.name, layer, len(space), "; ".join(
-        f"{row['benchmark']} {score_text(row['score'])} ({row['covered']})" for row in all_rows(block)))
-    return results
+class StaticPC(OccurrenceAnalysis):
+    """conf/analysis/static_pc.yaml: the first principal component of each word's occurrence vectors (of the centred
+    ones when `centered`), scored on the similarity files `benchmarks` (`correlation`), the `analogies` and the
+    `categorization` files (k-means with `restarts` starts drawn with `seed`)."""
+
+    name = STATIC_PC
+    report = static_pc_report
+
+    def __init__(self, centered: bool, benchmarks: list[str], correlation: str, analogies: list[str],
+                 categorization: list[str], restarts: int, seed: int, **settings: Any):
+        super().__init__(**settings)
+        self.restarts = require_int("analysis.restarts", restarts, minimum=1)
+        self.seed = require_int("analysis.seed", seed, minimum=0)
+        self.centered = require_bool("analysis.centered", centered)
+        self.correlation = choose("analysis.correlation", correlation, CORRELATIONS)
+        self.files = {"benchmarks": benchmarks, "analogies": analogies, "categorization": categorization}
+
+    def run(self, inputs: AnalysisInputs, run_dir: Path) -> dict[str, Any]:
+        """The static vectors of layer `layer` and their benchmark scores (each with its coverage)."""
+        files = {key: [READERS[key](path) for path in paths or []] for key, paths in self.files.items()}
+        data, occurrences = self.occurrences()
+        model = inputs.model
+        encoder = self.encoder(model)
+        last = encoder.info.num_layers - 1
+        layer = check_hidden_state(inputs.layer, last, model.name,
+                                   f"layer=1 (the paper's best), or a multirun layer=0,1,...,{last}")
+        started = time.perf_counter()
+        path = self.store(inputs.store_dir, data, occurrences, encoder)
+        with FeatureStore(path) as store:
+            occurrences, skipped = stored_occurrences(store, occurrences)
+            vectors = store.read_layer(layer)
+        require_contexts(occurrences, self.min_contexts)
+        space = pc.static_embeddings(vectors, word_index(occurrences, self.min_contexts), self.centered)
+        block = {"layer": layer, "words": len(space), "centered": self.centered, "correlation": self.correlation,
+                 **evaluate(space, files, self.lowercase, self.correlation, self.restarts, self.seed)}
+        results = {
+            **model.described(), "model_task": finetuned_task(model.name_or_path),
+            "weights_sha256": encoder.info.weights_sha256, "tokenizer_sha256": encoder.info.tokenizer_sha256,
+            "num_layers": encoder.info.num_layers, "layer": layer, "sentence_source": f"{data.name} {self.split}",
+            "sentences": len(occurrences.sentences), "occurrences": len(occurrences), "occurrences_skipped": skipped,
+            "min_contexts": self.min_contexts, "store": str(path), "compute_s": round(time.perf_counter() - started, 2),
+            "static_pc": block,
+        }
+        write_static_pc_files(results, space, run_dir)
+        log.info("static PC of %s, layer %d (%d words): %s", model.name, layer, len(space), "; ".join(
+            f"{row['benchmark']} {score_text(row['score'])} ({row['covered']})" for row in all_rows(block)))
+        return results
+
+    def metrics(self, results: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
+        """The number of words and each benchmark's score and coverage, at the step of the layer."""
+        block = results["static_pc"]
+        metrics = {"words": block["words"]}
+        for row in all_rows(block):
+            metrics |= {f"{row['benchmark']}/score": row["score"], f"{row['benchmark']}/covered": row["covered"]}
+        return [(results["layer"], metrics)]
 
 
-def evaluate(space: dict[str, np.ndarray], files: dict[str, list], lowercase: bool, correlation: str,
-             counts: dict[str, int]) -> dict[str, list[dict[str, Any]]]:
+def evaluate(space: dict[str, np.ndarray], files: dict[str, list], lowercase: bool, correlation: str, restarts: int,
+             seed: int) -> dict[str, list[dict[str, Any]]]:
     """The rows of every benchmark kind; benchmark words are lower-cased like the occurrences when `lowercase`."""
     def normalize(word: str) -> str:
         return word.lower() if lowercase else word
@@ -89,7 +103,7 @@ def evaluate(space: dict[str, np.ndarray], files: dict[str, list], lowercase: bo
         "similarity": [evaluate_similarity(lambda word: space.get(normalize(word)), benchmark, "cosine", correlation)
                        for benchmark in files["benchmarks"]],
         "analogy": [pc.analogy_accuracy(space, benchmark, normalize) for benchmark in files["analogies"]],
-        "categorization": [pc.categorization_purity(space, benchmark, normalize, counts["restarts"], counts["seed"])
+        "categorization": [pc.categorization_purity(space, benchmark, normalize, restarts, seed)
                            for benchmark in files["categorization"]],
     }
 

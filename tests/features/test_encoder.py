@@ -18,6 +18,7 @@ from probing.features.encoder import (
     WordEncoder,
     centred_window,
     load_encoder,
+    load_pretrained,
 )
 from tests.helpers.stores import assert_one_line_error
 
@@ -178,6 +179,21 @@ def test_random_init_keeps_the_architecture_but_not_the_weights(tiny_bert_path):
     assert random_info.weights_sha256 != trained_info.weights_sha256
     assert not torch.equal(random.embeddings.word_embeddings.weight, trained.embeddings.word_embeddings.weight)
     assert not any(parameter.requires_grad for parameter in random.parameters())
+
+
+def test_the_seeded_random_init_is_a_function_of_its_seed_alone(tiny_bert_path):
+    """load_pretrained is the one loader of a seeded random-init encoder; WordEncoder loads through it."""
+    first, _, first_info = load_pretrained(str(tiny_bert_path), random_init=True, init_seed=3)
+    torch.manual_seed(99)  # the global generator's state makes no difference, and is left as it was
+    outside = torch.random.get_rng_state()
+    again, _, again_info = load_pretrained(str(tiny_bert_path), random_init=True, init_seed=3)
+    assert torch.equal(torch.random.get_rng_state(), outside)
+    _, _, other_info = load_pretrained(str(tiny_bert_path), random_init=True, init_seed=4)
+    assert all(torch.equal(a, b) for a, b in zip(first.state_dict().values(), again.state_dict().values(), strict=True))
+    assert first_info.weights_sha256 == again_info.weights_sha256 != other_info.weights_sha256
+    assert first_info.tokenizer_sha256 == other_info.tokenizer_sha256
+    encoder = WordEncoder(str(tiny_bert_path), random_init=True, init_seed=3)
+    assert encoder.info.weights_sha256 == first_info.weights_sha256
 
 
 @pytest.fixture(scope="module")

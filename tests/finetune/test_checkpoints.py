@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+import json
+import os
 import random
 
 import numpy as np
 import pytest
 import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
+from omegaconf import OmegaConf
 
-from probing.errors import CheckpointError
-from probing.finetune.checkpoints import RandomStates, hash_file, read_checkpoint, record_hash
+from probing.errors import CheckpointError, ConfigError
+from probing.finetune.checkpoints import (
+    CHECKPOINT_CONFIG,
+    RandomStates,
+    ResumePolicy,
+    hash_file,
+    load_best_weights,
+    read_checkpoint,
+    record_hash,
+    run_identity,
+)
 
 
 @pytest.fixture
@@ -58,3 +71,79 @@ def test_random_states_come_back_through_a_checkpoint(tmp_path):
     callback.on_train_start(None, None)
     assert torch.equal(torch.rand(3), expected[0]) and np.array_equal(np.random.rand(3), expected[1])
     assert random.random() == expected[2]
+
+
+CONFIG = {"seed": 0, "finetune": {"attention_window": None}}
+
+
+def saved(folder, *names: str, config=CONFIG) -> None:
+    """Checkpoints as an interrupted run leaves them: each with its hash, the folder's configuration beside them;
+    each newer than the one before."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for age, name in enumerate(names):
+        path = folder / name
+        torch.save({"state_dict": {}, "epoch": 0}, path)
+        record_hash(path)
+        os.utime(path, ns=(age * 10**9, age * 10**9))
+    (folder / CHECKPOINT_CONFIG).write_text(json.dumps(config))
+
+
+def test_an_unknown_resume_policy_is_refused():
+    with pytest.raises(ConfigError, match="finetune.resume='sometimes' is not a way to resume. Fix: finetune.resume="):
+        ResumePolicy("sometimes")
+
+
+@pytest.mark.parametrize("names,policy,chosen", [
+    (("best.ckpt", "last.ckpt", "step.ckpt"), "auto", "step.ckpt"),
+    (("best.ckpt", "step.ckpt", "last.ckpt"), "auto", "last.ckpt"),
+    (("best.ckpt", "last.ckpt", "step.ckpt"), "best", "best.ckpt"),
+    (("best.ckpt", "last.ckpt", "step.ckpt"), "restart", None),
+    ((), "auto", None),
+])
+def test_the_policy_chooses_the_checkpoint_to_resume_from(tmp_path, names, policy, chosen):
+    folder = tmp_path / "checkpoints"
+    saved(folder, *names)
+    expected = None if chosen is None else str(folder / chosen)
+    assert ResumePolicy(policy).checkpoint(str(folder), CONFIG, is_rank_zero=True) == expected
+    assert json.loads((folder / CHECKPOINT_CONFIG).read_text()) == CONFIG
+
+
+def test_a_restart_deletes_the_checkpoints_and_their_hashes(tmp_path):
+    folder = tmp_path / "checkpoints"
+    saved(folder, "best.ckpt", "last.ckpt", "step.ckpt")
+    ResumePolicy("restart").checkpoint(str(folder), CONFIG, is_rank_zero=True)
+    assert sorted(path.name for path in folder.iterdir()) == [CHECKPOINT_CONFIG]
+
+
+def test_resuming_from_best_without_a_best_checkpoint_is_refused(tmp_path):
+    saved(tmp_path, "last.ckpt")
+    with pytest.raises(ConfigError, match="finetune.resume=best, but .* holds no best.ckpt"):
+        ResumePolicy("best").checkpoint(str(tmp_path), CONFIG, is_rank_zero=True)
+
+
+def test_the_checkpoints_of_another_configuration_are_refused_and_kept(tmp_path):
+    saved(tmp_path, "last.ckpt", config={"seed": 1})
+    before = (tmp_path / "last.ckpt").read_bytes()
+    with pytest.raises(ConfigError, match="checkpoints of a run of another configuration"):
+        ResumePolicy("restart").checkpoint(str(tmp_path), CONFIG, is_rank_zero=True)
+    assert (tmp_path / "last.ckpt").read_bytes() == before
+    assert json.loads((tmp_path / CHECKPOINT_CONFIG).read_text()) == {"seed": 1}
+
+
+def test_a_damaged_newest_checkpoint_names_the_ways_to_go_on(tmp_path):
+    saved(tmp_path, "best.ckpt", "last.ckpt")
+    (tmp_path / "last.ckpt").write_bytes(b"half a checkpoint")
+    with pytest.raises(CheckpointError, match="is damaged") as error:
+        ResumePolicy("auto").checkpoint(str(tmp_path), CONFIG, is_rank_zero=True)
+    assert "finetune.resume=best" in str(error.value) and "finetune.resume=restart" in str(error.value)
+
+
+def test_how_a_run_goes_on_is_not_part_of_what_it_is():
+    cfg = OmegaConf.create({"seed": 0, "finetune": {"resume": "best", "isotropy_reg": 0.1}})
+    assert OmegaConf.to_container(run_identity(cfg)) == {"seed": 0, "finetune": {"isotropy_reg": 0.1}}
+    assert cfg.finetune.resume == "best"  # the job's own config keeps it
+
+
+def test_a_run_without_a_best_checkpoint_names_the_monitored_metric():
+    with pytest.raises(ConfigError, match=r"callbacks.best monitors dev/accuracy\). Fix: task.monitor"):
+        load_best_weights(torch.nn.Linear(1, 1), ModelCheckpoint(monitor="dev/accuracy"))

@@ -10,7 +10,7 @@ from probing.data.records import SkipCounter
 from probing.data.task_records import TaggedSentence, TaskData, TextExample
 from probing.errors import ConfigError
 from probing.features.attention import PADDING, SPECIAL
-from probing.finetune.datamodule import TaskDataModule, whole_words_within
+from probing.finetune.datamodule import TaskDataModule, load_task_data, whole_words_within
 from probing.finetune.metrics import IGNORE
 
 TAGS = ["DT", "NN", "PRP", "VBZ"]
@@ -75,6 +75,30 @@ def test_the_batch_size_is_global_over_processes(tokenizer):
     module.trainer = type("FakeTrainer", (), {"world_size": 4})()
     with pytest.raises(ConfigError, match="must divide evenly over 4 processes"):
         module.per_device(6)
+
+
+@pytest.mark.parametrize("settings,message", [
+    ({"batch_size": 0}, "task.batch_size=0 is not an integer >= 1"),
+    ({"batch_size": "16"}, "task.batch_size='16' is not an integer"),
+    ({"max_length": 2}, "task.max_length=2 is not an integer >= 3"),
+])
+def test_bad_settings_are_refused_naming_their_key(tokenizer, settings, message):
+    with pytest.raises(ConfigError, match="Fix:") as error:
+        TaskDataModule(pos_data(SHE), tokenizer, **settings)
+    assert message in str(error.value)
+
+
+def test_max_length_is_cut_to_what_the_model_takes(tokenizer, caplog):
+    module = TaskDataModule(pos_data(SHE), tokenizer, max_length=128, max_positions=64)
+    assert module.max_length == 64 and "task.max_length=128 is more than" in caplog.text
+    assert TaskDataModule(pos_data(SHE), tokenizer, max_length=32, max_positions=64).max_length == 32
+
+
+def test_data_of_another_task_is_refused():
+    source = type("Source", (), {"load": lambda self: pos_data(SHE)})()
+    assert load_task_data(source, "pos").name == "pos"
+    with pytest.raises(ConfigError, match="data.source reads pos data, but task=ner. Fix:"):
+        load_task_data(source, "ner")
 
 
 def sentence_ids(batches) -> list[list[int]]:

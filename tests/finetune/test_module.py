@@ -138,12 +138,15 @@ def test_an_interrupted_export_leaves_the_previous_model_whole(tagger, tmp_path,
 
 
 @pytest.mark.parametrize("arguments,message", [
-    ({"isotropy_reg": float("nan")}, "finetune.isotropy_reg=nan is not a finite weight >= 0"),
-    ({"isotropy_reg": float("inf")}, "finetune.isotropy_reg=inf is not a finite weight >= 0"),
+    ({"isotropy_reg": float("nan")}, "finetune.isotropy_reg=nan is not a number in [0, inf)"),
+    ({"isotropy_reg": float("inf")}, "finetune.isotropy_reg=inf is not a number in [0, inf)"),
     ({"isotropy_reg": "0.1"}, "finetune.isotropy_reg='0.1'"),
     ({"isotropy_on_context": "yes"}, "finetune.isotropy_on_context must be true or false"),
-    ({"dropout": 1.0}, "finetune.module.dropout=1.0 is not a probability"),
+    ({"dropout": 1.0}, "finetune.module.dropout=1.0 is not a number in [0, 1)"),
     ({"kind": "word"}, "kind='word' is not a kind of task"),
+    ({"kind": "sentence", "attention_window": 2}, "finetune.attention_window=2 restricts attention to nearby words"),
+    ({"attention_window": -1}, "finetune.attention_window=-1 is not an attention window"),
+    ({"attention_window": 2, "attention_policy": "none"}, "finetune.attention_policy='none' is not an attention"),
 ])
 def test_bad_arguments_are_refused_before_the_encoder_loads(arguments, message):
     arguments = {"name_or_path": "/nowhere", "labels": TAGS, "kind": "token", **arguments}

@@ -1,10 +1,18 @@
 """KeepBestWeights restores the weights of the epoch whose dev score was best, under a real Trainer."""
 
 import lightning as L
+import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from probing.probes.callbacks import KeepBestWeights
+from probing.errors import ConfigError
+from probing.probes.callbacks import (
+    KeepBestWeights,
+    best_epochs,
+    best_weights_keeper,
+    control_keeper,
+    training_warnings,
+)
 
 DEV_SCORES = [0.2, 0.9, 0.4, 0.9, 0.1]  # best at epoch 1 (a later tie does not replace it); the last epoch is worst
 
@@ -45,3 +53,24 @@ def test_weights_of_the_best_dev_epoch_are_restored():
     trainer.fit(module)
     assert keep_best.best_epoch == 1 and abs(keep_best.best_score - 0.9) < 1e-6
     assert module.epoch_marker.item() == 1.0
+
+
+def test_a_dev_score_of_zero_in_every_epoch_is_a_warning_in_the_results():
+    warnings = training_warnings(0.0, epochs=3)
+    assert len(warnings) == 1 and "stayed 0 in all 3 epochs" in warnings[0]
+    assert training_warnings(None, epochs=3) == warnings and training_warnings(0.2, epochs=3) == []
+
+
+def test_the_best_weights_keeper_of_the_probes_is_required():
+    keeper = KeepBestWeights(submodule="probes")
+    assert best_weights_keeper([KeepBestWeights(submodule="control_probes"), keeper]) is keeper
+    with pytest.raises(ConfigError, match="callbacks.keep_best is missing"):
+        best_weights_keeper([KeepBestWeights(submodule="control_probes")])
+
+
+def test_each_head_reports_the_epoch_of_the_weights_it_kept():
+    probes, control = KeepBestWeights(submodule="probes"), control_keeper(seen_split=False)
+    probes.best_epoch, control.best_epoch = 4, 1
+    assert best_epochs([probes, control]) == {"best_epoch": 4, "control_best_epoch": 1}
+    assert best_epochs([probes]) == {"best_epoch": 4}
+    assert control.monitor == "dev/control_micro_f1" and control_keeper(seen_split=True).monitor == "dev/micro_f1"

@@ -8,6 +8,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from probing.errors import ConfigError
 from probing.probes.components import ScalarMix
 
 # three layers (layer 0 = embeddings first), batch dims (2,), D = 2; the second position is all zeros
@@ -114,6 +115,19 @@ def test_gradient_reaches_weights_and_gamma():
     [
         (lambda: ScalarMix(0), "num_layers >= 1"),
         (lambda: ScalarMix(3, initial_weights=[0.0, 1.0]), "initial_weights has 2 values but num_layers is 3"),
+        (lambda: ScalarMix(3, l2_lambda=-0.1), r"^probe.mix.l2_lambda=-0.1 is not a number in \[0, inf\)"),
+        (lambda: ScalarMix(3, dropout=1.0), r"^probe.mix.dropout=1.0 is not a number in \[0, 1\). Fix: e.g. "),
+        (lambda: ScalarMix(3, layer_norm="no"), r"^probe.mix.layer_norm must be true or false"),
+    ],
+)
+def test_bad_settings_are_config_errors_naming_the_key(build, message):
+    with pytest.raises(ConfigError, match=message):
+        build()
+
+
+@pytest.mark.parametrize(
+    ("build", "message"),
+    [
         (lambda: ScalarMix(3)(torch.zeros(4, 2, 5)), "expected 3 layers stacked on dim 0.*got 4"),
         (lambda: ScalarMix(3)(torch.zeros(3, 2, 5), torch.ones(3, dtype=torch.bool)), r"mask shape \(3,\)"),
     ],

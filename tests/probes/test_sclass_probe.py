@@ -12,7 +12,7 @@ import torch
 from torch.nn import functional as F
 from torch.utils.data import DataLoader
 
-from probing.errors import ProbingError
+from probing.errors import ConfigError, ProbingError
 from probing.probes import controls
 from probing.probes.sclass_probe import SClassProbe
 
@@ -264,3 +264,14 @@ def test_a_non_finite_loss_stops_training_with_a_clear_error(splits):
     with pytest.raises(ProbingError, match="the training loss became nan at epoch 0"):
         trainer(max_epochs=2).fit(model, loader(broken), loader(splits["dev"]))
     assert "test" not in model.split_metrics
+
+
+@pytest.mark.parametrize("settings,message", [
+    ({"level": "words"}, r"^probe.level='words' is not one of context, type"),
+    ({"hidden_dim": 0}, r"^probe.module.hidden_dim=0 is not an integer >= 1"),
+    ({"dropout": 1.0}, r"^probe.module.dropout=1.0 is not a number in \[0, 1\)"),
+    ({"num_layers": 3, "mix": {"l2_lambda": -1.0}}, r"^probe.mix.l2_lambda=-1.0 is not a number"),
+])
+def test_the_constructor_refuses_bad_settings_naming_the_config_key(settings, message):
+    with pytest.raises(ConfigError, match=message):
+        SClassProbe(input_dim=4, class_names=["a", "b"], **settings)

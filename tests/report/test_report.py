@@ -159,7 +159,8 @@ def run_config(seed, mix_lr=0.001, run_dir="/runs/0"):
     """The parts of a resolved config that a sweep over seeds and one hyper-parameter changes."""
     return {"seed": seed, "paths": {"output_dir": run_dir}, "trainer": {"default_root_dir": run_dir},
             "logger": {"wandb": {"name": f"minilm-layermix-seed{seed}", "save_dir": run_dir}},
-            "probe": {"control_task": {"seed": seed}, "mix": {"lr": mix_lr}}}
+            "probe": {"control_task": {"seed": seed}, "mix": {"lr": mix_lr}},
+            "representation": {"mix_lr": mix_lr}, "representations": {"mix": {"mix_lr": mix_lr}}}
 
 
 def test_runs_of_one_setting_that_differ_in_a_config_value_are_not_averaged_as_seeds(tmp_path):

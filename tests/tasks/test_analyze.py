@@ -14,8 +14,10 @@ import torch
 from transformers import BertConfig, BertModel
 
 from probing.errors import ConfigError
+from probing.report import OTHER_SECTIONS
 from probing.tasks import analyze
-from tests.helpers import TINY_VOCAB, run_script
+from probing.tasks.analysis import Analysis, build_analysis
+from tests.helpers import CONFIG_DIR, TINY_VOCAB, run_script
 from tests.helpers.runs import compose_job
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -139,3 +141,11 @@ def test_bad_settings_are_refused_before_any_model_is_loaded(tmp_path, tiny, ove
         analyze.run(compose_job("analyze", tmp_path, *tiny, *overrides))
     assert message in str(error.value) and "\n" not in str(error.value)
     assert not (tmp_path / "run" / "results.json").exists()
+
+
+@pytest.mark.parametrize("name", sorted(path.stem for path in Path(CONFIG_DIR, "analysis").glob("*.yaml")))
+def test_each_analysis_config_builds_its_component_with_its_report_section(tmp_path, name):
+    component = build_analysis(compose_job("analyze", tmp_path, f"analysis={name}").analysis)
+    assert isinstance(component, Analysis) and component.name == name
+    is_kind, _, _ = component.report.SECTION
+    assert component.report.SECTION in OTHER_SECTIONS and is_kind({"analysis": name})

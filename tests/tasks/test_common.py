@@ -16,7 +16,13 @@ from omegaconf import OmegaConf
 from probing.errors import ConfigError
 from probing.features.provision import MULTIRUN_LOCK_WAIT_S
 from probing.tasks import common
-from probing.tasks.common import closing_loggers, finished_results, store_settings, write_json_atomically
+from probing.tasks.common import (
+    closing_loggers,
+    finished_results,
+    optimized_value,
+    store_settings,
+    write_json_atomically,
+)
 
 
 def test_results_are_written_whole_and_replace_the_previous_file(tmp_path):
@@ -129,3 +135,11 @@ def test_store_settings_are_the_features_settings_with_the_lock_wait_of_this_run
     assert store_settings(features)["lock_wait_s"] == MULTIRUN_LOCK_WAIT_S
     features.lock_wait_s = 5
     assert store_settings(features)["lock_wait_s"] == 5.0
+
+
+def test_optimized_metric_is_read_from_the_results():
+    results = {"dev": {"micro_f1": 0.5, "selectivity": 0.2, "flag": True}}
+    assert optimized_value(results, "dev/selectivity") == 0.2
+    for missing in ("dev/nope", "test/micro_f1", "dev/flag", "micro_f1"):
+        with pytest.raises(ConfigError, match=f"optimized_metric={missing} is not a score"):
+            optimized_value(results, missing)

@@ -9,23 +9,17 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from omegaconf import OmegaConf
 
 from probing.errors import ConfigError
 from probing.geometry.occurrences import collect_occurrences
-from probing.tasks.contextuality import (
-    checked_samples,
-    chosen_layers,
-    load_sentence_words,
-    require_contexts,
-    sentence_occurrences,
-    stored_occurrences,
-)
+from probing.tasks.analysis import build_analysis
+from probing.tasks.contextuality import checked_samples, chosen_layers, require_contexts, stored_occurrences
 from tests.helpers.runs import compose_job
 
 # "the" is in all three sentences, "cat" in two, every other word in one; "." is punctuation (no occurrence).
 SENTENCES = [("the", "cat", "sat", "."), ("The", "cat", "ran"), ("the", "dog")]
-COUNTS = {"min_contexts": 2, "samples": 10, "sentence_samples": 5, "seed": 0}
+# min_contexts, words and sentences drawn, seed
+COUNTS = (2, 10, 5, 0)
 
 
 @pytest.mark.parametrize("layers, expected", [(None, [0, 1, 2]), (2, [2]), (0, [0]), ([2, 0, 2], [0, 2]),
@@ -65,7 +59,7 @@ def test_the_occurrences_a_store_kept_and_how_many_it_skipped():
 
 def test_the_draws_are_checked_and_used_whole_when_fewer_qualify(caplog):
     caplog.set_level(logging.WARNING, logger="probing")
-    samples = checked_samples(collect_occurrences(SENTENCES), COUNTS)
+    samples = checked_samples(collect_occurrences(SENTENCES), *COUNTS)
     # words in >= 2 sentences: cat, the; sentences with >= 2 words: all 3; baseline: all 8 occurrences
     assert samples.counts() == {"words_sampled": 2, "words_available": 2, "sentences_sampled": 3,
                                 "sentences_available": 3, "baseline_occurrences": 8, "occurrences": 8}
@@ -77,22 +71,25 @@ def test_the_draws_are_checked_and_used_whole_when_fewer_qualify(caplog):
 
 def test_draws_without_a_word_in_enough_sentences_are_refused():
     with pytest.raises(ConfigError, match="^no word of the 3 sentences occurs in 4 distinct sentences. Fix:"):
-        checked_samples(collect_occurrences(SENTENCES), {**COUNTS, "min_contexts": 4})
+        checked_samples(collect_occurrences(SENTENCES), 4, *COUNTS[1:])
 
 
 def test_draws_without_two_sentences_of_two_words_are_refused():
     one_word_each = collect_occurrences([("cat",), ("cat", "."), ("cat", "!")])  # three sentences of one word
     with pytest.raises(ConfigError, match="^fewer than 2 sentences with 2 or more words: there is no intra-sentence"):
-        checked_samples(one_word_each, COUNTS)
+        checked_samples(one_word_each, *COUNTS)
+
+
+def analysis(tmp_path, *overrides: str):
+    return build_analysis(compose_job("analyze", tmp_path, "analysis=contextuality", *overrides).analysis)
 
 
 def test_the_sentences_of_analysis_sentences(tmp_path):
-    settings = compose_job("analyze", tmp_path, "analysis=contextuality", "analysis.max_sentences=3").analysis
-    data, sentences = load_sentence_words(settings)
-    _, five = load_sentence_words(OmegaConf.merge(settings, {"max_sentences": 5}))
+    data, sentences = analysis(tmp_path, "analysis.max_sentences=3").sentence_words()
+    _, five = analysis(tmp_path, "analysis.max_sentences=5").sentence_words()
     assert len(sentences) == 3 and len(five) == 5 and five[:3] == sentences  # the first N, in order
-    _, occurrences = sentence_occurrences(settings)
+    _, occurrences = analysis(tmp_path, "analysis.max_sentences=3", "analysis.min_contexts=2").occurrences()
     words = [word for sentence in sentences for word in sentence if any(character.isalnum() for character in word)]
     assert set(occurrences.words) == {word.lower() for word in words}
     with pytest.raises(ConfigError, match="analysis.max_sentences"):
-        load_sentence_words(OmegaConf.merge(settings, {"max_sentences": 0}))
+        analysis(tmp_path, "analysis.max_sentences=0")

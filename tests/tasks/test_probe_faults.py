@@ -100,12 +100,6 @@ def test_the_entry_scripts_print_one_error_line_and_exit_2(tmp_path, script, ove
     assert result.stderr.strip().splitlines()[-1].startswith(message) and "Traceback" not in result.stderr
 
 
-def test_a_dev_score_of_zero_in_every_epoch_is_a_warning_in_the_results(caplog):
-    warnings = probe.training_warnings(0.0, SimpleNamespace(current_epoch=3))
-    assert len(warnings) == 1 and "stayed 0 in all 3 epochs" in warnings[0] and "stayed 0" in caplog.text
-    assert probe.training_warnings(0.2, SimpleNamespace(current_epoch=3)) == []
-
-
 def test_a_failed_job_finishes_its_wandb_run(monkeypatch):
     finished = []
     fake = SimpleNamespace(run=object(), finish=lambda exit_code: finished.append(exit_code))
@@ -115,13 +109,6 @@ def test_a_failed_job_finishes_its_wandb_run(monkeypatch):
     with closing_loggers(None):
         pass
     assert finished == [1, 0]
-
-
-def test_optimized_metric_is_read_from_the_results():
-    results = {"dev": {"micro_f1": 0.5, "selectivity": 0.2}}
-    assert probe.optimized_value(results, "dev/selectivity") == 0.2
-    with pytest.raises(ConfigError, match="optimized_metric=dev/nope"):
-        probe.optimized_value(results, "dev/nope")
 
 
 def test_an_empty_split_is_named_before_any_store_is_made(tmp_path, tiny):

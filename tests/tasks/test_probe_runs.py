@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
 
+from probing.config import build
 from probing.errors import ProbingError
+from probing.probes.controls import ControlTask
 from probing.tasks import probe
-from probing.tasks.probe import type_inputs
 from tests.helpers import CONFIG_DIR, FIXTURES, run_script
 from tests.helpers.runs import compose_job, tiny_model
 
@@ -158,7 +159,8 @@ def test_wikipse_type_level_words_follow_the_paper(shared_data, tmp_path):
                  f"paths.output_dir={tmp_path}"]
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
         cfg = compose("probe", overrides=overrides)
-    inputs = type_inputs(cfg)
+    representation = build(cfg.representation, "representation")
+    inputs = representation.inputs(build(cfg.data.source, "data.source"), {}, 256, ControlTask(seed=0))
     sizes = {split: len(data) for split, data in inputs.datamodule.splits.items()}
     assert sizes == {"train": 35399, "dev": 8850, "test": 44250} and len(inputs.classes) == 34
     assert inputs.datamodule.feature_dim == 300 and inputs.about["representation"] == "Rand"

@@ -14,7 +14,7 @@ import torch
 from probing.errors import CheckpointError, ConfigError
 from probing.finetune.module import FineTuner
 from probing.tasks import extract, train
-from tests.helpers import FIXTURE_STREUSLE, run_script
+from tests.helpers import FIXTURE_STREUSLE, FIXTURES, run_script
 from tests.helpers.runs import compose_job
 
 
@@ -68,15 +68,18 @@ def test_an_interrupted_run_resumes_from_its_last_checkpoint(tmp_path, tiny, mon
 
 
 @pytest.mark.parametrize("overrides,message", [
-    (["finetune.attention_window=-1"], "finetune.attention_window=-1 is not an integer >= 0"),
+    (["finetune.attention_window=-1"], "finetune.attention_window=-1 is not an attention window"),
     (["finetune.attention_window=abc"], "finetune.attention_window='abc'"),
     (["finetune.attention_window=2", "finetune.attention_policy=none"],
      "finetune.attention_policy='none' is not an attention policy. Fix: finetune.attention_policy=sink"),
-    (["task=sst2", "data.data_dir=/nowhere", "finetune.attention_window=2"], "word-level tasks only"),
-    (["finetune.isotropy_reg=-0.1"], "finetune.isotropy_reg=-0.1 is not a finite weight >= 0"),
-    (["finetune.isotropy_reg=nan"], "finetune.isotropy_reg=nan is not a finite weight >= 0"),
+    (["task=sst2", f"data.data_dir={FIXTURES / 'data' / 'glue' / 'SST-2'}", "finetune.attention_window=2"],
+     "word-level tasks only"),
+    (["finetune.isotropy_reg=-0.1"], "finetune.isotropy_reg=-0.1 is not a number in [0, inf)"),
+    (["finetune.isotropy_reg=nan"], "finetune.isotropy_reg=nan is not a number in [0, inf)"),
     (["finetune.resume=sometimes"], "finetune.resume='sometimes' is not a way to resume"),
     (["task.batch_size=0"], "task.batch_size=0 is not an integer >= 1"),
+    (["task.max_length=2"], "task.max_length=2 is not an integer >= 3"),
+    (["trainer.max_epochs=0"], "trainer.max_epochs=0 is not an integer >= 1"),
     (["+taks=ner"], "unknown setting(s) taks"),
     (["trainer.accelerator=cpu", "trainer.devices=512"], "trainer.devices=512"),
     (["trainer.accelerator=cpu", "trainer.precision=16-mixed"], "trainer.precision=16-mixed"),

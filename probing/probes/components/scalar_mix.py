@@ -18,6 +18,9 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
+from probing.data.settings import require_bool, require_number
+from probing.errors import ConfigError
+
 
 def _tiny_value_of_dtype(dtype: torch.dtype) -> float:
     """The variance epsilon allennlp uses (`allennlp.nn.util.tiny_value_of_dtype`): 1e-13, or 1e-4 in half."""
@@ -72,16 +75,18 @@ class ScalarMix(nn.Module):
         trainable: bool = True,
     ):
         super().__init__()
-        if num_layers < 1:
-            raise ValueError(f"ScalarMix needs num_layers >= 1, got {num_layers}")
-        if l2_lambda < 0:
-            raise ValueError(f"ScalarMix l2_lambda must be >= 0, got {l2_lambda}")
+        if isinstance(num_layers, bool) or not isinstance(num_layers, int) or num_layers < 1:
+            raise ConfigError(f"ScalarMix needs num_layers >= 1, got {num_layers!r}. Fix: mix the layers of a store "
+                              "that holds every layer (layer=mix)")
+        l2_lambda = require_number("probe.mix.l2_lambda", l2_lambda, example="0.001")
+        dropout = require_number("probe.mix.dropout", dropout, high=1.0, example="0.1")
+        layer_norm = require_bool("probe.mix.layer_norm", layer_norm)
         if initial_weights is None:
             initial_weights = [0.0] * num_layers
         if len(initial_weights) != num_layers:
-            raise ValueError(
-                f"ScalarMix initial_weights has {len(initial_weights)} values but num_layers is {num_layers}; "
-                "give one pre-softmax weight per layer (embedding layer included)"
+            raise ConfigError(
+                f"ScalarMix initial_weights has {len(initial_weights)} values but num_layers is {num_layers}. "
+                "Fix: give one pre-softmax weight per layer (embedding layer included)"
             )
         self.num_layers, self.layer_norm, self.l2_lambda = num_layers, layer_norm, float(l2_lambda)
         self.weights = nn.Parameter(torch.tensor([float(w) for w in initial_weights]), requires_grad=trainable)

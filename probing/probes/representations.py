@@ -1,0 +1,254 @@
+"""What a probe run reads: one representation of the words, built once from `conf/representation/`.
+
+The user's shorthand (`layer=3`, `layer=-1`, `layer=mix`, `baseline=pbert` or `layer=pbert`, and at
+`probe.level=type` `layer=l` (AVG-l), `layer=rand`, `layer=bertw` or `embeddings=glove`) is resolved at
+composition: `representation: ${representations.${representation_of:...}}` in conf/probe.yaml picks one of the
+configs of `conf/representation/` by `representation_of` below, and `hydra.utils.instantiate` builds it. Each
+representation validates its own settings (a `ConfigError` with the fix), knows what fills its stores (a
+Featurizer) and which of their layers it reads, its `layer` and `representation` label for results.json and the
+report, and builds the datamodule the probes train on.
+
+- context level (Zhao et al. 2020 §3.2.2): `EncoderLayer`, `LayerMix` (the ELMo scalar mix of every layer, Peters et
+  al. 2018, learned with the probes), `Baseline` (P-BERT, BERTw, P-Rand, P-static: one vector per context);
+- type level (§3.2.1, Fig. 1): `TypeSpace` (one vector per word: Rand, BERTw, a static file) and `AvgSpaceOfLayer`
+  (AVG-l, the mean of the word's contextual vectors at layer l over the data's contexts).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from probing.data.settings import choose
+from probing.data.sources import WordInContextData, read_contexts
+from probing.data.splits import SEEN, split_summary
+from probing.data.types import TypeLevelData, type_summary
+from probing.errors import ConfigError
+from probing.features.baselines import check_baseline, oov_summary
+from probing.features.featurizer import Featurizer
+from probing.features.provision import ensure_features
+from probing.features.store import FeatureStore
+from probing.probes.controls import ControlTask, class_distribution, control_classes
+from probing.probes.datamodule import ALL_LAYERS, ProbingDataModule, StoreDataModule, TensorSplit
+from probing.probes.sclass_probe import LEVELS
+from probing.vocabulary import BASELINE_LABELS, MIX
+
+log = logging.getLogger(__name__)
+
+# At type level, `layer=` names a space of `type_spaces`: an integer l is AVG-l, these are spaces of their own.
+NAMED_TYPE_SPACES = ("rand", "bertw")
+REFUSED = "refused"  # the representation config of a shorthand that names none (conf/representation/refused.yaml)
+
+
+def representation_of(layer: Any, baseline: str | None, level: str, embeddings: str | None) -> str:
+    """The config of `representations` that the shorthand names (the resolver `representation_of` of
+    conf/probe.yaml). Never raises, as OmegaConf would hide the message: what names no representation maps to
+    REFUSED, whose constructor explains."""
+    if level not in LEVELS:
+        return REFUSED
+    if level == "type":
+        if embeddings is not None:
+            return "static"
+        return f"type_{layer}" if layer in NAMED_TYPE_SPACES else "avg"
+    if baseline is not None:
+        return baseline if baseline in BASELINE_LABELS and layer != MIX else REFUSED
+    if layer == MIX or layer in BASELINE_LABELS:
+        return str(layer)
+    return "layer"
+
+
+def refuse(layer: Any, baseline: str | None, level: str) -> None:
+    """The representation of a shorthand that names none: an unknown probe.level or baseline, or a baseline with
+    layer=mix."""
+    choose("probe.level", level, LEVELS)
+    check_baseline(str(baseline))
+    raise ConfigError(f"layer={layer} mixes the encoder's layers, but baseline={baseline} has a single vector per "
+                      "context. Fix: drop one of the two settings")
+
+
+def resolve_layer(layer: Any, num_layers: int) -> int:
+    """`layer` as an index into the hidden states 0..L (negative counts from the top); out of range is an error."""
+    if isinstance(layer, bool) or not isinstance(layer, int):
+        raise ConfigError(f"layer={layer!r} is not an integer; use 0..{num_layers - 1} (0 = embeddings), -1 for the "
+                          f"top layer, mix, or a baseline ({', '.join(BASELINE_LABELS)})")
+    if not -num_layers <= layer < num_layers:
+        raise ConfigError(f"layer={layer} is out of range for this model: it has layers 0..{num_layers - 1} "
+                          f"(0 = embeddings); use one of those, or -1 for the top layer")
+    return layer % num_layers
+
+
+def warn_if_num_layers_differ(configured: int | None, encoder: Featurizer) -> None:
+    """The presets sweep `model.num_layers` layers: say so when the config disagrees with the model loaded."""
+    num_layers = encoder.info.num_layers
+    if configured is not None and configured != num_layers:
+        log.warning("model.num_layers=%s, but %s has %d layers (0..%d): presets that sweep every layer use the "
+                    "config value; set model.num_layers=%d", configured, encoder.info.model_name, num_layers,
+                    num_layers - 1, num_layers)
+
+
+@dataclass
+class ProbeInputs:
+    """What a probe run trains on, and what its results.json says about where it came from."""
+
+    datamodule: ProbingDataModule
+    classes: list[str]
+    about: dict[str, Any] = field(default_factory=dict)  # layer, representation, stores, data sizes, skips...
+
+
+class ContextRepresentation:
+    """Vectors of words in context, read from the HDF5 stores that `featurizer` fills: `store_layer` (an index, or
+    ALL_LAYERS for the scalar mix) of them. `layer` and `label` are the results' `layer` and `representation`."""
+
+    level = "context"
+
+    def __init__(self, featurizer: Featurizer, store_layer: int | str, layer: int | str, label: str,
+                 expected_layers: int | None = None):
+        self.featurizer, self.store_layer, self.layer, self.label = featurizer, store_layer, layer, label
+        self.expected_layers = expected_layers  # the layers every store must hold (the mix needs all)
+
+    def inputs(self, source: Any, store_settings: Mapping[str, Any], batch_size: int,
+               control: ControlTask) -> ProbeInputs:
+        """Read the data's contexts, fill (or reuse) their stores and build the datamodule over them; the featurizer
+        (an encoder's memory) is let go before training."""
+        data = read_contexts(source)
+        stores = ensure_features(data, self.featurizer, **store_settings)
+        about = {"layer": self.layer, "representation": self.label,
+                 "stores": {split: str(path) for split, path in stores.items()},
+                 "data_summary": split_summary(data.splits), "data_skips": data.skips.as_dict(),
+                 "extraction_skipped_rows": {split: stored_skips(path) for split, path in stores.items()},
+                 **self.about_data(data)}
+        self.featurizer = None
+        datamodule = StoreDataModule(stores, layer=self.store_layer, batch_size=batch_size, control_seed=control.seed,
+                                     expected_layers=self.expected_layers, seen_fraction=control.seen_fraction)
+        datamodule.setup()
+        if SEEN in datamodule.splits:
+            about["seen_split"] = seen_split_summary(datamodule)
+        return ProbeInputs(datamodule, data.classes, about)
+
+    def about_data(self, data: WordInContextData) -> dict[str, Any]:
+        return {}
+
+
+class EncoderLayer(ContextRepresentation):
+    """One hidden state of the encoder (`layer=3`; 0 = the embedding output, -1 = the top layer)."""
+
+    def __init__(self, encoder: Featurizer, layer: Any, configured_layers: int | None = None):
+        warn_if_num_layers_differ(configured_layers, encoder)
+        index = resolve_layer(layer, encoder.info.num_layers)
+        super().__init__(encoder, index, index, str(index))
+
+
+class LayerMix(ContextRepresentation):
+    """Every hidden state, mixed by the probes' learned scalar mix (`layer=mix`)."""
+
+    def __init__(self, encoder: Featurizer, configured_layers: int | None = None):
+        warn_if_num_layers_differ(configured_layers, encoder)
+        super().__init__(encoder, ALL_LAYERS, MIX, MIX, expected_layers=encoder.info.num_layers)
+
+
+class Baseline(ContextRepresentation):
+    """A bag-of-embeddings baseline of Zhao et al. 2020 §4.2.1 (`baseline=pbert|bertw|prand`): one vector per
+    context, filled by `featurizer` (conf/probe.yaml `baselines.<name>`)."""
+
+    def __init__(self, name: str, featurizer: Featurizer):
+        super().__init__(featurizer, 0, check_baseline(name), BASELINE_LABELS[name])
+
+
+class StaticFileBaseline(Baseline):
+    """P-static (Zhao's P-fastText) from the file of `embeddings=...`: named after that file's config, so that two
+    files are two columns; the words of the windows the file lacks (they got random vectors) are counted."""
+
+    def __init__(self, featurizer: Featurizer, embeddings_name: str, embeddings_label: str):
+        super().__init__("pstatic", featurizer)
+        self.embeddings_name, self.label = str(embeddings_name), f"P-{embeddings_label}"
+
+    def about_data(self, data: WordInContextData) -> dict[str, Any]:
+        words = [word for records in data.splits.values() for record in records
+                 for word in self.featurizer.window_words(record)[0]]
+        return {"embeddings": self.embeddings_name, "oov": oov_summary(self.featurizer.static, words)}
+
+
+class TypeSpace:
+    """One vector per word from a word space (Zhao et al. 2020 Fig. 1): `space` has `vectors(types)`, `name`,
+    `label` (probing/features/type_spaces.py)."""
+
+    level = "type"
+    layer: int | None = None
+
+    def __init__(self, space: Any):
+        self.space = space
+
+    @property
+    def label(self) -> str:
+        return self.space.label
+
+    def built_space(self, source: Any, store_settings: Mapping[str, Any]) -> Any:
+        return self.space
+
+    def inputs(self, source: Any, store_settings: Mapping[str, Any], batch_size: int,
+               control: ControlTask) -> ProbeInputs:
+        """The word vectors and multi-hot targets of the type-level word splits."""
+        types = source.load_types()
+        space = self.built_space(source, store_settings)
+        data, vectors, about = space.vectors(types)
+        for split, types in data.splits.items():
+            log.info("%s %s: %d words, %d gold (word, class) pairs", data.name, split, len(types.words),
+                     int(types.targets.sum()))
+        about |= {"layer": self.layer, "embeddings": str(space.name), "representation": space.label,
+                  "data_summary": type_summary(data)}
+        splits = type_splits(data, vectors, control.seed)
+        return ProbeInputs(ProbingDataModule(splits, batch_size=batch_size), data.classes, about)
+
+
+class AvgSpaceOfLayer(TypeSpace):
+    """AVG-l (Table 5, after Schuster et al. 2019): `space` is AvgSpace awaiting the stores of the data's contexts,
+    which the encoder fills first, and the layer."""
+
+    def __init__(self, space: Callable[..., Any], encoder: Featurizer, layer: Any):
+        if isinstance(layer, bool) or not isinstance(layer, int):
+            raise ConfigError("probe.level=type needs a word space. Fix: layer=l (AVG-l), layer=rand, layer=bertw, "
+                              "or a static file: embeddings=glove embeddings.path=/path/to/glove.6B.300d.txt")
+        super().__init__(space)
+        self.encoder, self.layer = encoder, resolve_layer(layer, encoder.info.num_layers)
+
+    @property
+    def label(self) -> str:
+        return f"AVG-{self.layer}"
+
+    def built_space(self, source: Any, store_settings: Mapping[str, Any]) -> Any:
+        stores = ensure_features(read_contexts(source), self.encoder, **store_settings)
+        self.encoder = None  # its memory is let go before training
+        return self.space(stores=stores, layer=self.layer)
+
+
+def type_splits(data: TypeLevelData, vectors: dict[str, np.ndarray], seed: int | None) -> dict[str, TensorSplit]:
+    """TensorSplits of word vectors and multi-hot targets; with a control seed, one random class per word."""
+    probabilities = class_distribution(data.splits["train"].targets.sum(axis=0)) if seed is not None else None
+    splits = {}
+    for split, types in data.splits.items():
+        tensors = {"features": torch.from_numpy(np.ascontiguousarray(vectors[split], dtype=np.float32)),
+                   "targets": torch.from_numpy(types.targets.astype(bool))}
+        if probabilities is not None:
+            control = torch.from_numpy(control_classes(types.words, probabilities, seed))
+            tensors["control_targets"] = control[:, None] == torch.arange(len(data.classes))
+        splits[split] = TensorSplit(tensors)
+    return splits
+
+
+def seen_split_summary(datamodule: StoreDataModule) -> dict[str, int]:
+    """Contexts and words of the seen split, and the training contexts left."""
+    seen = datamodule.splits[SEEN].tensors
+    return {"contexts": len(seen["word"]), "words": int(seen["word"].unique().numel()),
+            "train_contexts_left": len(datamodule.splits["train"])}
+
+
+def stored_skips(path: Path) -> int:
+    """Rows the encoder could not encode (e.g. a target longer than max_length), kept and flagged in the store."""
+    with FeatureStore(path) as store:
+        return store.num_skipped

@@ -1,0 +1,101 @@
+"""What the analyses of analyze.py share: the `Analysis` base class of their components (one per
+conf/analysis/<name>.yaml, built from its `_target_`), what they read from the top level of the composed config
+(`AnalysisInputs`: the model, `layer`, `compare_to`, the stores' folder), the sentences they run on and their device."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import torch
+from omegaconf import DictConfig
+
+from probing.config import build
+from probing.data.settings import require_bool
+from probing.errors import ConfigError
+from probing.features.encoder import resolve_device
+from probing.geometry.sentences import Text, texts_of
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """The `model` an analysis reads: its name (in the results and logs), where it is loaded from, and whether its
+    weights are replaced by a random initialisation drawn with `init_seed`."""
+
+    name: Any
+    name_or_path: Any
+    revision: str | None = None
+    random_init: bool = False
+    init_seed: int = 0
+
+    @classmethod
+    def of(cls, model: DictConfig) -> ModelSettings:
+        return cls(model.name, model.name_or_path, model.get("revision"),
+                   require_bool("model.random_init", model.get("random_init", False)), int(model.get("init_seed", 0)))
+
+    def described(self) -> dict[str, Any]:
+        """The first keys of every analysis's results."""
+        return {"model": self.name, "model_name_or_path": self.name_or_path, "random_init": self.random_init}
+
+
+@dataclass(frozen=True)
+class AnalysisInputs:
+    """What an analysis reads besides its own settings: `model`, `layer` (null or a hidden state), `compare_to` and
+    `paths.store_dir`."""
+
+    model: ModelSettings
+    layer: Any = None
+    compare_to: Any = None
+    store_dir: Any = None
+
+
+class Analysis(ABC):
+    """An analysis of analyze.py, built by `probing.config.build` from conf/analysis/<name>.yaml with `sentences`
+    unbuilt (built here, so that its errors name `analysis.sentences`). A subclass sets `name` (its config's `name`
+    and the "analysis" of its results) and `report` (the probing.report module whose SECTION renders its runs), checks
+    its own settings in its constructor (ConfigError naming `analysis.<key>`), and implements `run` and `metrics`."""
+
+    name: str
+    report: ModuleType
+
+    def __init__(self, name: str, sentences: dict[str, Any], split: str, max_sentences: int | None):
+        if name != self.name:
+            raise ConfigError(f"analysis.name={name!r} is no analysis of {type(self).__name__}, whose runs are named "
+                              f"{self.name!r} in results and reports. Fix: choose an analysis with "
+                              "analysis=<name> (conf/analysis/<name>.yaml) and leave analysis.name as it is")
+        self.sentences = build(sentences, "analysis.sentences")
+        self.split, self.max_sentences = split, max_sentences
+
+    @abstractmethod
+    def run(self, inputs: AnalysisInputs, run_dir: Path) -> dict[str, Any]:
+        """The results of the analysis (its "analysis" name aside); its own files are written into `run_dir`."""
+
+    @abstractmethod
+    def metrics(self, results: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
+        """The (step, scalars) of `results` that analyze.py logs (values that are no numbers are left out there)."""
+
+    def texts(self) -> tuple[list[Text], str]:
+        """The texts of `analysis.sentences`, split `analysis.split` (its first `analysis.max_sentences`), and a
+        label of where they are from."""
+        data = self.sentences.load()
+        return texts_of(data, self.split, self.max_sentences), f"{data.name} {self.split}"
+
+
+def build_analysis(analysis: DictConfig) -> Analysis:
+    """The component of the `analysis` config, its settings checked."""
+    return build(analysis, "analysis", _recursive_=False)
+
+
+def analysis_device(device: str) -> torch.device:
+    """`analysis.device` as a torch device that this machine has."""
+    try:
+        resolved = resolve_device(str(device))
+    except RuntimeError as error:
+        raise ConfigError(f"analysis.device={device} is not a device ({error}). Fix: analysis.device=auto, cpu or "
+                          "cuda") from error
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"analysis.device={device}, but this machine has no CUDA GPU. Fix: analysis.device=auto")
+    return resolved

@@ -1,0 +1,119 @@
+"""probing/probes/representations.py: the shorthand (`layer=`, `baseline=`, `probe.level`, `embeddings=`) resolved
+once at composition into one config of conf/representation/, and each representation built from it."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from probing.config import build
+from probing.errors import ConfigError
+from probing.probes.controls import NO_CONTROL_TASK, ControlTask
+from probing.probes.datamodule import ALL_LAYERS
+from probing.probes.representations import (
+    REFUSED,
+    Baseline,
+    EncoderLayer,
+    LayerMix,
+    TypeSpace,
+    representation_of,
+    resolve_layer,
+)
+from tests.helpers import CONFIG_DIR
+
+
+def fake_encoder(num_layers: int = 7) -> SimpleNamespace:
+    return SimpleNamespace(info=SimpleNamespace(num_layers=num_layers, model_name="fake"))
+
+
+@pytest.mark.parametrize("layer,expected", [(0, 0), (6, 6), (-1, 6), (-7, 0)])
+def test_resolve_layer(layer, expected):
+    assert resolve_layer(layer, num_layers=7) == expected
+
+
+@pytest.mark.parametrize("layer", [7, -8, "mix", 2.5, True])
+def test_resolve_layer_rejects(layer):
+    with pytest.raises(ConfigError, match="0..6"):
+        resolve_layer(layer, num_layers=7)
+
+
+@pytest.mark.parametrize("layer,baseline,level,embeddings,expected", [
+    (3, None, "context", None, "layer"), (-1, None, "context", None, "layer"), ("x", None, "context", None, "layer"),
+    ("mix", None, "context", None, "mix"), ("prand", None, "context", None, "prand"),
+    (3, "pbert", "context", None, "pbert"), (-1, "pstatic", "context", "glove", "pstatic"),
+    ("mix", "pbert", "context", None, REFUSED), (3, "nope", "context", None, REFUSED),
+    (3, None, "words", None, REFUSED),
+    (3, None, "type", None, "avg"), ("rand", None, "type", None, "type_rand"),
+    ("bertw", None, "type", None, "type_bertw"), (3, None, "type", "glove", "static"),
+])
+def test_the_shorthand_names_one_representation(layer, baseline, level, embeddings, expected):
+    assert representation_of(layer, baseline, level, embeddings) == expected
+
+
+def composed(*overrides: str):
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        return compose("probe", overrides=list(overrides))
+
+
+@pytest.mark.parametrize("overrides,target", [
+    ([], "EncoderLayer"), (["layer=mix"], "LayerMix"), (["baseline=prand"], "Baseline"), (["layer=pbert"], "Baseline"),
+    (["baseline=pstatic", "embeddings=glove"], "StaticFileBaseline"),
+    (["probe.level=type", "layer=2"], "AvgSpaceOfLayer"), (["probe.level=type", "layer=rand"], "TypeSpace"),
+    (["probe.level=type", "embeddings=glove"], "TypeSpace"), (["baseline=nope"], "refuse"),
+])
+def test_the_composed_config_holds_the_chosen_representation(overrides, target):
+    cfg = composed(*overrides)
+    assert OmegaConf.select(cfg, "representation._target_").endswith(f".{target}")
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (["baseline=nope"], "Unknown baseline 'nope'"),
+    (["layer=mix", "baseline=pbert"], "layer=mix mixes the encoder's layers, but baseline=pbert"),
+    (["probe.level=words"], "probe.level='words' is not one of context, type"),
+])
+def test_a_shorthand_that_names_no_representation_is_refused_when_built(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        build(composed(*overrides).representation, "representation")
+
+
+def test_a_layer_knows_its_store_layer_and_label():
+    layer = EncoderLayer(fake_encoder(), -1)
+    assert (layer.store_layer, layer.layer, layer.label, layer.level) == (6, 6, "6", "context")
+    with pytest.raises(ConfigError, match="out of range"):
+        EncoderLayer(fake_encoder(), 7)
+
+
+def test_the_mix_reads_every_layer_and_needs_all_of_them():
+    mix = LayerMix(fake_encoder(5))
+    assert (mix.store_layer, mix.layer, mix.label, mix.expected_layers) == (ALL_LAYERS, "mix", "mix", 5)
+
+
+def test_a_baseline_is_labelled_as_in_the_paper():
+    baseline = Baseline("pbert", featurizer=object())
+    assert (baseline.store_layer, baseline.layer, baseline.label) == (0, "pbert", "P-BERT")
+
+
+def test_a_type_space_takes_its_label_from_the_space():
+    space = TypeSpace(SimpleNamespace(label="GloVe", name="glove"))
+    assert (space.level, space.label, space.layer) == ("type", "GloVe", None)
+
+
+def test_a_mismatched_model_num_layers_is_a_warning(caplog):
+    EncoderLayer(fake_encoder(7), 3, configured_layers=13)
+    assert "model.num_layers=13, but fake has 7 layers" in caplog.text
+
+
+def test_the_control_task_is_computed_once_from_its_settings():
+    assert (ControlTask(seed=3).seed, ControlTask(enabled=False, seed=3).seed, NO_CONTROL_TASK.seed) == (3, None, None)
+    assert ControlTask(seed=1, seen_fraction=0.2).seen_fraction == 0.2
+    with pytest.raises(ConfigError, match="the control task is off"):
+        ControlTask(enabled=False, seen_fraction=0.2)
+    with pytest.raises(ConfigError, match="at probe.level=type each word is one training row"):
+        ControlTask(seen_fraction=0.2, level="type")
+    with pytest.raises(ConfigError, match="is not a fraction"):
+        ControlTask(seen_fraction=1.5)
+    with pytest.raises(ConfigError, match="probe.control_task.enabled must be true or false"):
+        ControlTask(enabled="no")
