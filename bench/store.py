@@ -13,8 +13,15 @@ order). Then, side by side and alternating, each best of R:
 Both read from the page cache (each file is read once before timing): the comparison is of the code, not the disk.
 Also reported: `read_layer(layer, dtype=None)` (storage dtype out, vs `np.load` of that array), the peak memory a
 read adds beyond its result (traced numpy allocations), and the file size per million contexts and layer.
+The last line, `read_vs_numpy=`, is the float16 store in record order.
+
+`--store PATH` measures an existing store instead: `read_layer` of each layer (or `--layer N`) against `np.load` of
+the same array saved to a temporary .npy, side by side as above; `read_vs_numpy=` is then the lowest over the
+layers measured.
 
     python bench/store.py --rows 100000 --dim 768 --layers 3 --json bench-store.json
+    python bench/store.py --rows 1000000 --dim 64 --layers 3
+    python bench/store.py --store stores/some-store.h5 --layer 6
 """
 
 from __future__ import annotations
@@ -43,6 +50,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--layers", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=5, help="timed reads of each kind; the best counts")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    parser.add_argument("--store", type=Path, help="measure this existing store instead of synthetic ones")
+    parser.add_argument("--layer", type=int, help="with --store: only this layer (default: each layer)")
     return parser.parse_args()
 
 
@@ -86,10 +95,15 @@ def measure(folder: Path, args: argparse.Namespace, dtype: str, shuffled: bool =
     layout = "shuffled" if shuffled else "in order"
     path = folder / f"bench-{dtype}-{layout.replace(' ', '-')}.h5"
     synthetic_store(path, args.rows, args.dim, args.layers, dtype, shuffled)
-    layer = args.layers // 2
+    return {"dtype": dtype, "layout": layout, **compare(path, args.layers // 2, folder, args.repeats),
+            "mb_per_million_contexts_per_layer": round(path.stat().st_size / args.rows / args.layers, 1)}
+
+
+def compare(path: Path, layer: int, folder: Path, repeats: int) -> dict:
+    """`read_layer` of one layer of the store at `path` against `np.load` of the same array, side by side."""
     with FeatureStore(path) as store:
         reference, stored = store.read_layer(layer), store.read_layer(layer, dtype=None)
-    npy, npy_stored = folder / f"{path.stem}.npy", folder / f"{path.stem}-stored.npy"
+    npy, npy_stored = folder / f"{path.stem}-{layer}.npy", folder / f"{path.stem}-{layer}-stored.npy"
     np.save(npy, reference)
     np.save(npy_stored, stored)
 
@@ -99,24 +113,50 @@ def measure(folder: Path, args: argparse.Namespace, dtype: str, shuffled: bool =
 
     assert np.array_equal(read(), np.load(npy))
     timings = {"numpy_load": [], "read_layer": [], "numpy_load_stored": [], "read_layer_stored": []}
-    for _ in range(args.repeats):  # alternating, so that a load on the machine hits both sides alike
+    for _ in range(repeats):  # alternating, so that a load on the machine hits both sides alike
         timings["numpy_load"].append(best_seconds(lambda: np.load(npy), 1))
         timings["read_layer"].append(best_seconds(read, 1))
         timings["numpy_load_stored"].append(best_seconds(lambda: np.load(npy_stored), 1))
         timings["read_layer_stored"].append(best_seconds(lambda: read(None), 1))
     best = {name: min(values) for name, values in timings.items()}
+    npy.unlink()
+    npy_stored.unlink()
     return {
-        "dtype": dtype, "layout": layout, "layer_mb": round(reference.nbytes / 1e6, 1),
-        **{k: round(v, 4) for k, v in best.items()},
+        "layer_mb": round(reference.nbytes / 1e6, 1), **{k: round(v, 4) for k, v in best.items()},
         "read_vs_numpy": round(best["numpy_load"] / best["read_layer"], 3),
         "read_vs_numpy_stored": round(best["numpy_load_stored"] / best["read_layer_stored"], 3),
         "read_extra_mb": round(peak_extra_bytes(read) / 1e6, 1),
-        "mb_per_million_contexts_per_layer": round(path.stat().st_size / args.rows / args.layers, 1),
     }
+
+
+def measure_store(args: argparse.Namespace) -> None:
+    """--store: each layer (or --layer) of an existing store."""
+    with FeatureStore(args.store) as store:
+        layers = range(store.num_layers) if args.layer is None else [args.layer]
+        shape, dtype = (store.num_rows, store.hidden_size), store.file["features"].dtype
+    with tempfile.TemporaryDirectory() as folder:
+        results = [{"layer": layer, **compare(args.store, layer, Path(folder), args.repeats)} for layer in layers]
+    print(f"\n{args.store}: {shape[0]} contexts x {shape[1]} dims, {dtype}; best of {args.repeats}, page cache")
+    print(f"{'layer':<7}{'layer MB':>9}{'np.load s':>11}{'read_layer s':>14}{'ratio':>7}{'(stored dtype) ratio':>22}"
+          f"{'extra MB':>10}")
+    for row in results:
+        print(f"{row['layer']:<7}{row['layer_mb']:>9}{row['numpy_load']:>11.3f}{row['read_layer']:>14.3f}"
+              f"{row['read_vs_numpy']:>7.2f}{row['read_vs_numpy_stored']:>22.2f}{row['read_extra_mb']:>10}")
+    write_json(args, results)
+    print(f"read_vs_numpy={min(row['read_vs_numpy'] for row in results):.2f}")
+
+
+def write_json(args: argparse.Namespace, results: list[dict]) -> None:
+    if args.json:
+        options = {key: str(value) if isinstance(value, Path) else value for key, value in vars(args).items()}
+        args.json.write_text(json.dumps({"args": options, "results": results}, indent=2) + "\n", encoding="utf-8")
 
 
 def main() -> None:
     args = parse_args()
+    if args.store:
+        measure_store(args)
+        return
     with tempfile.TemporaryDirectory() as folder:
         results = [measure(Path(folder), args, dtype) for dtype in ("float16", "float32")]
         results.append(measure(Path(folder), args, "float16", shuffled=True))
@@ -127,9 +167,7 @@ def main() -> None:
         print(f"{row['dtype']:<9}{row['layout']:<10}{row['layer_mb']:>9}{row['numpy_load']:>11.3f}{row['read_layer']:>14.3f}"
               f"{row['read_vs_numpy']:>7.2f}{row['read_vs_numpy_stored']:>22.2f}{row['read_extra_mb']:>10}"
               f"{row['mb_per_million_contexts_per_layer']:>21}")
-    if args.json:
-        args.json.write_text(json.dumps({"args": vars(args) | {"json": str(args.json)}, "results": results},
-                                        indent=2) + "\n", encoding="utf-8")
+    write_json(args, results)
     print(f"read_vs_numpy={results[0]['read_vs_numpy']:.2f}")
 
 

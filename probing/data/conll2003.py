@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from probing.data.records import SkipCounter, WordInContext
+from probing.data.records import RecordTable, RecordTableBuilder, SkipCounter, WordInContext
 from probing.data.task_records import HUB_SPLITS, TaggedSentence
 from probing.data.text import read_lines
 from probing.errors import DataFormatError
@@ -38,35 +38,42 @@ def mentions_from_tagged_sentence(
     `tags` must already be valid ("O", "B-X" or "I-X" with X in ENTITY_TYPES); `source` becomes each
     record's source. Mentions opened by an I- tag are counted in `skips` when given.
     """
+    records = RecordTableBuilder()
+    add_mentions(records, tokens, tags, source, skips)
+    return list(records.build())
+
+
+def add_mentions(records: RecordTableBuilder, tokens: Sequence[str], tags: Sequence[str], source: str,
+                 skips: SkipCounter | None = None) -> None:
+    """Add the mentions of a tagged sentence to `records` (see mentions_from_tagged_sentence)."""
     # Imported here: seqeval.metrics pulls in scikit-learn, which only CoNLL-2003 loading needs.
     from seqeval.metrics.sequence_labeling import get_entities
 
-    records = []
+    tokens = tuple(tokens)
     for entity_type, start, end in get_entities(list(tags)):
         if tags[start].startswith("I-") and skips is not None:
             skips.skip(SKIP_I_WITHOUT_B, f"{source} token {start + 1}")
         word = "_".join(token.lower() for token in tokens[start : end + 1])
-        records.append(WordInContext(tuple(tokens), tuple(range(start, end + 1)), word, entity_type, source))
-    return records
+        records.add(tokens, tuple(range(start, end + 1)), word, entity_type, source)
 
 
 def read_conll2003(
     paths: list[str | Path], config_key: str = "data.data_dir"
-) -> tuple[list[WordInContext], SkipCounter]:
+) -> tuple[RecordTable, SkipCounter]:
     """All mentions of the files, in file order; each record's source is the file and first line of its sentence.
 
     A file without any token line (empty, or only blank and -DOCSTART- lines) is a DataFormatError naming it."""
-    records: list[WordInContext] = []
+    records = RecordTableBuilder()
     skips = SkipCounter()
     for path in paths:
         n_sentences = 0
         for first_line, tokens, tags in _read_sentences(path, config_key):
             n_sentences += 1
-            records.extend(mentions_from_tagged_sentence(tokens, tags, f"{path}:{first_line}", skips))
+            add_mentions(records, tokens, tags, f"{path}:{first_line}", skips)
         if not n_sentences:
             problem = "no token lines: the file is empty or holds only blank and -DOCSTART- lines"
             raise DataFormatError(path, None, problem, EMPTY_FILE_FIX)
-    return records, skips
+    return records.build(), skips
 
 
 def _read_sentences(path: str | Path, config_key: str) -> Iterator[tuple[int, list[str], list[str]]]:
@@ -101,14 +108,14 @@ def _check_tag(tag: str, path: str | Path, number: int | None) -> None:
         )
 
 
-def load_conll2003_from_hub(name: str = "conll2003") -> tuple[list[WordInContext], SkipCounter]:
+def load_conll2003_from_hub(name: str = "conll2003") -> tuple[RecordTable, SkipCounter]:
     """All mentions of every split of a Hugging Face CoNLL-2003 dataset (columns `tokens`, `ner_tags`).
 
     The integer `ner_tags` are mapped to tag strings through the dataset's own ClassLabel names.
     Each record's source is "name:split:row".
     """
     dataset = _load_hub_dataset(name)
-    records: list[WordInContext] = []
+    records = RecordTableBuilder()
     skips = SkipCounter()
     for split_name, split in dataset.items():
         tag_names = split.features["ner_tags"].feature.names
@@ -117,8 +124,8 @@ def load_conll2003_from_hub(name: str = "conll2003") -> tuple[list[WordInContext
             source = f"{name}:{split_name}:{row}"
             for tag in tags:
                 _check_tag(tag, source, None)
-            records.extend(mentions_from_tagged_sentence(example["tokens"], tags, source, skips))
-    return records, skips
+            add_mentions(records, example["tokens"], tags, source, skips)
+    return records.build(), skips
 
 
 def _load_hub_dataset(name: str):

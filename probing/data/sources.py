@@ -1,7 +1,8 @@
 """One source object per corpus, built by Hydra from `_target_` configs, each with `load() -> WordInContextData`.
 
-Every source reads its corpus into WordInContext records, then splits them word-disjointly and caps the
-contexts per word-s-class combination with the same `make_splits` (see probing.data.splits).
+Every source reads its corpus into a compact table of WordInContext records (`RecordTable`), then splits them
+word-disjointly and caps the contexts per word-s-class combination with the same `make_splits`
+(see probing.data.splits).
 Constructor arguments are plain values (str, list, dict) so that they can come from YAML.
 """
 
@@ -14,7 +15,7 @@ from importlib import resources
 from pathlib import Path
 
 from probing.data.conll2003 import ENTITY_TYPES, conll2003_paths, load_conll2003_from_hub, read_conll2003
-from probing.data.records import SkipCounter, WordInContext
+from probing.data.records import RecordTable, SkipCounter
 from probing.data.settings import optional_path, path_list, require_bool
 from probing.data.splits import SplitConfig, make_splits, split_summary
 from probing.data.streusle import STREUSLE_FILES, read_streusle, streusle_classes
@@ -29,14 +30,14 @@ class WordInContextData:
     """A corpus ready for probing.
 
     classes: the corpus's full class inventory, so classes absent from a split still get probes.
-    splits:  "train"/"dev"/"test" -> records, word-disjoint.
+    splits:  "train"/"dev"/"test" -> records (compact tables), word-disjoint.
     files:   every data file read (for hashing into store metadata); empty when loaded from the hub.
     skips:   what the reader skipped, with counts.
     """
 
     name: str
     classes: list[str]
-    splits: dict[str, list[WordInContext]]
+    splits: dict[str, RecordTable]
     files: list[Path]
     skips: SkipCounter
 
@@ -63,13 +64,13 @@ def required(key: str, value):
 
 
 def split_read_records(
-    read: tuple[list[WordInContext], SkipCounter],
+    read: tuple[RecordTable, SkipCounter],
     origin: Sequence[str | Path],
     split: SplitConfig,
     expected: str,
     fix: str,
     fixed_test_words: set[str] | None = None,
-) -> dict[str, list[WordInContext]]:
+) -> dict[str, RecordTable]:
     """make_splits over what a reader returned; no records at all is a DataFormatError naming `origin` (the files
     read, or the hub dataset), what was `expected` in them and what the reader skipped."""
     records, skips = read

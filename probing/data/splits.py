@@ -10,12 +10,13 @@ the result depends only on the records and the config, never on Python's hash se
 from __future__ import annotations
 
 import random
-from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 
-from probing.data.records import WordInContext
+import numpy as np
+
+from probing.data.records import RecordTable, WordInContext, as_table
 from probing.errors import ConfigError
 
 SPLIT_NAMES = ("train", "dev", "test")
@@ -63,24 +64,26 @@ class SplitConfig:
 
 
 def make_splits(
-    records: list[WordInContext],
+    records: Sequence[WordInContext],
     config: SplitConfig,
     fixed_test_words: set[str] | None = None,
     files: Sequence[str | Path] = (),
-) -> dict[str, list[WordInContext]]:
+) -> dict[str, RecordTable]:
     """Split records word-disjointly into train/dev/test, then cap the contexts per combination.
 
     Test words are `fixed_test_words` when given, else `round(test_fraction * n_words)` sampled words;
     dev words are `round(dev_fraction * n_remaining_words)` of the rest. Each split keeps the records'
     original order. No records, or an empty split that was asked for (train always, test when its words
     are fixed or test_fraction > 0, dev when dev_fraction > 0), is a ConfigError naming the split settings
-    and `files`, the data files the records come from.
+    and `files`, the data files the records come from. The splits are tables sharing the records' buffers.
     """
     origin = f"from {', '.join(str(f) for f in files)}" if files else "from the records given"
     if not records:
         raise ConfigError(f"no records to split ({origin}). Fix: check the data files and the data.source settings")
+    table = as_table(records)
     rng = random.Random(config.seed)
-    words = sorted({record.word for record in records})
+    used = np.unique(table.word_ids)
+    words = sorted(table.words[i] for i in used.tolist())
     if fixed_test_words is None:
         test_words = set(rng.sample(words, round(config.test_fraction * len(words))))
     else:
@@ -88,8 +91,12 @@ def make_splits(
     remaining = [word for word in words if word not in test_words]
     dev_words = set(rng.sample(remaining, round(config.dev_fraction * len(remaining))))
     _check_split_words(len(words), test_words, dev_words, config, fixed_test_words, origin)
-    split_of = {word: "test" if word in test_words else "dev" if word in dev_words else "train" for word in words}
-    splits = {name: [r for r in records if split_of[r.word] == name] for name in SPLIT_NAMES}
+    split_of = np.zeros(len(table.words), np.int8)  # index into SPLIT_NAMES per word id
+    for word_id in used.tolist():
+        word = table.words[word_id]
+        split_of[word_id] = 2 if word in test_words else 1 if word in dev_words else 0
+    record_split = split_of[table.word_ids]
+    splits = {name: table.take(np.flatnonzero(record_split == k)) for k, name in enumerate(SPLIT_NAMES)}
     return {name: cap_contexts(splits[name], config.max_contexts_per_combination, rng) for name in SPLIT_NAMES}
 
 
@@ -121,27 +128,44 @@ def _refuse_empty_train(n_words: int, n_test: int, n_dev: int, config: SplitConf
                       f"Fix: use more data, or lower {lower}")
 
 
-def cap_contexts(records: list[WordInContext], cap: int | None, rng: random.Random) -> list[WordInContext]:
-    """Keep at most `cap` randomly chosen records per (word, sclass), preserving the input order."""
-    if cap is None:
-        return list(records)
-    positions = defaultdict(list)
-    for index, record in enumerate(records):
-        positions[record.combination].append(index)
-    kept = []
-    for combination in sorted(positions):
-        indices = positions[combination]
-        kept.extend(indices if len(indices) <= cap else rng.sample(indices, cap))
-    return [records[index] for index in sorted(kept)]
+def cap_contexts(records: Sequence[WordInContext], cap: int | None, rng: random.Random) -> RecordTable:
+    """Keep at most `cap` randomly chosen records per (word, sclass), preserving the input order.
+
+    Combinations are visited in sorted (word, sclass) order, and only those over the cap draw from `rng`
+    (`rng.sample` of their record indices in order), so the draws depend only on the records, not on their ids."""
+    table = as_table(records)
+    if cap is None or not len(table):
+        return table
+    key = combination_keys(table)
+    order = np.argsort(key, kind="stable")
+    _, starts, counts = np.unique(key[order], return_index=True, return_counts=True)
+    keep = np.ones(len(table), bool)
+    for start, count in zip(starts[counts > cap].tolist(), counts[counts > cap].tolist()):
+        indices = order[start:start + count]
+        keep[indices] = False
+        keep[rng.sample(indices.tolist(), cap)] = True
+    return table.take(np.flatnonzero(keep))
 
 
-def split_summary(splits: Mapping[str, list[WordInContext]]) -> dict[str, dict[str, int]]:
+def combination_keys(table: RecordTable) -> np.ndarray:
+    """One int64 per record that orders records as their (word, sclass) strings do, equal for equal combinations."""
+    word_rank = string_ranks(table.words.names)
+    sclass_rank = string_ranks(table.sclasses.names)
+    return word_rank[table.word_ids] * max(len(sclass_rank), 1) + sclass_rank[table.sclass_ids]
+
+
+def string_ranks(names: Sequence[str]) -> np.ndarray:
+    """The rank of each string in sorted order (the strings are distinct)."""
+    ranks = np.empty(len(names), np.int64)
+    ranks[sorted(range(len(names)), key=names.__getitem__)] = np.arange(len(names))
+    return ranks
+
+
+def split_summary(splits: Mapping[str, Sequence[WordInContext]]) -> dict[str, dict[str, int]]:
     """Per split: number of distinct words, word-s-class combinations and contexts (cf. Table 2)."""
-    return {
-        name: {
-            "words": len({r.word for r in records}),
-            "combinations": len({r.combination for r in records}),
-            "contexts": len(records),
-        }
-        for name, records in splits.items()
-    }
+    summary = {}
+    for name, records in splits.items():
+        table = as_table(records)
+        summary[name] = {"words": len(np.unique(table.word_ids)),
+                         "combinations": len(np.unique(combination_keys(table))), "contexts": len(table)}
+    return summary

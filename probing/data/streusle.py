@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from probing.data.records import SkipCounter, WordInContext
+from probing.data.records import RecordTable, RecordTableBuilder, SkipCounter
 from probing.data.text import read_lines
 from probing.errors import DataFormatError
 
@@ -67,7 +67,7 @@ def streusle_classes(include_verbs: bool = False) -> list[str]:
 
 def read_streusle(
     paths: list[str | Path], include_verbs: bool = False, config_key: str = "data.source.paths"
-) -> tuple[list[WordInContext], SkipCounter]:
+) -> tuple[RecordTable, SkipCounter]:
     """One record per noun-supersense lexical unit (and verb one when `include_verbs`) in the files.
 
     word = LEXLEMMA lower-cased with spaces as "_" ("salad bar" -> "salad_bar"); the target is every token
@@ -76,17 +76,17 @@ def read_streusle(
     any token line (empty, or only comments and blank lines) is a DataFormatError naming it.
     """
     targets = set(streusle_classes(include_verbs))
-    records: list[WordInContext] = []
+    records = RecordTableBuilder()
     skips = SkipCounter()
     for path in paths:
         n_sentences = 0
         for sentence in _read_sentences(path, config_key, skips):
             n_sentences += 1
-            records.extend(_sentence_records(sentence, targets, path, skips))
+            _add_sentence_records(records, sentence, targets, path, skips)
         if not n_sentences:
             problem = "no token lines: the file is empty or holds only comments and blank lines"
             raise DataFormatError(path, None, problem, EMPTY_FILE_FIX)
-    return records, skips
+    return records.build(), skips
 
 
 def _read_sentences(path: str | Path, config_key: str, skips: SkipCounter):
@@ -155,23 +155,21 @@ def _is_group_position(smwe: str) -> bool:
     return len(parts) == 2 and all(part.isdigit() for part in parts)
 
 
-def _sentence_records(
-    sentence: list[_Token], targets: set[str], path: str | Path, skips: SkipCounter
-) -> list[WordInContext]:
+def _add_sentence_records(
+    records: RecordTableBuilder, sentence: list[_Token], targets: set[str], path: str | Path, skips: SkipCounter
+) -> None:
     forms = tuple(token.form for token in sentence)
-    records = []
     for position, token in enumerate(sentence):
         where = f"{path}:{token.line}"
         if token.written_in_other_case:
             skips.skip(NOTE_OTHER_CASE, where)
         if token.supersense in targets:
             word = token.lexlemma.lower().replace(" ", "_")
-            records.append(WordInContext(forms, _unit_positions(sentence, position), word, token.supersense, where))
+            records.add(forms, _unit_positions(sentence, position), word, token.supersense, where)
         elif token.supersense in VERB_SUPERSENSES:
             skips.skip(SKIP_VERB, where)
         elif token.supersense == "??":
             skips.skip(SKIP_UNCERTAIN, where)
-    return records
 
 
 def _unit_positions(sentence: list[_Token], position: int) -> tuple[int, ...]:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from probing.data.records import SkipCounter, WordInContext
+from probing.data.records import SkipCounter, WordInContext, as_table
 from probing.data.splits import SPLIT_NAMES, SplitConfig
 from probing.data.wikipse import read_disjoint_lists, read_sclasses
 from probing.errors import ConfigError, ProbingError
@@ -59,12 +59,22 @@ def types_from_records(
     split_of: dict[str, str] = {}
     word_types = {}
     for split, records in splits.items():
+        table = as_table(records)
         classes_of: dict[str, set[str]] = {}
-        for record in records:
-            _check_disjoint(record.word, split, split_of)
-            classes_of.setdefault(record.word, set()).add(record.sclass)
+        for word_id, sclass_id in _distinct_pairs(table.word_ids, table.sclass_ids, len(table.sclasses)):
+            classes_of.setdefault(table.words[word_id], set()).add(table.sclasses[sclass_id])
+        for word in classes_of:
+            _check_disjoint(word, split, split_of)
         word_types[split] = _word_types(classes_of, classes, where=f"{name} split {split!r}")
     return TypeLevelData(name, list(classes), word_types, [Path(f) for f in files])
+
+
+def _distinct_pairs(word_ids: np.ndarray, sclass_ids: np.ndarray, n_sclasses: int) -> list[tuple[int, int]]:
+    """The distinct (word id, s-class id) pairs in order of first occurrence."""
+    keys = word_ids.astype(np.int64) * max(n_sclasses, 1) + sclass_ids
+    distinct, first = np.unique(keys, return_index=True)
+    pairs = np.divmod(distinct[np.argsort(first)], max(n_sclasses, 1))
+    return list(zip(pairs[0].tolist(), pairs[1].tolist()))
 
 
 def _check_disjoint(word: str, split: str, split_of: dict[str, str]) -> None:

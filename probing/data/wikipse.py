@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from probing.data.records import SkipCounter, WordInContext
+from probing.data.records import RecordTable, RecordTableBuilder, SkipCounter
 from probing.data.text import read_lines
 from probing.errors import DataFormatError
 
@@ -106,7 +106,7 @@ def _parse_word_line(line: str, known: set[str], path: str | Path, number: int) 
 
 def read_corpus(
     path: str | Path, classes: list[str], word_split: dict[str, str], config_key: str = "data.corpus"
-) -> tuple[list[WordInContext], SkipCounter]:
+) -> tuple[RecordTable, SkipCounter]:
     """One record per annotated occurrence in the annotated corpus.
 
     `word_split` maps every listed word (train.tsv and test.tsv) to its split; occurrences of other
@@ -116,7 +116,7 @@ def read_corpus(
     without any non-empty line is a DataFormatError naming it.
     """
     known = set(classes)
-    records: list[WordInContext] = []
+    records = RecordTableBuilder()
     skips = SkipCounter()
     n_contexts = 0
     for number, line in read_lines(path, config_key):
@@ -130,11 +130,11 @@ def read_corpus(
             if word not in word_split:
                 skips.skip(SKIP_UNLISTED, where)
                 continue
-            records.append(WordInContext(tokens, target, word, sclass, where))
+            records.add(tokens, target, word, sclass, where)
     if not n_contexts:
         problem = "no context lines: the file is empty or holds only blank lines"
         raise DataFormatError(path, None, problem, EMPTY_CORPUS_FIX)
-    return records, skips
+    return records.build(), skips
 
 
 def _expand_line(

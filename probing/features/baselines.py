@@ -22,7 +22,8 @@ one-layer store (layers = 1), so they run through the same probe, metric and rep
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -193,11 +194,11 @@ def static_baseline(static: StaticEmbeddings, oov_seed: int, context_size: int |
     return baseline
 
 
-def oov_summary(static: StaticEmbeddings, words: Sequence[str]) -> dict[str, Any]:
-    """How many of `words` (tokens, with repeats) and of their types the static file lacks, with examples."""
-    types = list(dict.fromkeys(words))
-    _, oov_types = static.lookup(types, oov_seed=0)
+def oov_summary(static: StaticEmbeddings, words: Iterable[str]) -> dict[str, Any]:
+    """How many of `words` (tokens, with repeats; read once, as a stream) and of their types the static file lacks,
+    with examples."""
+    counts = Counter(words)  # grows with the vocabulary, not with the corpus
+    _, oov_types = static.lookup(list(counts), oov_seed=0)
     missing = set(oov_types)
-    oov_tokens = sum(word in missing for word in words)
-    return {"types": len(types), "oov_types": len(missing), "tokens": len(words), "oov_tokens": oov_tokens,
-            "oov_examples": oov_types[:10]}
+    return {"types": len(counts), "oov_types": len(missing), "tokens": sum(counts.values()),
+            "oov_tokens": sum(counts[word] for word in missing), "oov_examples": oov_types[:10]}

@@ -1,21 +1,24 @@
 """Fill a feature store with the layer-wise word representations of one split, resuming where a run stopped.
 
 Rows are computed window by window: the rows still to compute, in record order, are cut into windows of
-`window_rows` rows (as many as WINDOW_BYTES of float32 features of every layer hold). Inside a window, rows are
-batched by input length (longest first, so a batch too large for memory fails at once rather than at the window's
-end) and cut by a token budget: batch size x longest input <= `max_tokens_per_batch`. Padding is per batch (inside
-`WordEncoder.encode`), so short sentences cost little. A window's pooled features are kept (float32, at most
-WINDOW_BYTES) until its last batch is done, then written as one block in record order: the store then holds every
-layer in record order, and reading a layer is one sequential pass with no reordering (see
+`window_rows` rows (as many as WINDOW_BYTES of float32 features of every layer hold, at most MAX_WINDOW_ROWS).
+Inside a window, rows are batched by input length (longest first, so a batch too large for memory fails at once
+rather than at the window's end) and cut by a token budget: batch size x longest input <= `max_tokens_per_batch`.
+Padding is per batch (inside `WordEncoder.encode`), so short sentences cost little. A window's pooled features are
+kept (float32, at most WINDOW_BYTES) until its last batch is done, then written as one block in record order: the
+store then holds every layer in record order, and reading a layer is one sequential pass with no reordering (see
 `probing.features.store`). Meanwhile the finished batches are staged in the store every STAGE_SECONDS of computing
 (`WindowStage`: their features at the slots they will hold, flushed), so a run killed in the middle of a window
-loses at most the batches of the last few seconds: on resume the window gets the same batch plan, its staged
-batches are read back instead of computed, and the rest are computed in the very batches of an uninterrupted run,
-whose store it then writes byte for byte.
+loses at most the batches of the last few seconds: on resume the window gets the same batch plan, its staged batches
+are read back instead of computed, and the rest are computed in the very batches of an uninterrupted run, whose
+store it then writes byte for byte.
 
-Rows the encoder cannot represent (`prepare_many` returns None: the target alone is longer than
-`max_length`, or has no wordpieces) stay in the store flagged `skipped`; the report counts them with
-their reasons, and readers leave them out.
+Rows are tokenised PREPARE_ROWS at a time, as the windows reach them, so that memory holds the inputs of about one
+window and never those of the whole split (several KB per context while tokenised). Rows the encoder cannot
+represent (`prepare_many` returns None: the target alone is longer than `max_length`, or has no wordpieces) are
+flagged `skipped` in the store as they are met; the report counts them with their reasons, and readers leave them out.
+The windows are those of tokenising everything first (`window_rows` representable rows each), so the batches and the
+features do not depend on when rows are tokenised.
 
 A complete store that matches the request is only read (opened read-only, so it may sit on a read-only
 disk). Anything else is created or resumed under the store's lock (see `probing.features.store`): a second
@@ -28,8 +31,9 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
@@ -47,9 +51,14 @@ log = logging.getLogger(__name__)
 # bert-base (13 x 768), 6,241 for MiniLM (7 x 384). Larger windows sort batches by length over more rows (a little
 # less padding) and keep more memory.
 WINDOW_BYTES = 64 << 20
+# ...and at most this many rows: the window's tokenised inputs (about 1 KB per row) are held with its features, so a
+# narrow model (a tiny encoder: 87k rows of 3 x 64) would otherwise hold ~175 MB of inputs per window.
+MAX_WINDOW_ROWS = 16384
 # Computing time after which a window's finished batches are staged (a kill loses at most this much, plus one batch).
 # Each staging writes and flushes the unit's features and slots: a few ms, so staging less often costs nothing.
 STAGE_SECONDS = 2.0
+# Rows tokenised in one `prepare_many` call (the tokenizer's output for them is held until they are turned into inputs).
+PREPARE_ROWS = 1024
 
 
 @dataclass
@@ -112,12 +121,12 @@ def plan_batches(lengths: Sequence[int], max_tokens_per_batch: int) -> list[list
 
 def window_rows(metadata: Mapping[str, Any], rows: int | None = None) -> int:
     """The rows of one window: `rows` if given, else as many as WINDOW_BYTES of float32 features hold in a store of
-    `metadata` (which holds its num_layers and hidden_size)."""
+    `metadata` (which holds its num_layers and hidden_size), at most MAX_WINDOW_ROWS."""
     if rows is not None:
         if rows < 1:
             raise ValueError(f"window_rows must be >= 1, got {rows}")
         return rows
-    return max(1, WINDOW_BYTES // (4 * metadata["num_layers"] * metadata["hidden_size"]))
+    return max(1, min(MAX_WINDOW_ROWS, WINDOW_BYTES // (4 * metadata["num_layers"] * metadata["hidden_size"])))
 
 
 def extract_split(records: Sequence[WordInContext], encoder: WordEncoder, path: str | Path, *,
@@ -176,36 +185,48 @@ def _fill(path: Path, request: Mapping[str, Any], records: Sequence[WordInContex
     with StoreWriter(path) as writer:
         writer.check_metadata(request)
         pending = writer.pending_rows()
-        inputs = encoder.prepare_many([records[row] for row in pending])
-        writer.mark_skipped([row for row, prepared in zip(pending, inputs) if prepared is None])
-        todo = [(int(row), prepared) for row, prepared in zip(pending, inputs) if prepared is not None]
-        tokens, restored = _encode_rows(todo, encoder, writer, window, max_tokens_per_batch, progress, path.name)
+        # the token total is not known before the rows are tokenised: the bar counts rows (skipped ones included)
+        with tqdm(total=len(pending), unit="row", unit_scale=True, desc=f"{path.name} (rows)",
+                  disable=not progress) as bar:
+            todo = _prepared_rows(pending, records, encoder, writer, bar)
+            encoded, tokens, restored = _encode_rows(todo, encoder, writer, window, max_tokens_per_batch, bar)
         rows_skipped = int(writer.file["skipped"][()].sum())
     return ExtractionReport(
         path=path, rows_total=len(records), rows_already_done=len(records) - len(pending) + restored,
-        rows_computed=len(todo) - restored,
+        rows_computed=encoded - restored,
         rows_skipped=rows_skipped, skipped_now=dict(encoder.skips.counts - skips_before), tokens=tokens,
         seconds=time.perf_counter() - started,
     )
 
 
-def _encode_rows(todo: list[tuple[int, PreparedInput]], encoder: WordEncoder, writer: StoreWriter, window: int,
-                 max_tokens_per_batch: int, progress: bool, name: str) -> tuple[int, int]:
-    """Encode `todo` (in record order) and write it window by window; returns the number of (unpadded) input
-    tokens encoded and the number of rows read back from a killed run's staging instead."""
-    rows = np.asarray([row for row, _ in todo], dtype=np.int64)
-    tokens = restored = 0
-    with tqdm(total=sum(len(prepared.input_ids) for _, prepared in todo), unit="tok", unit_scale=True, desc=name,
-              disable=not progress) as bar:
-        for first in range(0, len(todo), window):
-            inputs = [prepared for _, prepared in todo[first:first + window]]
-            stage = writer.window(rows[first:first + window])
-            pooled, computed = _encode_window(inputs, encoder, stage, max_tokens_per_batch, bar)
-            stage.commit(pooled)
-            tokens += sum(len(inputs[i].input_ids) for i in computed)
-            restored += len(inputs) - len(computed)
-            bar.set_postfix_str(f"rows {min(first + window, len(todo))}/{len(todo)}", refresh=False)
-    return tokens, restored
+def _prepared_rows(pending: np.ndarray, records: Sequence[WordInContext], encoder: WordEncoder, writer: StoreWriter,
+                   bar) -> Iterator[tuple[int, PreparedInput]]:
+    """(row, input) of each pending row the encoder can represent, in record order, tokenised PREPARE_ROWS rows at a
+    time; the rows it cannot represent are flagged skipped in the store as their chunk is tokenised."""
+    for first in range(0, len(pending), PREPARE_ROWS):
+        rows = pending[first:first + PREPARE_ROWS]
+        inputs = encoder.prepare_many([records[row] for row in rows])
+        skipped = [row for row, prepared in zip(rows, inputs) if prepared is None]
+        if skipped:
+            writer.mark_skipped(skipped)
+            bar.update(len(skipped))
+        yield from ((int(row), prepared) for row, prepared in zip(rows, inputs) if prepared is not None)
+
+
+def _encode_rows(todo: Iterator[tuple[int, PreparedInput]], encoder: WordEncoder, writer: StoreWriter, window: int,
+                 max_tokens_per_batch: int, bar) -> tuple[int, int, int]:
+    """Encode `todo` (in record order) and write it window by window (`window` rows each); returns the rows encoded or
+    read back, the (unpadded) input tokens encoded, and the rows read back from a killed run's staging instead."""
+    rows_done = tokens = restored = 0
+    while chunk := list(islice(todo, window)):
+        inputs = [prepared for _, prepared in chunk]
+        stage = writer.window(np.asarray([row for row, _ in chunk], dtype=np.int64))
+        pooled, computed = _encode_window(inputs, encoder, stage, max_tokens_per_batch, bar)
+        stage.commit(pooled)
+        tokens += sum(len(inputs[i].input_ids) for i in computed)
+        restored += len(inputs) - len(computed)
+        rows_done += len(inputs)
+    return rows_done, tokens, restored
 
 
 def _encode_window(inputs: list[PreparedInput], encoder: WordEncoder, stage: WindowStage, max_tokens_per_batch: int,
@@ -215,11 +236,11 @@ def _encode_window(inputs: list[PreparedInput], encoder: WordEncoder, stage: Win
     batches = plan_batches([len(prepared.input_ids) for prepared in inputs], max_tokens_per_batch)
     pooled = np.empty((len(inputs), *stage.row_shape), np.float32)
     done = stage.restore(batches, pooled)
-    bar.update(sum(len(inputs[i].input_ids) for batch in batches[:done] for i in batch))
+    bar.update(sum(len(batch) for batch in batches[:done]))
     unit, started = [], time.perf_counter()
     for number, batch in enumerate(batches[done:], done):
         pooled[batch] = encoder.encode([inputs[i] for i in batch]).numpy()
-        bar.update(sum(len(inputs[i].input_ids) for i in batch))
+        bar.update(len(batch))
         unit.append(batch)
         if time.perf_counter() - started >= STAGE_SECONDS and number + 1 < len(batches):
             stage.save(unit, pooled)

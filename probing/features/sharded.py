@@ -1,7 +1,8 @@
 """Sharded extraction: the processes of a Lightning Fabric run (DDP over GPUs, or CPU processes over gloo) fill one
 split's store together, each process its own shard, and the process of rank 0 merges the shards into the store.
 
-Shard plan. Every process tokenises the whole split and cuts its representable rows into the windows of a
+Shard plan. Every process tokenises the whole split (a chunk at a time, keeping only which rows can be encoded) and
+cuts its representable rows into the windows of a
 single-process extraction (`window_rows` rows each, in record order). Shard r of N takes the windows r, r + N,
 r + 2N, ... (round robin: the windows hold about the same number of tokens, so the shards cost about the same), and
 shard 0 also the rows the featurizer cannot represent. The shards are disjoint and cover the split.
@@ -40,9 +41,9 @@ from typing import Any
 import numpy as np
 from lightning.fabric import Fabric
 
-from probing.data.records import WordInContext
+from probing.data.records import WordInContext, as_table
 from probing.errors import ProbingError
-from probing.features.extraction import extract_split, request_metadata, window_rows
+from probing.features.extraction import PREPARE_ROWS, extract_split, request_metadata, window_rows
 from probing.features.featurizer import Featurizer
 from probing.features.store import (
     FeatureStore,
@@ -60,16 +61,26 @@ SHARD_NAME = re.compile(r"\d+-of-\d+\.h5")
 COMPANIONS = (".lock", ".partial")
 
 
-def shard_rows(prepared: Sequence[Any], num_shards: int, window: int) -> list[np.ndarray]:
-    """The rows (indices into `prepared`, the output of `prepare_many` over the split) of each shard, in plan order:
-    the representable rows cut into windows of `window` rows, shard r taking the windows r, r + N, ...; shard 0
-    also the rows that are None."""
-    kept = [row for row, item in enumerate(prepared) if item is not None]
-    shards: list[list[int]] = [[] for _ in range(num_shards)]
+def representable_rows(records: Sequence[WordInContext], featurizer: Featurizer) -> np.ndarray:
+    """Which rows the featurizer can encode (its `prepare_many` gives an input): tokenised PREPARE_ROWS rows at a time
+    and let go, so that the inputs of the whole split are never held."""
+    mask = np.zeros(len(records), dtype=bool)
+    for first in range(0, len(records), PREPARE_ROWS):
+        prepared = featurizer.prepare_many(records[first:first + PREPARE_ROWS])
+        mask[first:first + len(prepared)] = [item is not None for item in prepared]
+    return mask
+
+
+def shard_rows(representable: Sequence[bool], num_shards: int, window: int) -> list[np.ndarray]:
+    """The rows of each shard, in plan order: the representable rows cut into windows of `window` rows, shard r
+    taking the windows r, r + N, ...; shard 0 also the rows that are not representable."""
+    representable = np.asarray(representable, dtype=bool)
+    kept = np.flatnonzero(representable)
+    shards: list[list[np.ndarray]] = [[] for _ in range(num_shards)]
     for number, first in enumerate(range(0, len(kept), window)):
-        shards[number % num_shards].extend(kept[first:first + window])
-    shards[0].extend(row for row, item in enumerate(prepared) if item is None)
-    return [np.asarray(rows, dtype=np.int64) for rows in shards]
+        shards[number % num_shards].append(kept[first:first + window])
+    shards[0].append(np.flatnonzero(~representable))
+    return [np.concatenate(rows).astype(np.int64) if rows else np.zeros(0, np.int64) for rows in shards]
 
 
 def shard_path(path: Path, rank: int, num_shards: int) -> Path:
@@ -86,7 +97,7 @@ class ShardPlan:
     def __init__(self, path: Path, records: Sequence[WordInContext], featurizer: Featurizer, request: Mapping,
                  extra: Mapping[str, Any], num_shards: int, window: int | None = None):
         self.path, self.records, self.featurizer, self.request, self.extra = path, records, featurizer, request, extra
-        self.rows = shard_rows(featurizer.prepare_many(records), num_shards, window_rows(request, window))
+        self.rows = shard_rows(representable_rows(records, featurizer), num_shards, window_rows(request, window))
 
     @property
     def num_shards(self) -> int:
@@ -99,8 +110,8 @@ class ShardPlan:
     def path_of(self, rank: int) -> Path:
         return shard_path(self.path, rank, self.num_shards)
 
-    def records_of(self, rank: int) -> list[WordInContext]:
-        return [self.records[row] for row in self.rows[rank]]
+    def records_of(self, rank: int) -> Sequence[WordInContext]:
+        return as_table(self.records).take(self.rows[rank])
 
     def extra_of(self, rank: int) -> dict[str, Any]:
         return {**self.extra, "shard": f"{rank}-of-{self.num_shards}",

@@ -32,7 +32,7 @@ record order on reading.
 
 Checksums. `read_layer` hashes each block of the layer and compares it with `block_xxh3`, then refuses
 NaN and inf: damaged bytes are a StoreCorruptError naming the store and the layer, never features trained
-on. The layer's bytes are read a few MB at a time (`os.preadv` at the dataset's offset in the file, which
+on. The layer's bytes are read a megabyte at a time (`os.preadv` at the dataset's offset in the file, which
 releases the GIL) into a buffer that stays in the CPU cache, or straight into the result when it is in
 record order and of the storage dtype; both checks and the conversion to the asked dtype happen there: one
 pass over memory, no copy of the layer besides the result, two threads (`bench/store.py` measures it
@@ -108,15 +108,17 @@ import torch
 import xxhash
 
 import probing
-from probing.data.records import WordInContext
+from probing.data.records import RecordTable, WordInContext, as_table
 from probing.errors import ConfigError, ProbingError, StoreCorruptError, StoreMismatchError
 
 log = logging.getLogger(__name__)
 
 STORE_FORMAT = 4
 FEATURE_DTYPES = ("float16", "float32")
-READ_GROUP_BYTES = 4 << 20  # stored bytes a reading thread handles at once, about one L2/L3 share
+READ_GROUP_BYTES = 1 << 20  # stored bytes a reading thread handles at once: its buffers stay in L2/L3
 READ_THREADS = 2
+BLOCK_TABLES = ("block_rows", "block_xxh3")  # one entry per slot, nonzero only where a block starts
+TABLE_PIECE_BYTES = 4 << 20
 SHAPE_KEYS = ("num_layers", "num_rows", "hidden_size", "dtype")
 ROW_TABLES = ("slots", "block_rows", "labels", "word_ids", "combination_ids", "written", "skipped", "staged_batches",
               "staged_xxh3")
@@ -153,11 +155,18 @@ def store_path(root: str | Path, model_name: str, data_name: str, split: str, po
 
 
 def records_fingerprint(records: Iterable[WordInContext]) -> str:
-    """SHA-256 over (tokens, target, word, sclass) of every record, in order (sources are not included)."""
+    """SHA-256 over (tokens, target, word, sclass) of every record, in order (sources are not included): one line per
+    record, `json.dumps([tokens, target, word, sclass], ensure_ascii=False)`, each sentence encoded once per run of
+    its records."""
     digest = hashlib.sha256()
-    for record in records:
-        item = [list(record.tokens), list(record.target), record.word, record.sclass]
-        digest.update(json.dumps(item, ensure_ascii=False).encode("utf-8") + b"\n")
+    fields = records.fields() if isinstance(records, RecordTable) else (
+        (record.tokens, record.target, record.word, record.sclass) for record in records)
+    last, sentence = None, ""
+    for tokens, target, word, sclass in fields:
+        if tokens is not last:
+            last, sentence = tokens, json.dumps(list(tokens), ensure_ascii=False)
+        rest = json.dumps([list(target), word, sclass], ensure_ascii=False)
+        digest.update(f"[{sentence}, {rest[1:]}\n".encode())
     return digest.hexdigest()
 
 
@@ -382,8 +391,11 @@ def blocks_end(spans: list[tuple[int, int]]) -> int:
 
 
 def all_finite(values: np.ndarray) -> bool:
-    if values.dtype == np.float16:  # five times faster than np.isfinite: NaN and inf are the magnitudes >= 0x7C00
-        return values.size == 0 or int((values.view(np.uint16) & np.uint16(0x7FFF)).max()) < 0x7C00
+    if values.dtype == np.float16 and values.flags.c_contiguous:
+        # NaN and inf are the bit patterns 0x7C00..0x7FFF and 0xFC00..0xFFFF: the largest as int16 and as uint16,
+        # so two maxima find them without a temporary array (several times faster than np.isfinite)
+        bits = values.reshape(-1).view(np.uint16)
+        return values.size == 0 or (int(bits.view(np.int16).max()) < 0x7C00 and int(bits.max()) < 0xFC00)
     return bool(np.isfinite(values).all())
 
 
@@ -413,12 +425,99 @@ def table_hashes(tables: Mapping[str, np.ndarray]) -> list[int]:
     return [table_hash(tables[name]) for name in SEALED_TABLES]
 
 
-def check_tables(tables: Mapping[str, np.ndarray], expected: np.ndarray, path: Path) -> None:
+def read_checked_tables(handle: h5py.File) -> tuple[dict, list[int]]:
+    """SEALED_TABLES as a reader keeps them, and the hash of each. The block tables, one entry per slot but nonzero
+    only at block starts, are hashed a piece at a time and kept as BlockStarts: with 3 layers they hold 32 bytes a
+    row, a quarter of a float16 layer of D=64, and reading them whole cost as much."""
+    blocks, streamed = BlockStarts.read(handle)
+    tables = {name: blocks if name in BLOCK_TABLES else read_table(handle[name]) for name in SEALED_TABLES}
+    hashes = dict(zip(BLOCK_TABLES, streamed))
+    return tables, [hashes[name] if name in hashes else table_hash(tables[name]) for name in SEALED_TABLES]
+
+
+def read_table(dataset: h5py.Dataset) -> np.ndarray:
+    """A whole table; one `os.preadv` where it is a contiguous run of numbers (twice as fast as h5py's read)."""
+    offset = dataset.id.get_offset()
+    if offset is None or dataset.dtype.kind not in "iuf":
+        return dataset[()]
+    values = np.empty(dataset.shape, dataset.dtype)
+    with open(dataset.file.filename, "rb", buffering=0) as file:
+        if os.preadv(file.fileno(), [values], offset) != values.nbytes:
+            return dataset[()]
+    return values
+
+
+def table_pieces(dataset: h5py.Dataset, hasher) -> Iterator[tuple[int, np.ndarray]]:
+    """(first row, rows) of a table a few MB at a time in one reused buffer, each piece added to `hasher` first."""
+    row_shape = dataset.shape[1:]
+    per = max(1, TABLE_PIECE_BYTES // (dataset.dtype.itemsize * int(np.prod(row_shape))))
+    buffer = np.empty((min(per, len(dataset)), *row_shape), dataset.dtype)
+    offset = dataset.id.get_offset()  # None unless contiguous and allocated; h5py's sliced reads are slower
+    with open(dataset.file.filename, "rb", buffering=0) as file:
+        for first in range(0, len(dataset), per):
+            piece = buffer[:min(per, len(dataset) - first)]
+            if offset is None or os.preadv(file.fileno(), [piece], offset + first * buffer[0].nbytes) != piece.nbytes:
+                dataset.read_direct(piece, np.s_[first:first + len(piece)], np.s_[0:len(piece)])
+            hasher.update(piece)
+            yield first, piece
+
+
+class BlockStarts:
+    """`block_rows` and `block_xxh3` at the slots where block_rows is nonzero; indexing by slot gives block_rows."""
+
+    def __init__(self, length: int, starts: np.ndarray, rows: np.ndarray, checksums: np.ndarray):
+        self.length, self.starts, self.rows, self.checksums = length, starts, rows, checksums
+
+    @classmethod
+    def read(cls, handle: h5py.File) -> tuple[BlockStarts, list[int]]:
+        """The block tables and their XXH3-64 hashes (as table_hash computes them), read a few MB at a time."""
+        rows_hash, checksums_hash = xxhash.xxh3_64(), xxhash.xxh3_64()
+        starts, rows = [np.zeros(0, np.int64)], [np.zeros(0, handle["block_rows"].dtype)]
+        for first, piece in table_pieces(handle["block_rows"], rows_hash):
+            nonzero = np.flatnonzero(piece)
+            starts.append(first + nonzero)
+            rows.append(piece[nonzero])
+        starts = np.concatenate(starts)
+        checksums = [np.zeros((0, *handle["block_xxh3"].shape[1:]), handle["block_xxh3"].dtype)]
+        for first, piece in table_pieces(handle["block_xxh3"], checksums_hash):
+            checksums.append(piece[starts[(starts >= first) & (starts < first + len(piece))] - first])
+        blocks = cls(len(handle["block_rows"]), starts, np.concatenate(rows), np.concatenate(checksums))
+        return blocks, [rows_hash.intdigest(), checksums_hash.intdigest()]
+
+    def __len__(self) -> int:
+        return self.length
+
+    def __getitem__(self, slot: int) -> int:
+        index = int(np.searchsorted(self.starts, slot))
+        return int(self.rows[index]) if index < len(self.starts) and self.starts[index] == slot else 0
+
+    def checksums_at(self, firsts: list[int]) -> np.ndarray:
+        """block_xxh3 at the given block starts (slots where block_rows is nonzero)."""
+        return self.checksums[np.searchsorted(self.starts, firsts)]
+
+
+def check_tables(tables: Mapping[str, np.ndarray], expected: np.ndarray, path: Path,
+                 hashes: Sequence[int] | None = None) -> None:
     """Refuse a complete store whose tables do not match the hashes sealed when it was completed."""
-    for name, actual, wanted in zip(SEALED_TABLES, table_hashes(tables), expected):
+    for name, actual, wanted in zip(SEALED_TABLES, hashes or table_hashes(tables), expected):
         if actual != wanted:
             raise StoreCorruptError(f"{path}: the `{name}` table is damaged (it does not match the checksum recorded "
                                     f"when the store was completed). Fix: {DELETE_FIX}")
+
+
+def record_order(slots: np.ndarray, path: Path) -> np.ndarray:
+    """The record position of each slot from the slot of each kept record, refusing slots that do not fill
+    0..K-1 exactly once; O(K), and no scatter for a store at rest in record order (the usual case)."""
+    in_order = np.arange(len(slots), dtype=slots.dtype)
+    if np.array_equal(slots, in_order):
+        return in_order
+    order = np.full(len(slots), -1, dtype=slots.dtype)
+    if slots.min() >= 0 and slots.max() < len(slots):
+        order[slots] = in_order
+    if (order < 0).any():  # a slot out of range, or one used twice (so another is never used)
+        raise StoreCorruptError(f"{path}: the `slots` table is damaged (the kept rows do not fill slots "
+                                f"0..{len(slots) - 1}). Fix: {DELETE_FIX}")
+    return order
 
 
 def block_groups(spans: list[tuple[int, int]], rows: int) -> list[range]:
@@ -581,12 +680,12 @@ class FeatureStore:
     @property
     def tables(self) -> dict[str, np.ndarray]:
         """Every table of SEALED_TABLES, read once and checked against the hashes sealed when the store completed;
-        an unfinished store is refused."""
+        an unfinished store is refused. The block tables come as BlockStarts (their entries at block starts)."""
         if self._tables is None:
             check_format(self.file.attrs, self.path)
             self._check_complete()
-            tables = read_tables(self.file)
-            check_tables(tables, self.file["table_xxh3"][()], self.path)
+            tables, hashes = read_checked_tables(self.file)
+            check_tables(tables, self.file["table_xxh3"][()], self.path, hashes)
             self._tables = tables
         return self._tables
 
@@ -640,7 +739,7 @@ class FeatureStore:
     def read_layer_into(self, layer: int, out: np.ndarray) -> None:
         """Fill `out` (num_rows, hidden_size), of any float dtype, with one layer's features in record order.
 
-        The layer is read a few MB at a time into a small buffer that stays in the CPU cache, where each block's
+        The layer is read a megabyte at a time into a small buffer that stays in the CPU cache, where each block's
         hash is checked, NaN and inf are refused, and the rows are converted and put in record order: one pass
         over memory and no copy of the layer besides `out`. Rows at rest in record order (stores written window by
         window) are read straight into `out` when no conversion is needed. Two threads share the groups of blocks
@@ -652,14 +751,18 @@ class FeatureStore:
         features = self.file["features"]
         row_bytes = self.hidden_size * features.dtype.itemsize
         groups = block_groups(spans, max(1, READ_GROUP_BYTES // row_bytes))
+        torch_threads = torch.get_num_threads()
         fd = os.open(self.path, os.O_RDONLY)
         try:
             reader = LayerReader(self.path, layer, fd, features.id.get_offset() + layer * features.shape[1] * row_bytes,
                                  order, spans, checksums[:, layer], out, features.dtype)
-            with ThreadPoolExecutor(READ_THREADS) as pool:
+            # One torch thread per reader: torch's own threads on top of the readers' fight for the cores (float16
+            # -> float32 ran 2-3 times slower). The setting leaks to threads started later, hence the restore.
+            with ThreadPoolExecutor(READ_THREADS, initializer=torch.set_num_threads, initargs=(1,)) as pool:
                 for _ in pool.map(reader.read_group, groups):
                     pass
         finally:
+            torch.set_num_threads(torch_threads)
             os.close(fd)
 
     def verified_blocks(self) -> Iterator[tuple[np.ndarray, np.ndarray]]:
@@ -688,17 +791,13 @@ class FeatureStore:
         """The record position of each written slot, the blocks tiling the slots, and the checksums (block, layer)
         of those blocks."""
         if self._layout is None:
-            slots = self.tables["slots"][self._kept]
-            if not np.array_equal(np.sort(slots), np.arange(len(slots))):
-                raise StoreCorruptError(
-                    f"{self.path}: the `slots` table is damaged (the kept rows do not fill slots 0..{len(slots) - 1})."
-                    f" Fix: {DELETE_FIX}")
+            slots = self.tables["slots"]
+            slots = slots[self._kept] if self.tables["skipped"].any() else slots
+            order = record_order(slots, self.path)
             spans = block_spans(self.tables["block_rows"], len(slots), self.path)
             if blocks_end(spans) != len(slots):
                 raise StoreCorruptError(f"{self.path}: the last block overruns the written slots. Fix: {DELETE_FIX}")
-            checksums = self.tables["block_xxh3"][[first for first, _ in spans]]
-            order = np.empty_like(slots)
-            order[slots] = np.arange(len(slots))
+            checksums = self.tables["block_xxh3"].checksums_at([first for first, _ in spans])
             self._layout = order, spans, checksums
         return self._layout
 
@@ -778,23 +877,31 @@ def _create_features(handle: h5py.File, num_layers: int, num_rows: int, hidden_s
 
 
 def encode_labels(records: Sequence[WordInContext], class_names: Sequence[str]):
-    """Integer labels, word ids, words, combination ids and combinations (ids in order of first occurrence)."""
+    """Integer labels, word ids, words, combination ids and combinations (ids in order of first occurrence), read from
+    the records' columns."""
+    table = as_table(records)
     class_index = {name: i for i, name in enumerate(class_names)}
-    unknown = sorted({record.sclass for record in records} - class_index.keys())
+    used = [table.sclasses[i] for i in np.unique(table.sclass_ids).tolist()]
+    unknown = sorted(set(used) - class_index.keys())
     if unknown:
         raise ProbingError(f"s-classes {unknown} are not in the class list {list(class_names)}. "
                            "Fix: build the class list from every split of the data set")
-    word_index: dict[str, int] = {}
-    combination_index: dict[tuple[int, int], int] = {}
-    labels, word_ids, combination_ids = [], [], []
-    for record in records:
-        label = class_index[record.sclass]
-        word_id = word_index.setdefault(record.word, len(word_index))
-        labels.append(label)
-        word_ids.append(word_id)
-        combination_ids.append(combination_index.setdefault((word_id, label), len(combination_index)))
-    return (np.asarray(labels, np.int32), np.asarray(word_ids, np.int32), list(word_index),
-            np.asarray(combination_ids, np.int32), np.asarray(list(combination_index), np.int32).reshape(-1, 2))
+    label_of = np.array([class_index.get(name, -1) for name in table.sclasses.names], np.int64)
+    labels = label_of[table.sclass_ids]
+    word_ids, word_order = first_seen_ids(table.word_ids)
+    combination_ids, combination_keys = first_seen_ids(word_ids * max(len(class_names), 1) + labels)
+    combinations = np.stack(np.divmod(combination_keys, max(len(class_names), 1)), axis=1)
+    return (labels.astype(np.int32), word_ids.astype(np.int32), [table.words[i] for i in word_order.tolist()],
+            combination_ids.astype(np.int32), combinations.astype(np.int32).reshape(-1, 2))
+
+
+def first_seen_ids(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each value's id in order of first occurrence, and the distinct values in that order."""
+    distinct, first, inverse = np.unique(values, return_index=True, return_inverse=True)
+    order = np.argsort(first)
+    rank = np.empty(len(order), np.int64)
+    rank[order] = np.arange(len(order))
+    return rank[inverse.reshape(-1)], distinct[order]
 
 
 class StoreWriter:

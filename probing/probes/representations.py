@@ -123,13 +123,14 @@ class ContextRepresentation:
                  "data_summary": split_summary(data.splits), "data_skips": data.skips.as_dict(),
                  "extraction_skipped_rows": {split: stored_skips(path) for split, path in stores.items()},
                  **self.about_data(data)}
-        self.featurizer = None
+        classes, self.featurizer = data.classes, None
+        del data  # the stores hold what training reads: the records need not stay beside the features
         datamodule = StoreDataModule(stores, layer=self.store_layer, batch_size=batch_size, control_seed=control.seed,
                                      expected_layers=self.expected_layers, seen_fraction=control.seen_fraction)
         datamodule.setup()
         if SEEN in datamodule.splits:
             about["seen_split"] = seen_split_summary(datamodule)
-        return ProbeInputs(datamodule, data.classes, about)
+        return ProbeInputs(datamodule, classes, about)
 
     def about_data(self, data: WordInContextData) -> dict[str, Any]:
         return {}
@@ -169,8 +170,8 @@ class StaticFileBaseline(Baseline):
         self.embeddings_name, self.label = str(embeddings_name), f"P-{embeddings_label}"
 
     def about_data(self, data: WordInContextData) -> dict[str, Any]:
-        words = [word for records in data.splits.values() for record in records
-                 for word in self.featurizer.window_words(record)[0]]
+        words = (word for records in data.splits.values() for record in records
+                 for word in self.featurizer.window_words(record)[0])
         return {"embeddings": self.embeddings_name, "oov": oov_summary(self.featurizer.static, words)}
 
 

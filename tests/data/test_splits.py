@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import random
 import subprocess
 import sys
+from collections import defaultdict
 
 import pytest
 from omegaconf import OmegaConf
@@ -47,9 +49,9 @@ def test_splits_are_word_disjoint_with_the_configured_sizes():
 def test_each_split_keeps_the_original_record_order():
     records = corpus()
     splits = make_splits(records, SplitConfig(seed=3))
-    position = {id(r): i for i, r in enumerate(records)}
+    position = {r.source: i for i, r in enumerate(records)}  # sources are unique
     for name in ("train", "dev", "test"):
-        indices = [position[id(r)] for r in splits[name]]
+        indices = [position[r.source] for r in splits[name]]
         assert indices == sorted(indices)
 
 
@@ -162,3 +164,88 @@ def test_fixed_test_words_absent_from_the_records_are_an_error():
 def test_split_settings_of_the_wrong_type_are_config_errors(settings, key):
     with pytest.raises(ConfigError, match=f"data\\.split\\.{key} must .*Fix: data\\.split\\.{key}="):
         SplitConfig(**settings)
+
+
+# records_fingerprint of every split as written by the list-based readers and splitting that came before the compact
+# record tables (outputs of the old code): the tables must select the same records in the same order.
+OLD_CODE_FINGERPRINTS = {
+    "streusle": {
+        "train": (1367, "f35b4b2e4413a0ee85aafb8b40bfd480d12d1f27a25891af79e6e1061972fac4"),
+        "dev": (275, "35cfc654cad9a0a6fd9f9cda40b57a1e9ee1174e332532e03fefff814189b8bb"),
+        "test": (384, "f6ffbaec490dab966cae5b9b57013d8d7e8e5deb521a5be8abc052c9fd2787b7"),
+    },
+    "streusle_verbs": {
+        "train": (1842, "0e1d7f29811d7db4965e0197b762ae2ae1437174650427a222b32e2e4f2f9808"),
+        "dev": (726, "875489af586f0b0b0fbc9d647e7fc540b49cb55a9c003dec1f1aec61b2d3da4c"),
+        "test": (525, "b40b3a28857af7c2813c7ed1d55d8b04e8da831f0ad2ab7b7f548a4d536ced48"),
+    },
+    "streusle_uncapped_seed3": {
+        "train": (1403, "748d67b8c40dc4d7df2e7d74e2461439c3a7c013a37e24f482639cf996c73f6e"),
+        "dev": (299, "10d4595ca5009d9518a73bb978353679db30bc13b3ca00254205d36a29c500cf"),
+        "test": (324, "5e5100a5cc41e674cfbfb18b28142b7ef172b1c24f8404c54c0197e08d8151d7"),
+    },
+    "conll2003": {
+        "train": (21075, "5e45624b986b06b096513953f6fb127e6a2fc46d404119c21107557594164b3a"),
+        "dev": (5036, "2004bd5defe3f85db5aef6e809cb23f25849fc72e59ca6ee8ab435ec304783cd"),
+        "test": (7526, "087fa418c57271913f76cb43fe01975c76e0798c18fa5890d687ea50ccb4f92f"),
+    },
+    "conll2003_cap5_seed1": {
+        "train": (13520, "87ed09c26063f12f78e174e4ba34abe4bc3aa0576c99d725c9e77f7d0a22f457"),
+        "dev": (3367, "16978e3e73b8891798345412e4732ed28d0349f4a7dd715d8060560cb5e03a24"),
+        "test": (4234, "1019b92f79529b9d991f7921f0bbbe784c4b722e4857e2753f7882ddc73595e3"),
+    },
+}
+
+
+def fingerprints(data) -> dict[str, tuple[int, str]]:
+    from probing.features.store import records_fingerprint
+
+    return {name: (len(records), records_fingerprint(records)) for name, records in data.splits.items()}
+
+
+@pytest.mark.parametrize("name, settings", [
+    ("streusle", {}), ("streusle_verbs", {"include_verbs": True}),
+    ("streusle_uncapped_seed3", {"split": {"max_contexts_per_combination": None, "seed": 3}}),
+])
+def test_the_bundled_streusle_splits_are_those_of_the_old_code(name, settings):
+    from probing.data.sources import StreusleSource
+
+    assert fingerprints(StreusleSource(**settings).load()) == OLD_CODE_FINGERPRINTS[name]
+
+
+@pytest.mark.parametrize("name, split", [("conll2003", None), ("conll2003_cap5_seed1",
+                                                                {"max_contexts_per_combination": 5, "seed": 1})])
+def test_the_conll2003_splits_are_those_of_the_old_code(shared_data, name, split):
+    from probing.data.sources import Conll2003Source
+
+    data = Conll2003Source(data_dir=str(shared_data / "conll2003"), split=split).load()
+    assert fingerprints(data) == OLD_CODE_FINGERPRINTS[name]
+
+
+def old_make_splits(records: list[WordInContext], config: SplitConfig) -> dict[str, list[WordInContext]]:
+    """The list-based splitting that came before the record tables, kept as the reference."""
+    rng = random.Random(config.seed)
+    words = sorted({record.word for record in records})
+    test_words = set(rng.sample(words, round(config.test_fraction * len(words))))
+    remaining = [word for word in words if word not in test_words]
+    dev_words = set(rng.sample(remaining, round(config.dev_fraction * len(remaining))))
+    split_of = {word: "test" if word in test_words else "dev" if word in dev_words else "train" for word in words}
+    splits = {name: [r for r in records if split_of[r.word] == name] for name in ("train", "dev", "test")}
+    cap, capped = config.max_contexts_per_combination, {}
+    for name, kept in splits.items():
+        positions = defaultdict(list)
+        for index, record in enumerate(kept):
+            positions[record.combination].append(index)
+        chosen = [i for c in sorted(positions) for i in (positions[c] if len(positions[c]) <= cap
+                                                          else rng.sample(positions[c], cap))]
+        capped[name] = [kept[i] for i in sorted(chosen)]
+    return capped
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_tables_split_and_cap_random_corpora_as_the_lists_did(seed):
+    rng = random.Random(seed)
+    words = [f"w{rng.randrange(10 ** 6)}" for _ in range(40)]  # word ids (first seen) differ from string order
+    records = [record(rng.choice(words), rng.choice("ZAB"), index) for index in range(600)]
+    config = SplitConfig(seed=seed, max_contexts_per_combination=rng.randint(1, 6))
+    assert make_splits(records, config) == old_make_splits(records, config)

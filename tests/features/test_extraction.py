@@ -19,13 +19,14 @@ import h5py
 import numpy as np
 import pytest
 import torch
+from tqdm.auto import tqdm
 from transformers import BertModel
 
 from probing.data.records import SkipCounter, WordInContext
 from probing.errors import ProbingError, StoreMismatchError
 from probing.features import extraction
 from probing.features.encoder import EncoderInfo, PreparedInput, WordEncoder
-from probing.features.extraction import extract_split, plan_batches, window_rows
+from probing.features.extraction import MAX_WINDOW_ROWS, extract_split, plan_batches, window_rows
 from probing.features.store import FeatureStore, StoreWriter
 from tests.helpers.stores import (
     as_format_3,
@@ -136,9 +137,94 @@ def test_windows_are_batched_longest_first_and_written_as_blocks_in_record_order
         np.testing.assert_array_equal(store.read_layer(1), expected_fake_features([0, 1, 2, 3, 5, 6, 7], 1))
 
 
+class LoggingFakeEncoder(FakeEncoder):
+    """A FakeEncoder logging its calls: ("prepare", rows) and ("encode", rows); `fail_at` encode call fails."""
+
+    def __init__(self, fail_at: int | None = None):
+        super().__init__()
+        self.calls: list[tuple[str, int]] = []
+        self.fail_at = fail_at
+
+    def prepare_many(self, records):
+        self.calls.append(("prepare", len(records)))
+        return super().prepare_many(records)
+
+    def encode(self, batch):
+        if sum(call == "encode" for call, _ in self.calls) + 1 == self.fail_at:
+            raise RuntimeError("stopped")
+        self.calls.append(("encode", len(batch)))
+        return super().encode(batch)
+
+
+def test_rows_are_tokenised_a_chunk_at_a_time_as_their_windows_need_them(tmp_path, monkeypatch):
+    monkeypatch.setattr(extraction, "PREPARE_ROWS", 3)
+    encoder = LoggingFakeEncoder()
+    records = fake_records([4] * 10, skip={4, 8})
+    report = extract_fake(tmp_path / "s.h5", records, encoder)
+    # chunks 0-2 | 3-5 | 6-8 | 9; kept rows 0,1,2,3,5,6,7,9 in windows of two, each window one batch
+    assert encoder.calls == [("prepare", 3), ("encode", 2), ("prepare", 3), ("encode", 2), ("prepare", 3),
+                             ("encode", 2), ("prepare", 1), ("encode", 2)]
+    assert (report.rows_computed, report.rows_skipped, report.skipped_now) == (8, 2, {"fake skip": 2})
+    with h5py.File(tmp_path / "s.h5") as file:
+        assert file["slots"][()].tolist() == [0, 1, 2, 3, -1, 4, 5, 6, -1, 7]
+        assert file["block_rows"][()].tolist() == [2, 0, 2, 0, 2, 0, 2, 0, 0, 0]
+
+
+def test_skips_flagged_before_a_run_stopped_stay_flagged_and_the_rerun_writes_the_same_store(tmp_path, monkeypatch):
+    monkeypatch.setattr(extraction, "PREPARE_ROWS", 3)
+    records, stopped, reference = fake_records([4] * 10, skip={4, 8}), tmp_path / "stopped.h5", tmp_path / "ref.h5"
+    with pytest.raises(RuntimeError, match="stopped"):
+        extract_fake(stopped, records, LoggingFakeEncoder(fail_at=3))  # in window 5, 6: chunk 6-8 was tokenised
+    with StoreWriter(stopped) as writer:
+        assert writer.file["skipped"][()].nonzero()[0].tolist() == [4, 8]
+        assert writer.pending_rows().tolist() == [5, 6, 7, 9]
+    encoder = LoggingFakeEncoder()
+    resumed = extract_fake(stopped, records, encoder)
+    assert (resumed.rows_already_done, resumed.rows_computed, resumed.rows_skipped) == (6, 4, 2)
+    assert resumed.skipped_now == {} and encoder.calls[0] == ("prepare", 3)
+    extract_fake(reference, records)
+    assert_same_store(stopped, reference)
+
+
+def extract_tokenising_first(records, encoder, path: Path, window: int, max_tokens_per_batch: int, class_names):
+    """The extraction that came before tokenising per window, kept as the reference (its `_fill` without progress
+    bar): every pending row tokenised first, the skipped ones flagged, then the windows of the representable rows."""
+    FeatureStore.create(path, extraction.request_metadata(records, encoder, "float16", {}), records, class_names)
+    with StoreWriter(path) as writer:
+        pending = writer.pending_rows()
+        inputs = encoder.prepare_many([records[row] for row in pending])
+        writer.mark_skipped([row for row, prepared in zip(pending, inputs) if prepared is None])
+        todo = [(int(row), prepared) for row, prepared in zip(pending, inputs) if prepared is not None]
+        rows = np.asarray([row for row, _ in todo], dtype=np.int64)
+        for first in range(0, len(todo), window):
+            stage = writer.window(rows[first:first + window])
+            window_inputs = [prepared for _, prepared in todo[first:first + window]]
+            pooled, _ = extraction._encode_window(window_inputs, encoder, stage, max_tokens_per_batch,
+                                                  tqdm(disable=True))
+            stage.commit(pooled)
+
+
+def test_tokenising_per_window_writes_the_store_of_tokenising_the_split_first(tiny_bert_path, tmp_path,
+                                                                               monkeypatch):
+    """Bundled STREUSLE (dev, nouns and verbs) with a max_length that skips the longer targets, windows of 97 rows and
+    chunks of 50: the features and every table are those of the old code path, byte for byte."""
+    from probing.data.sources import StreusleSource
+
+    monkeypatch.setattr(extraction, "PREPARE_ROWS", 50)
+    data = StreusleSource(include_verbs=True).load()
+    records, new, old = data.splits["dev"], tmp_path / "new.h5", tmp_path / "old.h5"
+    report = extract_split(records, WordEncoder(str(tiny_bert_path), max_length=4), new, class_names=data.classes,
+                           max_tokens_per_batch=200, window=97, progress=False)
+    extract_tokenising_first(records, WordEncoder(str(tiny_bert_path), max_length=4), old, 97, 200, data.classes)
+    assert report.rows_skipped > 0 and report.rows_computed + report.rows_skipped == len(records)
+    assert_same_store(new, old)
+
+
 def test_a_window_holds_64_mb_of_float32_features_unless_set():
     assert window_rows({"num_layers": 13, "hidden_size": 768}) == (64 << 20) // (4 * 13 * 768) == 1680
     assert window_rows({"num_layers": 13, "hidden_size": 768}, 5) == 5
+    assert window_rows({"num_layers": 7, "hidden_size": 384}) == 6241  # MiniLM: the cap does not bind
+    assert window_rows({"num_layers": 3, "hidden_size": 64}) == MAX_WINDOW_ROWS == 16384  # a narrow model: capped
     assert extraction.WINDOW_BYTES == 64 << 20
 
 

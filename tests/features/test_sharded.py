@@ -11,8 +11,16 @@ import numpy as np
 import pytest
 
 from probing.errors import ProbingError, StoreCorruptError, StoreMismatchError
+from probing.features import sharded
 from probing.features.extraction import extract_split, request_metadata
-from probing.features.sharded import ShardPlan, extract_split_sharded, merge_shards, shard_path, shard_rows
+from probing.features.sharded import (
+    ShardPlan,
+    extract_split_sharded,
+    merge_shards,
+    representable_rows,
+    shard_path,
+    shard_rows,
+)
 from probing.features.store import StoreWriter
 from tests.features.test_extraction import CLASSES, FakeEncoder, fake_records
 from tests.helpers.stores import assert_one_line_error, assert_same_store, file_state
@@ -79,8 +87,9 @@ def single(tmp_path) -> Path:
 
 @pytest.mark.parametrize("world_size", [2, 3])
 def test_shards_are_disjoint_cover_the_split_and_take_whole_windows_round_robin(world_size):
-    prepared = FakeEncoder().prepare_many(records())
-    shards = shard_rows(prepared, world_size, WINDOW)
+    representable = representable_rows(records(), FakeEncoder())
+    assert [row for row in range(len(LENGTHS)) if not representable[row]] == sorted(SKIP)
+    shards = shard_rows(representable, world_size, WINDOW)
     every = np.sort(np.concatenate(shards))
     assert np.array_equal(every, np.arange(len(LENGTHS)))
     kept = [row for row in range(len(LENGTHS)) if row not in SKIP]
@@ -230,3 +239,18 @@ def test_the_shards_of_another_process_count_are_deleted_with_the_merge(tmp_path
     extract_sharded(path, 2)
     assert_same_store(path, single)
     assert not shard_path(path, 0, 2).parent.exists()
+
+
+def test_the_plan_tokenises_a_chunk_at_a_time(monkeypatch):
+    """The plan never holds the inputs of the whole split: prepare_many sees at most PREPARE_ROWS rows per call."""
+    seen = []
+
+    class CountingEncoder(FakeEncoder):
+        def prepare_many(self, batch):
+            seen.append(len(batch))
+            return super().prepare_many(batch)
+
+    monkeypatch.setattr(sharded, "PREPARE_ROWS", 4)
+    assert representable_rows(records(), CountingEncoder()).tolist() == \
+        representable_rows(records(), FakeEncoder()).tolist()
+    assert max(seen) == 4 and sum(seen) == len(LENGTHS)

@@ -19,8 +19,11 @@ from probing.features.store import (
     STORE_FORMAT,
     FeatureStore,
     StoreWriter,
+    all_finite,
     block_groups,
+    read_checked_tables,
     read_tables,
+    record_order,
     records_fingerprint,
     store_path,
     table_hashes,
@@ -430,3 +433,33 @@ def test_a_run_killed_between_sealing_and_the_last_flags_leaves_an_unfinished_st
         writer.write_rows([1, 3, 4, 5, 6, 8], features_of([1, 3, 4, 5, 6, 8]))
     with FeatureStore(store_file) as store:
         np.testing.assert_array_equal(store.read_all_layers(), features_of(range(10)))
+
+
+@pytest.mark.parametrize("piece_bytes", [8, 24, 1 << 20])  # one slot (of block_rows) a piece, several, all
+def test_block_tables_read_in_pieces_hash_and_index_like_the_whole_tables(tmp_path, monkeypatch, piece_bytes):
+    monkeypatch.setattr("probing.features.store.TABLE_PIECE_BYTES", piece_bytes)
+    path = write_complete_store(tmp_path / "split.h5", batches=PARTLY_IN_ORDER)
+    with h5py.File(path, "r") as handle:
+        tables, hashes = read_checked_tables(handle)
+        whole = read_tables(handle)
+    assert hashes == table_hashes(whole)
+    blocks = tables["block_rows"]
+    assert whole["block_rows"].tolist() == [2, 0, 3, 0, 0, 1, 4, 0, 0, 0]
+    assert [blocks[slot] for slot in range(len(blocks))] == whole["block_rows"].tolist()
+    np.testing.assert_array_equal(blocks.checksums_at([0, 2, 5, 6]), whole["block_xxh3"][[0, 2, 5, 6]])
+
+
+def test_float16_finiteness_is_checked_on_every_bit_pattern():
+    patterns = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(np.float16)
+    finite = np.isfinite(patterns)
+    assert not finite.all() and all_finite(patterns[finite]) and all_finite(np.zeros((0, 4), np.float16))
+    for bad in patterns[~finite][::97]:  # among finite values of both signs
+        assert not all_finite(np.array([1.0, -2.0, -0.0, bad, 3.0], np.float16))
+
+
+def test_slots_must_fill_the_kept_rows_exactly_once():
+    np.testing.assert_array_equal(record_order(np.array([2, 0, 1]), Path("s.h5")), [1, 2, 0])
+    np.testing.assert_array_equal(record_order(np.arange(4), Path("s.h5")), np.arange(4))
+    for damaged in ([0, 0, 1], [0, 1, 3], [-1, 0, 1]):
+        with pytest.raises(StoreCorruptError, match="the `slots` table is damaged"):
+            record_order(np.array(damaged), Path("s.h5"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from torchmetrics.functional.classification import multilabel_f1_score, multilabel_precision, multilabel_recall
 
 from probing.probes.metrics import (
     SClassMetrics,
@@ -165,3 +166,92 @@ def test_decision_scores_by_hand():
     assert (scores["true_positives"], scores["false_positives"], scores["false_negatives"]) == (2, 1, 0)
     assert scores["micro_f1"] == pytest.approx(4 / 5)
     assert scores["per_class_f1"][:2] == pytest.approx([2 / 3, 1.0]) and scores["per_class_f1"][2] is None
+
+
+def state_bytes(metric) -> int:
+    """Bytes held by a metric's states (tensors, or lists of tensors)."""
+    total = 0
+    for name in metric._defaults:
+        value = getattr(metric, name)
+        total += sum(t.nbytes for t in value) if isinstance(value, list) else value.nbytes
+    return total
+
+
+def test_the_streamed_metric_matches_the_hand_computed_case_one_context_at_a_time():
+    """Contexts arrive one per update, in an order whose ids reach below and above the table's first range, so the
+    per-combination counts are carried across batches and table reallocations."""
+    order = [4, 9, 0, 7, 5, 1, 8, 2, 6, 3]  # apple/food (-3), banana (42), apple/org (7), paris (1000), ...
+    for contexts in ([CONTEXTS[i] for i in order], CONTEXTS[::-1]):
+        result = compute(contexts, chunks=len(contexts))
+        assert (result["true_positives"], result["false_positives"], result["false_negatives"]) == (3, 2, 1)
+        assert result["micro_f1"] == pytest.approx(6 / 9) and result["per_class_f1"][ART] is None
+        assert result["per_class_f1"][:3] == pytest.approx([2 / 3, 0.5, 1.0])
+        assert (result["n_combinations"], result["n_contexts"]) == (4, 10)
+        assert result["context_accuracy"] == pytest.approx(0.8)
+        assert result == compute()
+
+
+def test_metric_state_does_not_grow_with_the_number_of_updates():
+    generator = torch.Generator().manual_seed(0)
+    combination = torch.arange(64) % 16
+    labels = combination % 4
+    sizes = {}
+    for metric, args in ((SClassMetrics(num_classes=4), (labels, combination)),
+                         (TypeLevelMetrics(num_classes=4), (torch.rand(64, 4, generator=generator) < 0.3,))):
+        for batches in range(1, 101):
+            metric.update(torch.rand(64, 4, generator=generator), *args)
+            if batches in (1, 100):
+                sizes[type(metric).__name__, batches] = state_bytes(metric)
+        assert metric.compute()["n_contexts"] == 6400
+    assert sizes["SClassMetrics", 1] == sizes["SClassMetrics", 100] > 0
+    assert sizes["TypeLevelMetrics", 1] == sizes["TypeLevelMetrics", 100] > 0
+
+
+def test_a_second_pass_after_reset_scores_the_same_in_a_table_of_the_same_size():
+    metric = SClassMetrics(num_classes=4)
+    prob, labels, combination = tensors()
+    sizes, results = [], []
+    for _ in range(2):
+        for part in zip(prob.chunk(5), labels.chunk(5), combination.chunk(5)):
+            metric.update(*part)
+        sizes.append(state_bytes(metric))
+        results.append(metric.compute())
+        metric.reset()
+    assert sizes[0] == sizes[1] and results[0] == results[1] == compute()
+
+
+def test_tables_of_two_processes_merge_by_combination():
+    """What compute() sees after a DDP sync: the processes' tables concatenated, a combination split between them."""
+    prob, labels, combination = tensors()
+    halves = [SClassMetrics(num_classes=4), SClassMetrics(num_classes=4)]
+    for n in range(len(CONTEXTS)):
+        halves[n % 2].update(prob[n:n + 1], labels[n:n + 1], combination[n:n + 1])
+    merged, other = halves
+    merged.table.extend(other.table)
+    merged.n_contexts, merged.n_correct = merged.n_contexts + other.n_contexts, merged.n_correct + other.n_correct
+    assert merged.compute() == compute()
+
+
+def test_a_combination_with_two_labels_is_rejected_across_and_within_updates():
+    prob, labels, combination = tensors()
+    metric = SClassMetrics(num_classes=4)
+    metric.update(prob[:2], labels[:2], combination[:2])
+    with pytest.raises(ValueError, match="combination id 7 carries two labels \\(0 and 1\\)"):
+        metric.update(prob[2:3], torch.tensor([FOOD]), combination[2:3])
+    with pytest.raises(ValueError, match="combination id 1000 carries two labels"):
+        SClassMetrics(num_classes=4).update(prob[7:9], torch.tensor([LOC, ORG]), combination[7:9])
+
+
+def test_scores_from_counts_equal_torchmetrics_multilabel_scores_bit_for_bit():
+    generator = torch.Generator().manual_seed(0)
+    for rows, classes, rate in ((50, 5, 0.3), (1000, 26, 0.05), (7, 3, 0.9)):
+        decisions = torch.rand(rows, classes, generator=generator) < rate
+        gold = torch.rand(rows, classes, generator=generator) < rate
+        scores = decision_scores(decisions, gold)
+        args = (decisions.long(), gold.long(), classes)
+        assert scores["micro_f1"] == float(multilabel_f1_score(*args, average="micro"))
+        assert scores["micro_precision"] == float(multilabel_precision(*args, average="micro"))
+        assert scores["micro_recall"] == float(multilabel_recall(*args, average="micro"))
+        per_class = multilabel_f1_score(*args, average="none").tolist()
+        assert [f1 for f1 in scores["per_class_f1"] if f1 is not None] == [
+            f1 for f1, score in zip(per_class, scores["per_class_f1"]) if score is not None]

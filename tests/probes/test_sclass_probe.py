@@ -275,3 +275,18 @@ def test_a_non_finite_loss_stops_training_with_a_clear_error(splits):
 def test_the_constructor_refuses_bad_settings_naming_the_config_key(settings, message):
     with pytest.raises(ConfigError, match=message):
         SClassProbe(input_dim=4, class_names=["a", "b"], **settings)
+
+
+def test_repeated_validation_passes_score_alike_and_keep_the_metric_state_size(splits):
+    """Evaluation keeps no per-batch tensor: the dev metric's state is as large after three passes as after one."""
+    lightning.seed_everything(0, verbose=False)
+    data = with_control(splits["dev"], seed=1)
+    model = SClassProbe(input_dim=DIM, class_names=CLASSES, hidden_dim=8, control=True)
+    run = trainer(max_epochs=1)
+    scores, sizes = [], []
+    for _ in range(3):
+        run.validate(model, loader(data), verbose=False)
+        scores.append(model.split_metrics["dev"])
+        sizes.append(sum(t.nbytes for name in ("dev", "dev_control") for t in model.metrics[name].table))
+    assert scores[0] == scores[1] == scores[2] and scores[0]["n_contexts"] == len(data)
+    assert sizes[0] == sizes[1] == sizes[2] > 0
