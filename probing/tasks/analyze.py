@@ -22,8 +22,9 @@ import lightning as L
 from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig
 
+from probing.data.files import write_json_atomically
 from probing.tasks.analysis import Analysis, AnalysisInputs, ModelSettings, build_analysis
-from probing.tasks.common import check_config, closing_loggers, job_state, write_json_atomically
+from probing.tasks.common import check_config, closing_loggers, job_state
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,6 @@ from lightning.pytorch.loggers import Logger, WandbLogger
 from omegaconf import DictConfig, OmegaConf
 
 from probing.config import build
-from probing.data.files import write_json_atomically as write_json_atomically  # re-exported for the tasks
 from probing.data.settings import require_int
 from probing.errors import ConfigError
 from probing.features.provision import lock_wait_seconds

@@ -20,6 +20,7 @@ from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig, OmegaConf
 
 from probing.config import build
+from probing.data.files import write_json_atomically
 from probing.data.settings import require_int
 from probing.data.splits import EVAL_SPLITS, SEEN
 from probing.features.attention import DEFAULT_POLICY, window_policy
@@ -38,7 +39,6 @@ from probing.tasks.common import (
     job_state,
     store_settings,
     summarise_in_wandb,
-    write_json_atomically,
 )
 
 log = logging.getLogger(__name__)

@@ -20,6 +20,7 @@ from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig
 
 from probing.config import build
+from probing.data.files import write_json_atomically
 from probing.data.settings import require_int
 from probing.features.finetuned import MODEL_DIR
 from probing.finetune.checkpoints import RandomStates, ResumePolicy, best_checkpoint, load_best_weights, run_identity
@@ -32,7 +33,6 @@ from probing.tasks.common import (
     distributed_state_of_this_job,
     job_state,
     keep_ddp_processes_on_this_job,
-    write_json_atomically,
 )
 
 log = logging.getLogger(__name__)

@@ -9,9 +9,10 @@ from types import SimpleNamespace
 
 import pytest
 
+from probing.data.files import write_json_atomically
 from probing.errors import ConfigError
 from probing.tasks import extract, probe
-from probing.tasks.common import closing_loggers, write_json_atomically
+from probing.tasks.common import closing_loggers
 from tests.helpers import REPO, run_script
 from tests.helpers.runs import compose_job, tiny_model
 
