@@ -1,4 +1,6 @@
-"""CoNLL-U files (Universal Dependencies) as POS-tagged sentences, with the language-specific XPOS tags.
+"""CoNLL-U files (Universal Dependencies): every word line with its 10 columns (`read_conllu_sentences`, read by
+the word-level probing tasks of probing.data.word_tasks), and POS-tagged sentences with the language-specific XPOS
+tags (`read_conllu_xpos`, for POS fine-tuning), built on the same word-line parser.
 
 CoNLL-U: one word per line, 10 tab-separated columns ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC, "#"
 comment lines, a blank line after each sentence. For English-EWT, XPOS holds Penn Treebank tags (plus UD's own
@@ -9,18 +11,20 @@ Choices where the format leaves room:
   and the range line is counted in the SkipCounter (SKIP_MULTIWORD). Empty nodes ("5.1", enhanced UD) are no
   words; they are counted too (SKIP_EMPTY_NODE).
 - Word IDs must run 1, 2, 3... within a sentence; otherwise the file is not CoNLL-U and reading stops.
-- A missing XPOS ("_") is an error, not a skip: a treebank without XPOS (many UD treebanks) has no PTB tags to
-  learn, and dropping sentences would change the data silently.
-- A sentence with an XPOS tag outside XPOS_TAGS (the Penn Treebank tags and EWT's additions), e.g. a typo "FOO", is
-  left out and counted in the SkipCounter, one reason per tag (the run warns with the counts): its words keep their
-  context only as a whole sentence, and a stray tag would become a class of its own.
+- `read_conllu_xpos` only: a missing XPOS ("_") is an error, not a skip: a treebank without XPOS (many UD
+  treebanks) has no PTB tags to learn, and dropping sentences would change the data silently.
+- `read_conllu_xpos` only: a sentence with an XPOS tag outside XPOS_TAGS (the Penn Treebank tags and EWT's
+  additions), e.g. a typo "FOO", is left out and counted in the SkipCounter, one reason per tag (the run warns with
+  the counts): its words keep their context only as a whole sentence, and a stray tag would become a class of its
+  own.
 - A block of comments without word lines is an error, as is a file without any sentence.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import NamedTuple
 
 from probing.data.records import SkipCounter
 from probing.data.task_records import TaggedSentence
@@ -28,7 +32,7 @@ from probing.data.text import files_in, read_lines
 from probing.errors import DataFormatError
 
 N_COLUMNS = 10
-ID, FORM, XPOS = 0, 1, 4
+ID, FORM, UPOS, XPOS, FEATS, HEAD, DEPREL = 0, 1, 3, 4, 5, 6, 7
 SUFFIX = ".conllu"
 SKIP_MULTIWORD = "multiword-token line (e.g. 3-4), its words are read from the lines after it"
 SKIP_EMPTY_NODE = "empty node (e.g. 5.1), not a word"
@@ -46,6 +50,22 @@ PTB_TAGS = frozenset({
 XPOS_TAGS = PTB_TAGS | {"ADD", "AFX", "GW", "HYPH", "NFP", "XX"}
 
 
+class ConlluWord(NamedTuple):
+    """One word line: its line number in the file and its 10 columns as written (strings, "_" where unset)."""
+
+    line: int
+    id: str
+    form: str
+    lemma: str
+    upos: str
+    xpos: str
+    feats: str
+    head: str
+    deprel: str
+    deps: str
+    misc: str
+
+
 def conllu_files(paths: Sequence[Path], config_key: str = "data.source.paths") -> list[Path]:
     """The CoNLL-U files to read: files as given and each folder's *.conllu files, sorted by name."""
     return files_in(paths, f"*{SUFFIX}", config_key)
@@ -57,10 +77,10 @@ def read_conllu_xpos(
     """The sentences of the files with their XPOS tags, in order; each source is "file:line" of the first word."""
     sentences: list[TaggedSentence] = []
     for path in paths:
-        read = list(_read_sentences(path, skips, config_key))
-        if not read:
-            raise DataFormatError(path, None, "no sentences: the file is empty or holds no word lines", EMPTY_FILE_FIX)
-        sentences.extend(sentence for sentence in read if sentence is not None)
+        for words in read_conllu_sentences(path, skips, config_key, check=_require_xpos):
+            sentence = _xpos_sentence(words, path, skips)
+            if sentence is not None:
+                sentences.append(sentence)
     return sentences
 
 
@@ -69,42 +89,66 @@ def skip_unknown_tag(tag: str) -> str:
     return f"sentence with XPOS tag {tag!r}, outside the Penn Treebank tag set, left out"
 
 
-def _read_sentences(path: Path, skips: SkipCounter, config_key: str) -> Iterator[TaggedSentence | None]:
-    """Each sentence block of the file, None for a sentence left out (counted in `skips`)."""
+def read_conllu_sentences(
+    path: Path, skips: SkipCounter, config_key: str = "data.source.paths",
+    check: Callable[[ConlluWord, Path], None] | None = None,
+) -> Iterator[list[ConlluWord]]:
+    """Each sentence of the file as its word lines, all 10 columns as written, in order (streamed).
+
+    Multiword-token lines and empty nodes are counted in `skips` and left out; `check`, when given, is called on
+    each word as it is read (to refuse a column a reader needs, at its line). A block of comments without word
+    lines, and a file without any sentence, are DataFormatErrors."""
     block_start: int | None = None
-    words: list[tuple[int, str, str]] = []  # (line, form, xpos)
+    words: list[ConlluWord] = []
+    n_sentences = 0
     for number, line in read_lines(path, config_key):
         if not line.strip():
             if block_start is not None:
-                yield _sentence(words, path, block_start, skips)
+                n_sentences += 1
+                yield _checked_block(words, path, block_start)
             block_start, words = None, []
             continue
         block_start = number if block_start is None else block_start
         if not line.startswith("#"):
-            word = _parse_word_line(line, path, number, len(words) + 1, skips)
+            word = parse_word_line(line, path, number, len(words) + 1, skips)
             if word is not None:
-                words.append((number, *word))
+                if check is not None:
+                    check(word, path)
+                words.append(word)
     if block_start is not None:
-        yield _sentence(words, path, block_start, skips)
+        n_sentences += 1
+        yield _checked_block(words, path, block_start)
+    if not n_sentences:
+        fix = EMPTY_FILE_FIX.replace("data.source.paths", config_key)
+        raise DataFormatError(path, None, "no sentences: the file is empty or holds no word lines", fix)
 
 
-def _sentence(words: list[tuple[int, str, str]], path: Path, block_start: int,
-              skips: SkipCounter) -> TaggedSentence | None:
+def _checked_block(words: list[ConlluWord], path: Path, block_start: int) -> list[ConlluWord]:
     if not words:
         problem = "a sentence block without word lines (comments only) ends before this blank line"
         raise DataFormatError(path, block_start, problem, FORMAT_FIX)
-    unknown = [(line, tag) for line, _, tag in words if tag not in XPOS_TAGS]
+    return words
+
+
+def _require_xpos(word: ConlluWord, path: Path) -> None:
+    if word.xpos in ("", "_"):
+        raise DataFormatError(path, word.line, f"no XPOS tag (column 5 is {word.xpos!r}) for {word.form!r}", XPOS_FIX)
+
+
+def _xpos_sentence(words: list[ConlluWord], path: Path, skips: SkipCounter) -> TaggedSentence | None:
+    unknown = [word for word in words if word.xpos not in XPOS_TAGS]
     if unknown:  # counted under its first unknown tag, at that word's line
-        skips.skip(skip_unknown_tag(unknown[0][1]), f"{path}:{unknown[0][0]}")
+        skips.skip(skip_unknown_tag(unknown[0].xpos), f"{path}:{unknown[0].line}")
         return None
-    lines, forms, tags = zip(*words)
-    return TaggedSentence(forms, tags, f"{path}:{lines[0]}")
+    return TaggedSentence(tuple(word.form for word in words), tuple(word.xpos for word in words),
+                          f"{path}:{words[0].line}")
 
 
-def _parse_word_line(
+def parse_word_line(
     line: str, path: Path, number: int, expected_id: int, skips: SkipCounter
-) -> tuple[str, str] | None:
-    """(FORM, XPOS) of a word line; None for a multiword-token line or an empty node (counted in `skips`)."""
+) -> ConlluWord | None:
+    """The 10 columns of a word line, as written; None for a multiword-token line or an empty node (counted in
+    `skips`). The column count, the word ID (`expected_id`) and a non-empty FORM are checked, nothing else."""
     columns = line.split("\t")
     if len(columns) != N_COLUMNS:
         raise DataFormatError(path, number, f"expected {N_COLUMNS} tab-separated columns, got {len(columns)}",
@@ -117,9 +161,6 @@ def _parse_word_line(
             return None
     if token_id != str(expected_id):
         raise DataFormatError(path, number, f"word ID {token_id!r} where {expected_id} comes next", FORMAT_FIX)
-    form, xpos = columns[FORM], columns[XPOS]
-    if not form:
+    if not columns[FORM]:
         raise DataFormatError(path, number, "empty FORM (column 2)", FORMAT_FIX)
-    if xpos in ("", "_"):
-        raise DataFormatError(path, number, f"no XPOS tag (column 5 is {xpos!r}) for {form!r}", XPOS_FIX)
-    return form, xpos
+    return ConlluWord(number, *columns)
