@@ -1,0 +1,225 @@
+"""Multi-class word and word-pair probes (Hewitt & Liang 2019 §4), several independent ones as one batched module.
+
+The three families of Hewitt & Liang §4, each reading a word's vector (or a pair's, built upstream as [a; b] or
+[a; b; a * b]) and giving K logits:
+
+    linear   D -> K                      (rank=r: D -> r -> K, a rank-constrained linear map, no nonlinearity)
+    mlp1     D -> H ReLU -> K
+    mlp2     D -> H ReLU -> H ReLU -> K  (H = 1000 in the paper)
+
+`num_heads` such probes with the same shape but no shared parameter train side by side (the MDL prefix probes, or a
+single task probe with num_heads=1); each gets exactly the gradient it would get alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from probing.data.settings import choose, require_int, require_number
+from probing.errors import ConfigError
+from probing.probes.components.scalar_mix import ScalarMix
+
+FAMILIES = ("linear", "mlp1", "mlp2")
+
+
+def check_word_probe_settings(family: str, hidden_dim: int, rank: int | None, dropout: float) -> None:
+    """The probe family's settings, refused with the config key that sets them (hidden_dim and dropout are set under
+    probe.module, shared with the s-class probes)."""
+    choose("probe.family", family, FAMILIES)
+    require_int("probe.module.hidden_dim", hidden_dim, minimum=1)
+    require_number("probe.module.dropout", dropout, high=1.0, example="0.1")
+    if rank is not None:
+        require_int("probe.rank", rank, minimum=1)
+        if family != "linear":
+            raise ConfigError(f"probe.rank={rank} constrains a linear probe (D -> rank -> K), but probe.family="
+                              f"{family}: an MLP's capacity is set by probe.module.hidden_dim. Fix: probe.rank=null "
+                              "or probe=linear")
+
+
+class BatchedWordProbes(nn.Module):
+    """`num_heads` independent multi-class probes of one family with stacked parameters.
+
+    Layer j of head h is the `nn.Linear` with weight w{j}[h] (out, in) and bias b{j}[h] (out); all layers have a
+    bias, the two factors of a rank-constrained linear probe included (Hewitt & Liang's code: two `nn.Linear`). Each
+    head is initialised exactly as fresh `nn.Linear` layers would be, head 0's layers first (`reset_parameters`).
+
+    Dropout (`dropout`, off by default) where Hewitt & Liang's code puts it, except on an MLP's input: on the input of a
+    linear probe (rank-constrained or not; nothing else to drop), on each hidden layer (after the ReLU) of an MLP.
+    Their code drops an MLP's input too; we do not, so that the first layer of all heads stays one shared product.
+    Masks are drawn independently per head.
+
+    Every head reads the same input, so the first layer of all heads is ONE wide linear layer: w1 viewed as
+    (heads*out, D) (a view, no copy) gives the first layer of every head as one (B, heads*out) matrix. Later layers
+    are batched products over heads, (heads, B, in) @ (heads, in, out) (`torch.baddbmm`). An input that already
+    differs per head, (heads, B, D) (per-head scalar mixes, or a linear probe's per-head input dropout), makes the
+    first layer a batched product too.
+    """
+
+    def __init__(self, num_heads: int, input_dim: int, num_labels: int, family: str = "linear",
+                 hidden_dim: int = 1000, rank: int | None = None, dropout: float = 0.0):
+        super().__init__()
+        if num_heads < 1 or input_dim < 1 or num_labels < 1:
+            raise ValueError(f"num_heads, input_dim and num_labels must be >= 1, got {num_heads}, {input_dim}, "
+                             f"{num_labels}")
+        check_word_probe_settings(family, hidden_dim, rank, dropout)
+        self.num_heads, self.input_dim, self.num_labels = num_heads, input_dim, num_labels
+        self.family, self.hidden_dim, self.rank = family, hidden_dim, rank
+        if family == "linear":
+            self.sizes = [input_dim, *([rank] if rank is not None else []), num_labels]
+        else:
+            self.sizes = [input_dim, *[hidden_dim] * (1 if family == "mlp1" else 2), num_labels]
+        for j, (fan_in, fan_out) in enumerate(zip(self.sizes, self.sizes[1:]), start=1):
+            self.register_parameter(f"w{j}", nn.Parameter(torch.empty(num_heads, fan_out, fan_in)))
+            self.register_parameter(f"b{j}", nn.Parameter(torch.empty(num_heads, fan_out)))
+        self.dropout = nn.Dropout(dropout)
+        self.reset_parameters()
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.sizes) - 1
+
+    def layers(self) -> list[tuple[nn.Parameter, nn.Parameter]]:
+        """(weight (heads, out, in), bias (heads, out)) of each layer, input side first."""
+        return [(getattr(self, f"w{j}"), getattr(self, f"b{j}")) for j in range(1, self.num_layers + 1)]
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        """Initialise every head exactly as fresh `nn.Linear` layers would be (kaiming-uniform weights with
+        a=sqrt(5), uniform(+-1/sqrt(fan_in)) biases), drawn in the order of building head 0's layers, then head
+        1's, ..."""
+        for h in range(self.num_heads):
+            for weight, bias in self.layers():
+                fresh = nn.Linear(weight.shape[2], weight.shape[1])
+                weight[h].copy_(fresh.weight)
+                bias[h].copy_(fresh.bias)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """x (B, D), shared by all heads, or (heads, B, D), one input per head -> logits (B, heads, K)."""
+        per_head = x.dim() == 3
+        expected = (self.num_heads, x.shape[-2], self.input_dim) if per_head else (x.shape[0], self.input_dim)
+        if x.dim() not in (2, 3) or tuple(x.shape) != expected:
+            raise ValueError(f"expected features of shape (batch, {self.input_dim}) or ({self.num_heads}, batch, "
+                             f"{self.input_dim}), got {tuple(x.shape)}")
+        if self.family == "linear" and self.training and self.dropout.p > 0:
+            x = self.dropout(x if per_head else x.expand(self.num_heads, *x.shape))  # a mask per head
+        layers = self.layers()
+        weight, bias = layers[0]
+        if x.dim() == 2:
+            out = F.linear(x, weight.view(-1, self.input_dim), bias.view(-1))  # (B, heads*out)
+            if len(layers) == 1:
+                return out.view(x.shape[0], self.num_heads, -1)
+            hidden = out.view(x.shape[0], self.num_heads, -1).transpose(0, 1)  # (heads, B, out)
+        else:
+            hidden = torch.baddbmm(bias.unsqueeze(1), x, weight.transpose(1, 2))
+        for weight, bias in layers[1:]:
+            if self.family != "linear":
+                # in place: the product before needs its inputs for backward, not its output
+                hidden = self.dropout(hidden.relu_())
+            hidden = torch.baddbmm(bias.unsqueeze(1), hidden, weight.transpose(1, 2))
+        return hidden.transpose(0, 1)
+
+    def as_sequential(self, head: int) -> nn.Sequential:
+        """Head `head` as a standalone nn.Sequential with copied weights: [Dropout ->] Linear [-> Linear] for the
+        linear family, Linear -> ReLU [-> Dropout] -> ... -> Linear for the MLPs (Dropout only with dropout > 0)."""
+        if not 0 <= head < self.num_heads:
+            raise IndexError(f"head {head} out of range for {self.num_heads} heads")
+        modules: list[nn.Module] = []
+        drop = [nn.Dropout(self.dropout.p)] if self.dropout.p > 0 else []
+        if self.family == "linear":
+            modules += drop
+        for j, (weight, bias) in enumerate(self.layers()):
+            if j and self.family != "linear":
+                modules += [nn.ReLU(), *drop]
+            linear = nn.utils.skip_init(nn.Linear, weight.shape[2], weight.shape[1], device=weight.device,
+                                        dtype=weight.dtype)
+            with torch.no_grad():
+                linear.weight.copy_(weight[head])
+                linear.bias.copy_(bias[head])
+            modules.append(linear)
+        return nn.Sequential(*modules)
+
+    def state_of_heads(self) -> dict[str, Tensor]:
+        """A detached copy of every parameter, heads on dim 0 (for `copy_heads_`)."""
+        return {name: parameter.detach().clone() for name, parameter in self.named_parameters()}
+
+    @torch.no_grad()
+    def copy_heads_(self, state: Mapping[str, Tensor], heads: Tensor) -> None:
+        """Load the parameters of the heads selected by `heads` (bool (num_heads,) or indices) from `state` (as
+        `state_of_heads` gives it); the other heads keep theirs."""
+        for name, parameter in self.named_parameters():
+            parameter[heads] = state[name].to(parameter)[heads]
+
+    def extra_repr(self) -> str:
+        rank = f", rank={self.rank}" if self.rank is not None else ""
+        return (f"num_heads={self.num_heads}, family={self.family}, sizes={self.sizes}{rank}, "
+                f"dropout={self.dropout.p}")
+
+
+class WordProbeHead(nn.Module):
+    """What one word-probing model trains: the probes of `BatchedWordProbes`, with an optional ELMo scalar mix in
+    front as `ProbeHead` has one for the s-class probes.
+
+    With `num_layers` set, features are (B, num_layers, D) and each head gets its own `ScalarMix` (options in `mix`:
+    layer_norm, dropout, l2_lambda): the heads are independent models, so none shares its layer weights. With one
+    head this is ProbeHead's single mix; with several, each head's mixed vector is its own input (heads, B, D) and
+    the first layer is a batched product instead of one wide one.
+    """
+
+    def __init__(self, num_heads: int, input_dim: int, num_labels: int, family: str = "linear",
+                 hidden_dim: int = 1000, rank: int | None = None, dropout: float = 0.0,
+                 num_layers: int | None = None, mix: Mapping[str, Any] | None = None):
+        super().__init__()
+        self.mixes = (nn.ModuleList(ScalarMix(num_layers, **dict(mix or {})) for _ in range(num_heads))
+                      if num_layers is not None else None)
+        self.probes = BatchedWordProbes(num_heads, input_dim, num_labels, family, hidden_dim, rank, dropout)
+
+    @property
+    def num_heads(self) -> int:
+        return self.probes.num_heads
+
+    def forward(self, features: Tensor) -> Tensor:
+        """features (B, D), or (B, num_layers, D) with a mix -> logits (B, heads, K)."""
+        if self.mixes is not None:
+            if features.dim() != 3:
+                raise ValueError(
+                    f"the scalar mix needs features of shape (batch, layers, dim), got {tuple(features.shape)}")
+            layers = features.transpose(0, 1)
+            features = (self.mixes[0](layers) if len(self.mixes) == 1
+                        else torch.stack([mix(layers) for mix in self.mixes]))
+        return self.probes(features)
+
+    def penalty(self) -> Tensor | float:
+        """The mixes' L2 penalties on their pre-softmax weights, summed (0 without a mix)."""
+        return sum(mix.l2_penalty() for mix in self.mixes) if self.mixes is not None else 0.0
+
+    def parameter_groups(self, mix_lr: float | None = None) -> list[dict]:
+        """The probes' parameters (the optimizer's own lr and weight decay); the mixes' as one group of their own
+        (mix_lr, the optimizer's lr when None; no weight decay, see `ScalarMix.parameter_group`)."""
+        groups = [{"params": list(self.probes.parameters())}]
+        if self.mixes is not None:
+            group = self.mixes[0].parameter_group(mix_lr)
+            groups.append({**group, "params": [p for mix in self.mixes for p in mix.parameter_group()["params"]]})
+        return groups
+
+    def state_of_heads(self) -> dict[str, Tensor]:
+        """A detached copy of every parameter, heads on dim 0 (the mixes' weights and gammas stacked)."""
+        state = {f"probes.{name}": value for name, value in self.probes.state_of_heads().items()}
+        if self.mixes is not None:
+            state["mix.weights"] = torch.stack([mix.weights.detach() for mix in self.mixes]).clone()
+            state["mix.gamma"] = torch.stack([mix.gamma.detach() for mix in self.mixes]).clone()
+        return state
+
+    @torch.no_grad()
+    def copy_heads_(self, state: Mapping[str, Tensor], heads: Tensor) -> None:
+        """Load the heads selected by `heads` (bool (num_heads,)) from `state` (as `state_of_heads` gives it)."""
+        self.probes.copy_heads_({name.removeprefix("probes."): value for name, value in state.items()
+                                 if name.startswith("probes.")}, heads)
+        if self.mixes is not None:
+            for h in torch.as_tensor(heads).nonzero().flatten().tolist():
+                self.mixes[h].weights.copy_(state["mix.weights"][h])
+                self.mixes[h].gamma.copy_(state["mix.gamma"][h])

@@ -1,0 +1,133 @@
+"""MDL probing with the online code (Voita & Titov 2020, "Information-Theoretic Probing with Minimum Description
+Length", §2.2): the bits needed to transmit the training labels given the representations, torch-free.
+
+The n training examples, in a seeded random order, are cut into blocks at t_1 < t_2 < ... < t_S = n. The first
+block is sent with the uniform code (log2 K bits per label); block i+1 (examples t_i .. t_{i+1}-1) is sent with a
+probe trained on the first t_i examples, at -log2 p(y | x) bits per label:
+
+    online codelength = t_1 log2 K + sum_{i=1}^{S-1} sum_{t_i <= j < t_{i+1}} -log2 p_i(y_j | x_j)
+
+and compression = uniform codelength / online codelength, the uniform codelength being n log2 K. The blocks end at
+the paper's shares of the data (0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 6.25, 12.5, 25, 50, 100 %).
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from probing.data.settings import require_bool, require_int
+from probing.errors import ConfigError, ProbingError
+
+DEFAULT_FRACTIONS = (0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.0625, 0.125, 0.25, 0.5, 1.0)
+
+
+def check_fractions(fractions: Sequence[float] | None) -> tuple[float, ...]:
+    """The block ends as shares of the training data: increasing, in (0, 1], the last one 1.0 (`probe.mdl_fractions`);
+    None gives the paper's."""
+    if fractions is None:
+        return DEFAULT_FRACTIONS
+    fix = "Fix: increasing shares in (0, 1] that end with 1.0, e.g. probe.mdl_fractions=[0.001,0.01,0.1,0.5,1.0]"
+    if isinstance(fractions, (str, bytes)) or not isinstance(fractions, Sequence) or not fractions:
+        raise ConfigError(f"probe.mdl_fractions={fractions!r} is not a list of numbers. {fix}")
+    values = list(fractions)
+    if any(isinstance(f, bool) or not isinstance(f, (int, float)) or not 0 < f <= 1 for f in values):
+        raise ConfigError(f"probe.mdl_fractions={values!r} holds a value that is not a number in (0, 1]. {fix}")
+    if any(b <= a for a, b in zip(values, values[1:])) or values[-1] != 1:
+        raise ConfigError(f"probe.mdl_fractions={values!r} must increase and end with 1.0 (the last block ends "
+                          f"with the whole training set). {fix}")
+    return tuple(float(f) for f in values)
+
+
+def block_ends(n: int, fractions: Sequence[float] | None = DEFAULT_FRACTIONS) -> list[int]:
+    """The ends t_1 < ... < t_S = n of the blocks of n examples: t_i = max(1, round(f_i * n)), rounding halves up
+    (n=1000: 0.0625 -> 63).
+
+    The paper leaves small n open: several shares can then round to the same end (n=100: 0.1 %, 0.2 %, 0.4 % all give
+    1); repeated ends are dropped, so that no block is empty and S can be smaller than the number of shares. t_1 is at
+    least 1: the first block always holds an example, sent with the uniform code.
+    """
+    n = operator.index(n)
+    if n < 1:
+        raise ProbingError("the online code needs at least one training example, got none. Fix: check the "
+                           "training split of the task")
+    ends: list[int] = []
+    for fraction in check_fractions(fractions):
+        end = min(n, max(1, math.floor(fraction * n + 0.5)))
+        if not ends or end > ends[-1]:
+            ends.append(end)
+    return ends
+
+
+def uniform_codelength(n: int, num_labels: int) -> float:
+    """n log2 K bits: every label sent with the uniform code over the K labels."""
+    return n * math.log2(num_labels)
+
+
+def online_codelength(first_block: int, num_labels: int, block_bits: Sequence[float]) -> float:
+    """t_1 log2 K (the first block, uniform code) + the bits of every later block (each sent with the probe trained
+    on the blocks before it)."""
+    return uniform_codelength(first_block, num_labels) + float(sum(block_bits))
+
+
+def summary(num_labels: int, ends: Sequence[int], block_bits: Sequence[float],
+            control_block_bits: Sequence[float] | None = None) -> dict:
+    """The `mdl` block of results.json, from the block ends and the bits of blocks 2..S (and of the control task's
+    labels, sent the same way, when there is one):
+
+        codelength_bits, uniform_codelength_bits, compression (uniform / online), block_fractions (t_i / n),
+        block_ends, block_bits; with a control task control_codelength_bits, control_compression,
+        control_block_bits
+
+    The control task's labels come from the same K labels, so both share the uniform codelength.
+    """
+    ends = [int(end) for end in ends]
+    if not ends or len(block_bits) != len(ends) - 1:
+        raise ProbingError(f"the online code needs the bits of each block after the first: {len(ends)} block ends "
+                           f"but {len(block_bits)} block bits")
+    n = ends[-1]
+    uniform = uniform_codelength(n, num_labels)
+    online = online_codelength(ends[0], num_labels, block_bits)
+    result = {
+        "codelength_bits": online,
+        "uniform_codelength_bits": uniform,
+        "compression": uniform / online if online > 0 else math.inf,
+        "block_fractions": [end / n for end in ends],
+        "block_ends": ends,
+        "block_bits": [float(bits) for bits in block_bits],
+    }
+    if control_block_bits is not None:
+        if len(control_block_bits) != len(block_bits):
+            raise ProbingError(f"{len(control_block_bits)} control block bits for {len(block_bits)} blocks")
+        control = online_codelength(ends[0], num_labels, control_block_bits)
+        result |= {
+            "control_codelength_bits": control,
+            "control_compression": uniform / control if control > 0 else math.inf,
+            "control_block_bits": [float(bits) for bits in control_block_bits],
+        }
+    return result
+
+
+@dataclass(frozen=True)
+class MdlSettings:
+    """`probe.mdl` (on/off), `probe.mdl_fractions` (the block ends as shares of the training set; null = the paper's)
+    and the seed that orders the training examples before the blocks are cut: the examples take their positions in a
+    permutation drawn from it, and an example's position decides its block (and so the prefix probes that train on
+    it). The order is therefore the same for the real and the control task and for every representation probed with
+    the same seed."""
+
+    enabled: bool = False
+    fractions: Sequence[float] | None = DEFAULT_FRACTIONS
+    seed: int = 0
+    _fractions: tuple[float, ...] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        require_bool("probe.mdl", self.enabled)
+        require_int("seed", self.seed)
+        object.__setattr__(self, "_fractions", check_fractions(self.fractions))
+
+    def block_ends(self, n: int) -> list[int]:
+        """The block ends of n training examples (`block_ends`)."""
+        return block_ends(n, self._fractions)

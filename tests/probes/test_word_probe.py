@@ -1,0 +1,260 @@
+"""Word probes (Hewitt & Liang 2019 §4) and the MDL prefix probes (Voita & Titov 2020 §2.2): batched heads behave like
+standalone probes, prefix probes learn only from their prefix, a fit separates task from control, and the online
+code of known predictions is the hand-computed one."""
+
+from __future__ import annotations
+
+import math
+
+import lightning
+import pytest
+import torch
+from torch import nn
+from torch.nn import functional as F
+from torch.utils.data import DataLoader
+
+from probing.errors import ConfigError, ProbingError
+from probing.probes.components.word_probes import BatchedWordProbes, WordProbeHead
+from probing.probes.mdl import block_ends
+from probing.probes.word_probe import WordProbe
+
+FAMILIES = [("linear", None), ("linear", 3), ("mlp1", None), ("mlp2", None)]
+
+
+@pytest.mark.parametrize(("family", "rank"), FAMILIES)
+def test_each_head_equals_a_standalone_sequential(family, rank):
+    torch.manual_seed(0)
+    probes = BatchedWordProbes(num_heads=3, input_dim=12, num_labels=5, family=family, hidden_dim=16, rank=rank)
+    x = torch.randn(7, 12)
+    logits = probes(x)
+    assert logits.shape == (7, 3, 5)
+    for head in range(3):
+        torch.testing.assert_close(logits[:, head], probes.as_sequential(head)(x), rtol=1e-5, atol=1e-6)
+    # one input per head (per-head scalar mixes) gives each head its own
+    per_head = torch.randn(3, 7, 12)
+    logits = probes(per_head)
+    for head in range(3):
+        torch.testing.assert_close(logits[:, head], probes.as_sequential(head)(per_head[head]), rtol=1e-5, atol=1e-6)
+
+
+def test_standalone_layers_of_each_family():
+    def kinds(family, rank=None, dropout=0.0):
+        probes = BatchedWordProbes(1, 4, 3, family=family, hidden_dim=5, rank=rank, dropout=dropout)
+        return [type(m) for m in probes.as_sequential(0)]
+
+    assert kinds("linear") == [nn.Linear]
+    assert kinds("linear", rank=2, dropout=0.1) == [nn.Dropout, nn.Linear, nn.Linear]
+    assert kinds("mlp1", dropout=0.1) == [nn.Linear, nn.ReLU, nn.Dropout, nn.Linear]
+    assert kinds("mlp2") == [nn.Linear, nn.ReLU, nn.Linear, nn.ReLU, nn.Linear]
+
+
+@pytest.mark.parametrize(("family", "rank"), FAMILIES)
+def test_initialisation_matches_fresh_linear_layers_per_head(family, rank):
+    torch.manual_seed(3)
+    probes = BatchedWordProbes(num_heads=2, input_dim=6, num_labels=4, family=family, hidden_dim=5, rank=rank)
+    torch.manual_seed(3)
+    sizes = {"linear": [6, 4] if rank is None else [6, rank, 4], "mlp1": [6, 5, 4], "mlp2": [6, 5, 5, 4]}[family]
+    for head in range(2):
+        reference = [nn.Linear(a, b) for a, b in zip(sizes, sizes[1:])]
+        for (weight, bias), linear in zip(probes.layers(), reference, strict=True):
+            torch.testing.assert_close(weight[head], linear.weight, rtol=0, atol=0)
+            torch.testing.assert_close(bias[head], linear.bias, rtol=0, atol=0)
+
+
+def test_rank_constrained_linear_probe_has_rank_at_most_r():
+    torch.manual_seed(1)
+    probes = BatchedWordProbes(num_heads=2, input_dim=20, num_labels=10, family="linear", rank=3)
+    for head in range(2):
+        # the affine map x -> logits: its linear part from the identity minus the offset at 0
+        linear_part = probes(torch.eye(20))[:, head] - probes(torch.zeros(1, 20))[:, head]
+        assert torch.linalg.matrix_rank(linear_part) <= 3
+    full = BatchedWordProbes(num_heads=1, input_dim=20, num_labels=10, family="linear")
+    assert torch.linalg.matrix_rank(full(torch.eye(20))[:, 0] - full(torch.zeros(1, 20))[:, 0]) == 10
+
+
+def test_loss_on_one_head_leaves_the_others_without_gradient():
+    torch.manual_seed(2)
+    probes = BatchedWordProbes(num_heads=4, input_dim=8, num_labels=3, family="mlp2", hidden_dim=6)
+    probes(torch.randn(5, 8))[:, 2].sum().backward()
+    for name, parameter in probes.named_parameters():
+        assert parameter.grad[2].abs().sum() > 0, name
+        assert torch.count_nonzero(parameter.grad[[0, 1, 3]]) == 0, name
+
+
+def test_linear_input_dropout_is_drawn_per_head():
+    torch.manual_seed(4)
+    probes = BatchedWordProbes(num_heads=2, input_dim=50, num_labels=3, family="linear", dropout=0.5)
+    with torch.no_grad():
+        probes.w1.copy_(probes.w1[:1].expand_as(probes.w1))
+        probes.b1.copy_(probes.b1[:1].expand_as(probes.b1))
+    x = torch.randn(4, 50)
+    logits = probes(x)
+    assert not torch.allclose(logits[:, 0], logits[:, 1])  # same weights, different masks
+    probes.eval()
+    torch.testing.assert_close(probes(x)[:, 0], probes(x)[:, 1])
+
+
+@pytest.mark.parametrize(("settings", "key"), [
+    ({"family": "mlp3"}, "probe.family"),
+    ({"family": "mlp1", "rank": 4}, "probe.rank"),
+    ({"family": "linear", "rank": 0}, "probe.rank"),
+    ({"hidden_dim": 0}, "probe.module.hidden_dim"),
+    ({"dropout": 1.0}, "probe.module.dropout"),
+])
+def test_bad_settings_name_the_config_key(settings, key):
+    with pytest.raises(ConfigError, match=key):
+        BatchedWordProbes(1, 4, 3, **settings)
+
+
+def test_heads_with_a_mix_each_mix_their_own_layers():
+    torch.manual_seed(5)
+    head = WordProbeHead(2, input_dim=6, num_labels=3, family="mlp1", hidden_dim=4, num_layers=3)
+    with torch.no_grad():
+        head.mixes[1].weights.copy_(torch.tensor([5.0, 0.0, -5.0]))
+    features = torch.randn(4, 3, 6)
+    logits = head(features)
+    for h in range(2):
+        mixed = head.mixes[h](features.transpose(0, 1))
+        torch.testing.assert_close(logits[:, h], head.probes.as_sequential(h)(mixed))
+    state = head.state_of_heads()
+    with torch.no_grad():
+        for p in head.parameters():
+            p.add_(1.0)
+    head.copy_heads_(state, torch.tensor([False, True]))
+    torch.testing.assert_close(head.mixes[1].weights, torch.tensor([5.0, 0.0, -5.0]))
+    torch.testing.assert_close(head.probes.w1[1], state["probes.w1"][1])
+    torch.testing.assert_close(head.probes.w1[0], state["probes.w1"][0] + 1)
+
+
+def mdl_batch(n_rows: int = 12, dim: int = 6, labels: int = 3, seed: int = 0) -> dict:
+    generator = torch.Generator().manual_seed(seed)
+    return {"features": torch.randn(n_rows, dim, generator=generator),
+            "label": torch.randint(labels, (n_rows,), generator=generator),
+            "control_label": torch.randint(labels, (n_rows,), generator=generator),
+            "order": torch.randperm(n_rows, generator=generator)}
+
+
+def prefix_gradients(module: WordProbe, batch: dict) -> dict[str, torch.Tensor]:
+    module.zero_grad()
+    module.prefix_losses(batch).sum().backward()
+    return {name: p.grad.clone() for name, p in module.mdl_probes.probes.named_parameters()}
+
+
+def test_prefix_probe_learns_only_from_its_prefix():
+    torch.manual_seed(6)
+    ends = [2, 5, 9, 12]
+    module = WordProbe(6, ["a", "b", "c"], family="mlp1", hidden_dim=8, control=True, mdl_block_ends=ends)
+    assert module.mdl_probes.num_heads == 6  # 3 prefixes, task and control
+    batch = mdl_batch()
+    grads = prefix_gradients(module, batch)
+    for i, end in enumerate(ends[:-1]):
+        rows = batch["order"] < end
+        for head, target in ((i, batch["label"]), (3 + i, batch["control_label"])):
+            alone = module.mdl_probes.probes.as_sequential(head)
+            F.cross_entropy(alone(batch["features"][rows]), target[rows]).backward()
+            torch.testing.assert_close(grads["w1"][head], alone[0].weight.grad, rtol=1e-5, atol=1e-7)
+            torch.testing.assert_close(grads["b2"][head], alone[2].bias.grad, rtol=1e-5, atol=1e-7)
+        # rows outside the prefix alone give the prefix probe no gradient
+        outside = {key: value[~rows] for key, value in batch.items()}
+        grads_outside = prefix_gradients(module, outside)
+        for name, grad in grads_outside.items():
+            assert torch.count_nonzero(grad[[i, 3 + i]]) == 0, name
+
+
+def test_prefix_loss_is_zero_without_rows_of_the_prefix():
+    module = WordProbe(6, ["a", "b", "c"], mdl_block_ends=[2, 5, 12])
+    batch = mdl_batch()
+    late = {key: value[batch["order"] >= 2] for key, value in batch.items()}
+    losses = module.prefix_losses(late)
+    assert losses[0] == 0 and losses[1] > 0
+
+
+def test_kept_prefix_weights_are_those_of_each_heads_best_dev_epoch():
+    module = WordProbe(4, ["a", "b"], mdl_block_ends=[1, 2, 4])
+    first = module.mdl_probes.state_of_heads()
+    module._keep_best_prefixes(torch.tensor([1.0, 1.0]))
+    with torch.no_grad():
+        module.mdl_probes.probes.w1.add_(1.0)
+    module._keep_best_prefixes(torch.tensor([0.5, 2.0]))  # head 0 improved, head 1 did not
+    with torch.no_grad():
+        module.mdl_probes.probes.w1.add_(1.0)
+    module.on_fit_end()
+    torch.testing.assert_close(module.mdl_probes.probes.w1[0], first["probes.w1"][0] + 1)
+    torch.testing.assert_close(module.mdl_probes.probes.w1[1], first["probes.w1"][1])
+
+
+def test_codelength_of_a_probe_giving_half_to_the_right_label():
+    # one-hot features of the label and logits log(K-1) * x: p(right label) = 3 / (3 + 3) = 1/2, one bit per label
+    labels, n = 4, 40
+    ends = block_ends(n, [0.1, 0.5, 1.0])  # [4, 20, 40]
+    module = WordProbe(labels, list("abcd"), family="linear", control=True, mdl_block_ends=ends)
+    with torch.no_grad():
+        module.mdl_probes.probes.w1.copy_(math.log(labels - 1) * torch.eye(labels).expand(4, -1, -1))
+        module.mdl_probes.probes.b1.zero_()
+    label = torch.arange(n) % labels
+    data = [{"features": F.one_hot(y, labels).float(), "label": y, "control_label": y, "order": torch.tensor(i)}
+            for i, y in enumerate(label)]
+    result = module.codelength(DataLoader(data, batch_size=7, shuffle=True))
+    assert result["block_ends"] == [4, 20, 40]
+    assert result["block_bits"] == pytest.approx([16.0, 20.0])
+    assert result["codelength_bits"] == pytest.approx(4 * 2 + 36)
+    assert result["uniform_codelength_bits"] == pytest.approx(80.0)
+    assert result["compression"] == pytest.approx(80 / 44)
+    assert result["control_codelength_bits"] == pytest.approx(44.0)
+    with pytest.raises(ProbingError, match="exactly once"):
+        module.codelength(DataLoader(data[:-1], batch_size=7))
+
+
+def synthetic_words(n_words: int, dim: int, labels: int, seed: int) -> list[dict]:
+    """One example per word type: the label is the argmax of the word vector's first `labels` coordinates (a margin
+    added), the control label a random label per word."""
+    generator = torch.Generator().manual_seed(seed)
+    vectors = torch.randn(n_words, dim, generator=generator)
+    label = vectors[:, :labels].argmax(dim=1)
+    vectors[torch.arange(n_words), label] += 2.0
+    control = torch.randint(labels, (n_words,), generator=generator)
+    return [{"features": vectors[i], "label": label[i], "control_label": control[i], "order": torch.tensor(i)}
+            for i in range(n_words)]
+
+
+def test_fit_learns_the_task_not_the_control_and_compresses_the_labels():
+    lightning.seed_everything(0)
+    labels = ["x", "y", "z"]
+    train, dev = synthetic_words(300, 10, 3, seed=1), synthetic_words(90, 10, 3, seed=2)
+    dev = [{key: value for key, value in row.items() if key != "order"} for row in dev]
+    ends = block_ends(len(train))
+    module = WordProbe(10, labels, family="linear", control=True, mdl_block_ends=ends,
+                       optimizer=lambda groups: torch.optim.Adam(groups, lr=0.02))
+    trainer = lightning.Trainer(max_epochs=25, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                                enable_model_summary=False, accelerator="cpu")
+    trainer.fit(module, DataLoader(train, batch_size=32, shuffle=True), DataLoader(dev, batch_size=64))
+    dev_metrics = module.split_metrics["dev"]
+    assert dev_metrics["accuracy"] == 1.0
+    assert dev_metrics["macro_f1"] == pytest.approx(1.0)
+    assert dev_metrics["per_label_f1"] == {"x": 1.0, "y": 1.0, "z": 1.0}
+    assert dev_metrics["n_examples"] == 90
+    assert dev_metrics["control_accuracy"] < 0.6  # unseen words: the control labels are a coin toss
+    assert dev_metrics["selectivity"] == pytest.approx(1.0 - dev_metrics["control_accuracy"])
+    assert trainer.callback_metrics["dev/micro_f1"] == 1.0
+    result = module.codelength(DataLoader(train, batch_size=50))
+    assert result["codelength_bits"] < 0.5 * result["uniform_codelength_bits"]
+    assert result["compression"] > 2
+    assert result["control_codelength_bits"] > result["codelength_bits"]
+    assert all(epoch >= 0 for epoch in result["prefix_best_epochs"])
+
+
+def test_training_step_refuses_a_non_finite_loss():
+    module = WordProbe(4, ["a", "b"])
+    batch = {"features": torch.full((2, 4), float("nan")), "label": torch.tensor([0, 1])}
+    with pytest.raises(ProbingError, match="training loss"):
+        module.training_step(batch, 0)
+
+
+def test_optimizer_gets_every_probe_and_the_mix_as_its_own_group():
+    module = WordProbe(4, ["a", "b"], control=True, mdl_block_ends=[1, 3], num_layers=2, mix={"lr": 0.5},
+                       optimizer=lambda groups: torch.optim.SGD(groups, lr=0.1))
+    optimizer = module.configure_optimizers()
+    optimized = {id(p) for group in optimizer.param_groups for p in group["params"]}
+    assert optimized == {id(p) for p in module.parameters()}
+    assert sorted(group["lr"] for group in optimizer.param_groups) == [0.1, 0.1, 0.1, 0.5, 0.5, 0.5]
+    assert module(torch.randn(5, 2, 4)).shape == (5, 2)
