@@ -1,0 +1,351 @@
+"""Word vectors in the ELMo HDF5 layout: imported into a feature store, and exported from an every-word store.
+
+The layout is the one `allennlp elmo` writes (allennlp/commands/elmo.py, `ElmoEmbedder.embed_file`, default
+options, i.e. without `--use-sentence-keys` or `--forget-sentences`), which NeuroX and structural-probes read:
+
+    "0", "1", ...        one float32 dataset per sentence, named by its index (the line number of the input file), of
+                         shape (layers, words, dim) with `--all`; `--top` and `--average` write (words, dim), read
+                         here as one layer
+    sentence_to_index    a variable-length string dataset of shape (1,) (h5py.special_dtype(vlen=str)) whose one
+                         element is a JSON object: sentence (the stripped input line) -> its index as a string
+
+Matching a sentence. allennlp splits each line on whitespace, so a record's sentence is looked up as its words joined
+by single spaces, and the file's keys are normalised the same way (runs of spaces or tabs become one space). Where a
+file holds the same sentence twice, sentence_to_index keeps the last index (a JSON object has one value per key, as
+allennlp writes it), so every record of that sentence reads the last copy.
+
+Import (`ElmoFileFeaturizer`): a featurizer whose records are word-in-context records with the whole sentence as
+context; a record's vector at each layer is its word's row, or for a multiword target the mean of its words' rows
+(accumulated in float64, then float32; a one-word target is copied exactly). A sentence missing from the file, or
+one whose dataset has another number of words, is refused (StoreMismatchError: the file's features do not match the
+data), never skipped. Its store metadata holds the file's SHA-256 as `weights_sha256` (what results.json records as
+the features' identity) and its layer count and width, so a store built from another file is refused by the store's
+own metadata check.
+
+Export (`export_every_word_store`): an every-word store (one row per word of every sentence, in sentence order, see
+`probing.features.sentence_store`) written in this layout, one block of the store in memory at a time, to
+`<out>.partial` then renamed into place. A store with skipped rows (words its featurizer could not represent) is
+refused rather than exported with invented vectors: the layout has no way to mark a missing word.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import h5py
+import numpy as np
+import torch
+
+from probing.data.records import SkipCounter, WordInContext
+from probing.data.text import sha256_file
+from probing.errors import ConfigError, DataFormatError, ProbingError, StoreMismatchError
+from probing.features.encoder import EncoderInfo
+from probing.features.featurizer import WHOLE_SENTENCE, PreparedInput
+from probing.features.store import FeatureStore, disk_full_is_user_error, one_line
+
+SENTENCE_TO_INDEX = "sentence_to_index"
+ELMO_HDF5 = "elmo-hdf5"
+SHOWN_CHARS = 80
+INDEX_FIX = (f"add a `{SENTENCE_TO_INDEX}` dataset: shape (1,), dtype h5py.string_dtype(), holding the JSON object "
+             "{sentence: index} where sentence is the words of dataset <index> joined by single spaces (allennlp "
+             "elmo writes it unless run with --forget-sentences or --use-sentence-keys)")
+
+
+def sentence_key(words: Iterable[str]) -> str:
+    """How a sentence is named in sentence_to_index: its words joined by single spaces."""
+    return " ".join(words)
+
+
+def shorten(text: str, limit: int = SHOWN_CHARS) -> str:
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def open_elmo_file(path: Path) -> h5py.File:
+    """The file, read-only (h5py's default file locking, so that other readers in this process may open it too); a
+    file that is not HDF5 is a DataFormatError."""
+    try:
+        return h5py.File(path, "r")
+    except OSError as error:
+        fix = "point the path at the .hdf5 file written by `allennlp elmo` (or in its layout)"
+        raise DataFormatError(path, None, f"cannot be read as an HDF5 file ({one_line(error)})", fix) from error
+
+
+def read_sentence_to_index(handle: h5py.File, path: Path) -> dict[str, str]:
+    """The file's sentence_to_index, keys normalised (words joined by single spaces), values dataset names."""
+    dataset = handle.get(SENTENCE_TO_INDEX)
+    if not isinstance(dataset, h5py.Dataset):
+        raise DataFormatError(path, None, f"the file has no `{SENTENCE_TO_INDEX}` dataset, so its sentences cannot be "
+                                          "matched to the data", INDEX_FIX)
+    value = dataset[()]
+    if isinstance(value, np.ndarray):
+        value = value.reshape(-1)[0] if value.size == 1 else None
+    if isinstance(value, bytes):
+        value = value.decode("utf-8")
+    try:
+        mapping = json.loads(value) if isinstance(value, str) else None
+    except json.JSONDecodeError:
+        mapping = None
+    if not isinstance(mapping, dict):
+        raise DataFormatError(path, None, f"`{SENTENCE_TO_INDEX}` does not hold one JSON object", INDEX_FIX)
+    return {sentence_key(str(sentence).split()): str(index) for sentence, index in mapping.items()}
+
+
+def sentence_datasets(handle: h5py.File, path: Path) -> tuple[dict[str, int], int, int]:
+    """The sentence datasets (named by an index): each one's number of words, and the layers and width they all
+    share; a dataset of another shape or layer count is refused, naming it."""
+    lengths: dict[str, int] = {}
+    shape_of_first: tuple[str, int, int] | None = None
+    for name in sorted((name for name in handle if name.isdigit()), key=int):
+        dataset = handle[name]
+        if not isinstance(dataset, h5py.Dataset) or dataset.ndim not in (2, 3) or dataset.dtype.kind != "f":
+            raise DataFormatError(path, None, f"dataset {name!r} is not a float array of shape (layers, words, dim) or "
+                                              f"(words, dim)", "write one such dataset per sentence")
+        layers, words, dim = dataset.shape if dataset.ndim == 3 else (1, *dataset.shape)
+        if shape_of_first is None:
+            shape_of_first = (name, layers, dim)
+        elif (layers, dim) != shape_of_first[1:]:
+            first, first_layers, first_dim = shape_of_first
+            raise DataFormatError(
+                path, None, f"dataset {name!r} has {layers} layers of dim {dim}, but dataset {first!r} has "
+                            f"{first_layers} of dim {first_dim}", "write every sentence with the same layers and dim")
+        lengths[name] = words
+    if shape_of_first is None:
+        raise DataFormatError(path, None, "the file has no sentence dataset (named \"0\", \"1\", ...)",
+                              "write one dataset (layers, words, dim) per sentence, named by its index")
+    return lengths, shape_of_first[1], shape_of_first[2]
+
+
+class ElmoFileFeaturizer:
+    """A `Featurizer` that reads the vectors of an ELMo-layout HDF5 file instead of computing them.
+
+    Records: word-in-context records whose `tokens` is a sentence of the file and `target` the word's position(s)
+    (e.g. the records of an every-word store). `prepare_many` gives each the input [sentence index, *positions] with
+    the positions as its target pieces, refusing a sentence the file lacks or holds with another number of words;
+    `encode` reads each sentence's dataset once per batch. The file is opened on first use; `close()` (or `with`)
+    closes it.
+
+    `info` (an EncoderInfo: layers, dim, the file's hash) lets the representations that take an encoder
+    (`EncoderLayer`, `LayerMix`) take this file instead; `name` (default: the file's stem) names its stores
+    (`imported-<name>`)."""
+
+    def __init__(self, path: str | Path, name: str | None = None):
+        self.path = Path(path).expanduser()
+        if not self.path.is_file():
+            raise ConfigError(f"{path}: no such file of imported word vectors. Fix: point the path at an HDF5 file in "
+                              "the ELMo layout (as `allennlp elmo --all` writes it)")
+        self.name = name or self.path.stem
+        self.skips = SkipCounter()
+        self.context_size: int | None = None  # the file's vectors saw whole sentences
+        self.sha256 = sha256_file(self.path)
+        self._file: h5py.File | None = None
+        with open_elmo_file(self.path) as handle:
+            self.sentence_to_index = read_sentence_to_index(handle, self.path)
+            self.lengths, self.num_layers, self.hidden_size = sentence_datasets(handle, self.path)
+        absent = [index for index in self.sentence_to_index.values() if index not in self.lengths]
+        if absent:
+            raise DataFormatError(self.path, None, f"`{SENTENCE_TO_INDEX}` names dataset {absent[0]!r}, which the file "
+                                                   f"lacks ({len(absent)} such)", INDEX_FIX)
+        self.info = EncoderInfo(model_name=self.name, model_path=str(self.path), weights_sha256=self.sha256,
+                                tokenizer_class="", tokenizer_sha256="", architecture=ELMO_HDF5,
+                                num_layers=self.num_layers, hidden_size=self.hidden_size)
+
+    @property
+    def store_name(self) -> str:
+        return f"imported-{self.name}"
+
+    @property
+    def store_kind(self) -> str:
+        return ELMO_HDF5
+
+    def store_metadata(self) -> dict[str, Any]:
+        """The file's identity (its SHA-256; its name and path are not compared, so a moved copy still matches)."""
+        return {"model_name": self.name, "model_path": str(self.path), "weights_sha256": self.sha256,
+                "architecture": ELMO_HDF5, "pooling": "mean", "context_size": WHOLE_SENTENCE,
+                "num_layers": self.num_layers, "hidden_size": self.hidden_size}
+
+    @property
+    def file(self) -> h5py.File:
+        if self._file is None:
+            self._file = open_elmo_file(self.path)
+        return self._file
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+    def __enter__(self) -> ElmoFileFeaturizer:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_file": None}  # an open h5py file does not pickle; it is reopened on use
+
+    def prepare_many(self, records: Sequence[WordInContext]) -> list[PreparedInput | None]:
+        """[sentence index, *positions] per record (target pieces: the positions); every record is represented."""
+        prepared, last_tokens, index = [], None, -1
+        for record in records:
+            if record.tokens is not last_tokens:
+                last_tokens, index = record.tokens, self.sentence_index(record)
+            prepared.append(PreparedInput([index, *record.target], list(record.target)))
+        return prepared
+
+    def sentence_index(self, record: WordInContext) -> int:
+        """The index of the record's sentence in the file; a sentence it lacks, or holds with another number of
+        words, is refused."""
+        key = sentence_key(record.tokens)
+        where = f" ({record.source})" if record.source else ""
+        name = self.sentence_to_index.get(key)
+        if name is None:
+            raise StoreMismatchError(
+                f"{self.path}: the sentence {shorten(key)!r}{where} is not in its {SENTENCE_TO_INDEX} "
+                f"({len(self.sentence_to_index)} sentences). Fix: compute the file from this data's sentences (one per "
+                f"line, words joined by single spaces, e.g. `allennlp elmo sentences.txt out.hdf5 --all`), or point "
+                f"the path at the file made from them")
+        if self.lengths[name] != len(record.tokens):
+            raise StoreMismatchError(
+                f"{self.path}: dataset {name!r} holds {self.lengths[name]} words, but its sentence {shorten(key)!r}"
+                f"{where} has {len(record.tokens)}. Fix: compute the file with one vector per word of the data's "
+                f"tokenisation (no subword or boundary rows)")
+        return int(name)
+
+    def read_sentence(self, index: int) -> np.ndarray:
+        """(layers, words, dim) float32 of one sentence; NaN or inf is refused, naming the dataset."""
+        values = np.asarray(self.file[str(index)][()], dtype=np.float32)
+        if values.ndim == 2:
+            values = values[None]
+        if not np.isfinite(values).all():
+            raise DataFormatError(self.path, None, f"dataset {str(index)!r} holds NaN or inf",
+                                  "recompute that sentence's vectors")
+        return values
+
+    def encode(self, batch: Sequence[PreparedInput]) -> torch.Tensor:
+        """(B, layers, dim) float32: each record's word (mean of its words' rows), each sentence read once."""
+        out = np.empty((len(batch), self.num_layers, self.hidden_size), np.float32)
+        by_sentence: dict[int, list[int]] = {}
+        for row, prepared in enumerate(batch):
+            by_sentence.setdefault(prepared.input_ids[0], []).append(row)
+        for index, rows in by_sentence.items():
+            values = self.read_sentence(index)
+            for row in rows:
+                positions = batch[row].target_pieces
+                out[row] = values[:, positions[0]] if len(positions) == 1 else \
+                    values[:, positions].mean(axis=1, dtype=np.float64)
+        return torch.from_numpy(out)
+
+
+def sentences_from_elmo_file(path: str | Path) -> list[tuple[str, ...]]:
+    """The sentence of each index 0, 1, ... (the inverse of sentence_to_index, split on spaces). An index without a
+    sentence (a repeated sentence keeps only its last index there) is refused, naming it."""
+    path = Path(path)
+    with open_elmo_file(path) as handle:
+        by_index = {index: sentence for sentence, index in read_sentence_to_index(handle, path).items()}
+        lengths, _, _ = sentence_datasets(handle, path)
+    missing = [name for name in lengths if name not in by_index]
+    if missing:
+        raise DataFormatError(path, None, f"dataset {missing[0]!r} has no sentence in {SENTENCE_TO_INDEX} "
+                                          f"({len(missing)} such; a sentence written twice keeps only its last index)",
+                              "keep the file's input sentences beside it and read them from there")
+    names = sorted(lengths, key=int)
+    if names != [str(i) for i in range(len(names))]:
+        raise DataFormatError(path, None, f"the sentence datasets are not numbered 0..{len(names) - 1}",
+                              "name the datasets by the sentence indices 0, 1, ...")
+    return [tuple(by_index[name].split(" ")) for name in names]
+
+
+def check_sentences(sentences: Sequence[tuple[str, ...]]) -> None:
+    """Refuse what the layout cannot name: an empty sentence, or a word that is empty or holds whitespace."""
+    for index, words in enumerate(sentences):
+        if not words:
+            raise ProbingError(f"sentence {index} has no words; the ELMo layout has no empty sentences. Fix: leave "
+                               "empty sentences out of the data")
+        bad = next((word for word in words if not word or word != "".join(word.split())), None)
+        if bad is not None:
+            raise ProbingError(f"sentence {index} ({shorten(sentence_key(words))!r}) has the word {bad!r}, which is "
+                               "empty or holds whitespace, so sentence_to_index could not name it. Fix: split or "
+                               "drop such words in the data")
+
+
+def export_every_word_store(store_path: str | Path, sentences: Sequence[Sequence[str]],
+                            out_path: str | Path) -> Path:
+    """Write the every-word store at `store_path` (rows: every word of sentence 0, then of sentence 1, ...) as an
+    ELMo-layout file at `out_path`: dataset str(i) = (layers, words of sentence i, dim) float32, and
+    sentence_to_index. `sentences`: the words of each sentence, in the store's order. Refused: a store with skipped
+    rows, one with another number of rows than the sentences have words, or whose rows name other words."""
+    store_path, out_path = Path(store_path), Path(out_path)
+    sentences = [tuple(words) for words in sentences]
+    check_sentences(sentences)
+    lengths = np.fromiter((len(words) for words in sentences), dtype=np.int64, count=len(sentences))
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    with FeatureStore(store_path) as store:
+        if store.num_skipped:
+            first = int(store.skipped_row_ids()[0])
+            raise ProbingError(
+                f"{store_path}: {store.num_skipped} row(s) of the store are skipped (words its featurizer could not "
+                f"represent, the first is row {first}), and the ELMo layout has no way to mark a missing word. Fix: "
+                f"export a store without skipped rows (e.g. a larger max_length, or a model whose tokenizer covers "
+                f"every word)")
+        if store.num_rows != int(offsets[-1]):
+            raise StoreMismatchError(
+                f"{store_path}: the store has {store.num_rows} rows, but the {len(sentences)} sentences have "
+                f"{int(offsets[-1])} words. Fix: pass the sentences of the store's split, in the store's order (every "
+                f"word of each sentence, one row each)")
+        check_rows_are_words(store, sentences, store_path)
+        layers, dim = store.num_layers, store.hidden_size
+        partial = out_path.with_name(out_path.name + ".partial")
+        try:
+            with disk_full_is_user_error(out_path):
+                out_path.parent.mkdir(parents=True, exist_ok=True)
+                with h5py.File(partial, "w") as out:
+                    for index, words in enumerate(sentences):
+                        out.create_dataset(str(index), shape=(layers, len(words), dim), dtype="float32")
+                    for rows, block in store.verified_blocks():
+                        write_block(out, offsets, rows, block, store_path)
+                    index_dataset = out.create_dataset(SENTENCE_TO_INDEX, (1,), dtype=h5py.string_dtype())
+                    index_dataset[0] = json.dumps({sentence_key(words): str(index)
+                                                   for index, words in enumerate(sentences)})
+            os.replace(partial, out_path)
+        except BaseException:
+            partial.unlink(missing_ok=True)
+            raise
+    return out_path
+
+
+def check_rows_are_words(store: FeatureStore, sentences: Sequence[tuple[str, ...]], path: Path) -> None:
+    """Refuse a store whose rows are not the sentences' words in order (compared lower-cased, as every-word records
+    lower-case their word type)."""
+    words, word_ids = store.words, store.word_ids()
+    row = 0
+    for index, tokens in enumerate(sentences):
+        for position, token in enumerate(tokens):
+            stored = words[word_ids[row]]
+            if stored.lower() != token.lower():
+                raise StoreMismatchError(
+                    f"{path}: row {row} holds the word {stored!r}, but word {position} of sentence {index} "
+                    f"({shorten(sentence_key(tokens))!r}) is {token!r}. Fix: pass the sentences of the store's split, "
+                    f"in the store's order")
+            row += 1
+
+
+def write_block(out: h5py.File, offsets: np.ndarray, rows: np.ndarray, block: np.ndarray, store_path: Path) -> None:
+    """Put one store block (its rows' record indices; features (layers, rows, dim)) into the sentence datasets."""
+    block = block.astype(np.float32, copy=False)
+    if not np.isfinite(block).all():
+        raise ProbingError(f"{store_path}: the store holds NaN or inf features. Fix: delete it and extract it again")
+    order = np.argsort(rows, kind="stable")
+    rows, block = rows[order], block[:, order]
+    sentence_of = np.searchsorted(offsets, rows, side="right") - 1
+    starts = np.flatnonzero(np.r_[True, sentence_of[1:] != sentence_of[:-1]])
+    for first, stop in zip(starts, np.r_[starts[1:], len(rows)]):
+        sentence = int(sentence_of[first])
+        positions = rows[first:stop] - offsets[sentence]
+        if positions[-1] - positions[0] == stop - first - 1:  # consecutive words: one slice
+            out[str(sentence)][:, int(positions[0]):int(positions[-1]) + 1, :] = block[:, first:stop]
+        else:
+            out[str(sentence)][:, positions, :] = block[:, first:stop]
