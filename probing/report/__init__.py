@@ -24,7 +24,7 @@ from pathlib import Path
 
 from hydra.experimental.callback import Callback
 
-from probing.report import attention, contextuality, isotropy, static_pc
+from probing.report import attention, contextuality, isotropy, static_pc, word_probes
 from probing.report.aggregate import RESULTS_FILE, aggregate, distinct_runs, find_results
 from probing.report.finetuned_probing import has_finetuned_runs, write_finetuned_probing_report
 from probing.report.finetuning import is_finetuning, write_finetuning_report
@@ -34,6 +34,7 @@ from probing.report.tables import fixed_settings, summary, write_csv
 # The results of the other jobs (train.py, analyze.py): how to recognise them, the writer of their section (returns
 # its Markdown and the files written), and its heading. An analysis's section is the SECTION of its report module.
 OTHER_SECTIONS = (
+    word_probes.SECTION,
     (is_finetuning, write_finetuning_report, "Fine-tuning report"),
     attention.SECTION,
     isotropy.SECTION,

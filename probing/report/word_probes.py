@@ -1,0 +1,349 @@
+"""results.json files of probe.py on word and word-pair tasks (task=upos, xpos, deprel, feats, ner, supersense,
+jsonl) -> tables and plots by layer x probe family.
+
+A row is one setting: task, model (random init shown in its name), data, variant (any other config value that tells
+runs apart, as in the s-class report), probe family ("linear", "linear r=16" for a rank-constrained linear probe,
+"mlp1", "mlp2"; Hewitt & Liang 2019) and representation; runs that differ only in their seed are averaged (mean ±
+std). Per (task, model, data, variant), report.md has a table of test accuracy and selectivity (accuracy - control
+accuracy) with the representations as rows (baselines first, layers by number, the scalar mix last) and a column pair
+per family, and, when the runs measured it, a table of the online codelength (Voita & Titov 2020) of the task's and of
+the control task's labels with their compression. word_probes.csv holds everything (dev too, macro-F1, per-label F1,
+the mix weights). Plots, per task: accuracy and selectivity by layer (a line per family, baselines and the mix as
+horizontal lines), and the codelength and compression by layer, task (solid) against control (dashed).
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import re
+from pathlib import Path
+from typing import Any
+
+from probing.report.aggregate import (
+    SPLITS,
+    config_values,
+    group_by,
+    mean_std,
+    of_kind,
+    representation_layer,
+    representation_sort_key,
+    value_sort_key,
+    variant_keys,
+    with_defaults,
+)
+from probing.report.plots import pyplot, save_figure
+from probing.report.tables import display_value, format_score, markdown, setting_label, varying_keys
+from probing.vocabulary import MIX
+
+CSV_FILE = "word_probes.csv"
+# The s-class task's name: its runs (probe.py task=sclass) belong to the s-class report.
+SCLASS = "sclass"
+# The probe families in the order of Hewitt & Liang (2019) (probing.probes.components.word_probes.FAMILIES; not
+# imported, so that the report stays torch-free); a family not listed sorts after them.
+FAMILY_ORDER = ("linear", "mlp1", "mlp2")
+# A row of the tables: runs equal in these keys differ only in their seed and are averaged.
+WORD_SETTING_KEYS = ("task", "model", "random_init", "data", "variant", "family", "representation")
+# One table (and, per task, the lines of one plot) per value of these keys.
+TABLE_KEYS = ("task", "model", "random_init", "data", "variant")
+# Setting keys shown in titles and legends (random_init is shown inside the model's name).
+LABEL_KEYS = ("model", "data", "variant")
+# Scores of each split averaged over seeds: selectivity = accuracy - control_accuracy (when the control task ran).
+SPLIT_METRICS = ("accuracy", "selectivity", "macro_f1", "control_accuracy", "control_macro_f1")
+# The `mdl` block (Voita & Titov 2020) -> row keys; codelengths in kbits.
+MDL_METRICS = (("codelength_bits", "mdl_codelength_kbits", 1e-3),
+               ("compression", "mdl_compression", 1.0),
+               ("control_codelength_bits", "mdl_control_codelength_kbits", 1e-3),
+               ("control_compression", "mdl_control_compression", 1.0),
+               ("uniform_codelength_bits", "mdl_uniform_codelength_kbits", 1e-3))
+# Of a learned scalar mix (representation "mix"): the center of gravity (Tenney et al. 2019) and gamma.
+MIX_METRICS = ("center_of_gravity", "gamma")
+CSV_FIELDS = (
+    "task", "model", "random_init", "data", "variant", "family", "probe_family", "rank", "layer", "representation",
+    "seeds",
+    *(f"{split}_{metric}{std}" for split in SPLITS for metric in SPLIT_METRICS for std in ("", "_std")),
+    *(f"{split}_n_examples" for split in SPLITS),
+    *(f"{key}{std}" for _, key, _ in MDL_METRICS for std in ("", "_std")),
+    *(f"{key}{std}" for key in MIX_METRICS for std in ("", "_std")),
+    "mix_weights", *(f"{split}_per_label_f1" for split in SPLITS),
+)
+# Horizontal lines of the plots: the scalar mix dotted, baselines in these styles (in the table's order).
+MIX_STYLE = ":"
+BASELINE_STYLES = ("--", "-.", (0, (5, 1, 1, 1, 1, 1)))
+
+
+def is_word_probe_run(result: dict[str, Any]) -> bool:
+    """A result of probe.py on a word or word-pair task (not the s-class task)."""
+    return result.get("task") not in (None, SCLASS) and "probe_family" in result
+
+
+def family_label(result: dict[str, Any]) -> str:
+    """"linear", "linear r=16" (rank-constrained), "mlp1", "mlp2"."""
+    rank = result.get("rank")
+    return f"{result['probe_family']} r={rank}" if rank else str(result["probe_family"])
+
+
+def family_sort_key(label: str) -> tuple:
+    """Hewitt & Liang's order (linear, mlp1, mlp2), each full rank first, then by rank."""
+    match = re.fullmatch(r"(.*?)(?: r=(\d+))?", label)
+    family, rank = match.group(1), match.group(2)
+    index = FAMILY_ORDER.index(family) if family in FAMILY_ORDER else len(FAMILY_ORDER)
+    return (index, family, 0 if rank is None else 1, int(rank or 0))
+
+
+def word_records(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each result with its defaults filled, its family label and its `variant` (see aggregate.with_variants): the
+    config values that set it apart from runs of the same setting other than by seed. A key that tells runs of one
+    setting apart labels every run of its table (task, model, data), so that a sweep over a hyper-parameter at some
+    layers keeps the other layers in the table of their own value."""
+    records = [{**with_defaults(result), "family": family_label(result)} for result in results]
+    setting = [k for k in WORD_SETTING_KEYS if k != "variant"]
+    for table in group_by(records, [k for k in TABLE_KEYS if k != "variant"]).values():
+        keys = sorted(set().union(*(variant_keys(runs) for runs in group_by(table, setting).values())))
+        for run in table:
+            values = config_values(run.get("config") or {})
+            run["variant"] = ", ".join(f"{key}={values.get(key)}" for key in keys)
+    return records
+
+
+def _scaled(value: float | None, scale: float) -> float | None:
+    return None if value is None else value * scale
+
+
+def _per_label(runs: list[dict], split: str) -> dict[str, float | None]:
+    """Mean F1 of each label over the runs (None where no run has it defined)."""
+    scores = [r.get(split, {}).get("per_label_f1") or {} for r in runs]
+    labels = dict.fromkeys(label for r in runs for label in r.get("labels") or ()) | dict.fromkeys(
+        label for by_label in scores for label in by_label)
+    return {label: mean_std(by_label.get(label) for by_label in scores)[0] for label in labels}
+
+
+def _aggregate_setting(key: tuple, runs: list[dict]) -> dict[str, Any]:
+    row = dict(zip(WORD_SETTING_KEYS, key))
+    row |= {"probe_family": runs[0]["probe_family"], "rank": runs[0].get("rank"), "layer": runs[0].get("layer"),
+            "seeds": sorted((r.get("seed") for r in runs), key=value_sort_key)}
+    for split in SPLITS:
+        for metric in SPLIT_METRICS:
+            row[f"{split}_{metric}"], row[f"{split}_{metric}_std"] = mean_std(
+                r.get(split, {}).get(metric) for r in runs)
+        row[f"{split}_n_examples"] = runs[0].get(split, {}).get("n_examples")
+        row[f"{split}_per_label_f1"] = _per_label(runs, split)
+    for name, column, scale in MDL_METRICS:
+        row[column], row[f"{column}_std"] = mean_std(_scaled((r.get("mdl") or {}).get(name), scale) for r in runs)
+    for name in MIX_METRICS:
+        row[name], row[f"{name}_std"] = mean_std(r.get(name) for r in runs)
+    weights = [r["mix_weights"] for r in runs if r.get("mix_weights")]
+    row["mix_weights"] = [mean_std(column)[0] for column in zip(*weights)] if weights else None
+    return row
+
+
+def _row_sort_key(row: dict) -> tuple:
+    return (*(value_sort_key(row[k]) for k in TABLE_KEYS), family_sort_key(row["family"]),
+            representation_sort_key(row["representation"]))
+
+
+def aggregate_word_runs(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per setting (WORD_SETTING_KEYS) with mean/std over seeds of every score, sorted by task, model,
+    data, variant, family and representation (baselines, layers by number, the mix)."""
+    groups = group_by(word_records(results), WORD_SETTING_KEYS)
+    return sorted((_aggregate_setting(key, runs) for key, runs in groups.items()), key=_row_sort_key)
+
+
+def _has(rows: list[dict], name: str) -> bool:
+    return any(row[name] is not None for row in rows)
+
+
+def _families(rows: list[dict]) -> list[str]:
+    return sorted({row["family"] for row in rows}, key=family_sort_key)
+
+
+def _representations(rows: list[dict]) -> list[str]:
+    return sorted({row["representation"] for row in rows}, key=representation_sort_key)
+
+
+def _grid(rows: list[dict], columns: list[tuple[str, str, str, str]]) -> str:
+    """Rows: representations; columns (family, header, row key, number format) filled from the family's row."""
+    cells = {(row["representation"], row["family"]): row for row in rows}
+    body = [[name, *(format_score(cells.get((name, family)), key, number) for family, _, key, number in columns)]
+            for name in _representations(rows)]
+    return markdown(["representation", *(f"{family} {header}" for family, header, _, _ in columns)], body)
+
+
+def accuracy_table(rows: list[dict]) -> str:
+    """Test accuracy and (when the control task ran) selectivity, a column pair per family."""
+    columns = []
+    for family in _families(rows):
+        mine = [row for row in rows if row["family"] == family]
+        columns.append((family, "acc.", "test_accuracy", "{:.3f}"))
+        if _has(mine, "test_selectivity"):
+            columns.append((family, "sel.", "test_selectivity", "{:.3f}"))
+    return _grid(rows, columns)
+
+
+def mdl_table(rows: list[dict]) -> str | None:
+    """Online codelength (kbits) and compression of the task's labels and of the control task's, per family that
+    measured them; None if none did."""
+    columns = []
+    for family in _families(rows):
+        mine = [row for row in rows if row["family"] == family]
+        if _has(mine, "mdl_codelength_kbits"):
+            columns += [(family, "kbits", "mdl_codelength_kbits", "{:.1f}"),
+                        (family, "compr.", "mdl_compression", "{:.2f}")]
+        if _has(mine, "mdl_control_codelength_kbits"):
+            columns += [(family, "control kbits", "mdl_control_codelength_kbits", "{:.1f}"),
+                        (family, "control compr.", "mdl_control_compression", "{:.2f}")]
+    measured = {row["representation"] for row in rows if row["mdl_codelength_kbits"] is not None}
+    return _grid([row for row in rows if row["representation"] in measured], columns) if columns else None
+
+
+def mix_notes(rows: list[dict]) -> list[str]:
+    """The learned scalar mix's center of gravity (and gamma) per family, when the runs report it."""
+    return [f"Scalar mix, {row['family']}: center of gravity {format_score(row, 'center_of_gravity', '{:.2f}')}"
+            + ("" if row["gamma"] is None else f", γ = {format_score(row, 'gamma', '{:.2f}')}")
+            for row in rows if row["representation"] == MIX and row["center_of_gravity"] is not None]
+
+
+def table_title(row: dict) -> str:
+    title = f"{row['task']}: {display_value(row, 'model')}, data={row['data']}"
+    return title + (f", {row['variant']}" if row["variant"] else "")
+
+
+def _seed_counts(rows: list[dict]) -> str:
+    return "/".join(str(n) for n in sorted({len(row["seeds"]) for row in rows}))
+
+
+def tables_section(rows: list[dict]) -> str:
+    """Per (task, model, data, variant): its accuracy/selectivity table, its MDL table, its mix notes."""
+    parts = []
+    for group in group_by(rows, TABLE_KEYS).values():
+        scores = "Test accuracy and selectivity" if _has(group, "test_selectivity") else "Test accuracy"
+        parts += [f"## {table_title(group[0])}",
+                  f"{scores}, mean ± std over seeds ({_seed_counts(group)} per cell).\n\n{accuracy_table(group)}"]
+        mdl = mdl_table(group)
+        if mdl:
+            parts.append(f"Online codelength of the training labels (kbits) and compression, task and control.\n\n"
+                         f"{mdl}")
+        notes = mix_notes(group)
+        if notes:
+            parts.append("\n".join(f"- {note}" for note in notes))
+    return "\n\n".join(parts)
+
+
+def write_word_csv(rows: list[dict], path: Path) -> None:
+    """Every aggregated row and score (codelengths in kbits; per-label F1 as "label=f1 ...")."""
+    def number_list(values) -> str:
+        return " ".join(f"{v:.4f}" for v in values or ())
+
+    def label_scores(scores: dict[str, float | None]) -> str:
+        return " ".join(f"{label}={'' if f1 is None else f'{f1:.4f}'}" for label, f1 in scores.items())
+
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=CSV_FIELDS)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({**{k: row[k] for k in CSV_FIELDS}, "seeds": " ".join(map(str, row["seeds"])),
+                             "mix_weights": number_list(row["mix_weights"]),
+                             **{f"{split}_per_label_f1": label_scores(row[f"{split}_per_label_f1"])
+                                for split in SPLITS}})
+
+
+def _lines(rows: list[dict]) -> list[tuple[str, list[dict]]]:
+    """The lines of a task's plots: (legend label, rows in representation order), one per setting and family."""
+    keys = varying_keys(rows, LABEL_KEYS)
+    lines = []
+    for group in group_by(rows, (*TABLE_KEYS, "family")).values():
+        setting = setting_label(group[0], keys)
+        label = f"{setting}: {group[0]['family']}" if setting else group[0]["family"]
+        lines.append((label, sorted(group, key=lambda row: representation_sort_key(row["representation"]))))
+    return lines
+
+
+def _draw(ax, group: list[dict], key: str, label: str, colour: str, style: str, levels: bool) -> None:
+    """One line of `key` by layer (std over seeds as error bars) and, with `levels`, the group's baselines and mix
+    as horizontal lines."""
+    layers = [row for row in of_kind(group, "layer") if row[key] is not None]
+    if layers:
+        stds = [row[f"{key}_std"] or 0.0 for row in layers]
+        ax.errorbar([representation_layer(row["representation"]) for row in layers], [row[key] for row in layers],
+                    yerr=stds if any(stds) else None, fmt=style, capsize=3, color=colour, label=label)
+    baseline_styles = itertools.cycle(BASELINE_STYLES)
+    for row in of_kind(group, "baseline", MIX) if levels else ():
+        line_style = MIX_STYLE if row["representation"] == MIX else next(baseline_styles)
+        if row[key] is not None:
+            ax.axhline(row[key], linestyle=line_style, color=colour, alpha=0.8,
+                       label=f"{label}: {row['representation']}")
+
+
+def _plot_panels(rows: list[dict], path: Path, title: str, panels: tuple) -> bool:
+    """Side-by-side panels (ylabel, [(row key, line style, legend suffix), ...]) by layer, one colour per line
+    (setting and family); False if no row has a layer with a score to draw."""
+    lines = _lines(rows)
+    if not any(row[key] is not None for _, keys in panels for key, _, _ in keys for row in of_kind(rows, "layer")):
+        return False
+    fig, axes = pyplot().subplots(1, len(panels), figsize=(5.2 * len(panels), 4.0), squeeze=False)
+    for ax, (ylabel, keys) in zip(axes[0], panels):
+        for index, (label, group) in enumerate(lines):
+            for key, style, suffix in keys:
+                _draw(ax, group, key, label + suffix, f"C{index % 10}", style, levels=not suffix)
+        ax.set_xlabel("layer (0 = embeddings)")
+        ax.set_ylabel(ylabel)
+        ax.set_xticks(sorted({representation_layer(r["representation"]) for r in of_kind(rows, "layer")}))
+        ax.grid(alpha=0.3)
+    fixed = setting_label(rows[0], [k for k in LABEL_KEYS if k not in varying_keys(rows, LABEL_KEYS)])
+    fig.suptitle(f"{title}\n{fixed}", fontsize=9)
+    handles, labels = axes[0][-1].get_legend_handles_labels()
+    for ax in axes[0][:-1]:  # the union of the panels' legends, beside the last panel
+        for handle, text in zip(*ax.get_legend_handles_labels()):
+            if text not in labels:
+                handles.append(handle)
+                labels.append(text)
+    axes[0][-1].legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return save_figure(fig, path)
+
+
+def plot_accuracy_by_layer(rows: list[dict], path: Path) -> bool:
+    """One task: test accuracy and selectivity by layer, a line per family (and setting)."""
+    panels = (("test accuracy", [("test_accuracy", "-o", "")]),
+              ("test selectivity (accuracy - control)", [("test_selectivity", "-o", "")]))
+    if not _has(rows, "test_selectivity"):
+        panels = panels[:1]
+    return _plot_panels(rows, path, f"{rows[0]['task']}: probing by layer (Hewitt & Liang 2019)", panels)
+
+
+def plot_mdl_by_layer(rows: list[dict], path: Path) -> bool:
+    """One task: online codelength (kbits) and compression by layer, task solid and control dashed, a colour per
+    family (and setting); False without MDL runs on layers."""
+    panels = (("online codelength (kbits)", [("mdl_codelength_kbits", "-o", ""),
+                                             ("mdl_control_codelength_kbits", "--s", " (control)")]),
+              ("compression (uniform / online)", [("mdl_compression", "-o", ""),
+                                                  ("mdl_control_compression", "--s", " (control)")]))
+    return _plot_panels(rows, path, f"{rows[0]['task']}: MDL by layer (Voita & Titov 2020)", panels)
+
+
+def _file_part(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", str(name))
+
+
+def write_word_probe_report(results: list[dict[str, Any]], out_dir: Path) -> tuple[str, list[str]]:
+    """The Markdown section of the word-task probe runs, word_probes.csv and the plots per task; returns (text,
+    files)."""
+    rows = aggregate_word_runs(results)
+    write_word_csv(rows, out_dir / CSV_FILE)
+    files = [CSV_FILE]
+    for task, task_rows in group_by(rows, ("task",)).items():
+        for name, plot in ((f"word_probes_{_file_part(task[0])}_by_layer.png", plot_accuracy_by_layer),
+                           (f"word_probes_{_file_part(task[0])}_mdl_by_layer.png", plot_mdl_by_layer)):
+            if plot(task_rows, out_dir / name):
+                files.append(name)
+    intro = ("Multi-class probes of each representation (Hewitt & Liang 2019: linear, MLP-1, MLP-2; `linear r=k`: "
+             "rank k). Selectivity = accuracy - control-task accuracy. MDL (Voita & Titov 2020): online codelength of "
+             "the training labels; compression = uniform codelength / online codelength; control: the same for the "
+             f"control task's labels. Dev scores, macro-F1 and per-label F1: `{CSV_FILE}`.")
+    plots = [name for name in files if name.endswith(".png")]
+    text = f"{intro}\n\n{tables_section(rows)}"
+    return text + (f"\n\nPlots: {', '.join(f'`{name}`' for name in plots)}." if plots else ""), files
+
+
+# This job's section of report.md (probing.report.OTHER_SECTIONS): which results are its runs, the writer of the
+# section, its heading.
+SECTION = (is_word_probe_run, write_word_probe_report, "Word-task probing report")
