@@ -13,7 +13,7 @@ from probing.data.records import SkipCounter
 
 # Every task has these splits; "test" (the last of SPLIT_NAMES) only where the data has a labelled one.
 REQUIRED_SPLITS = ("train", "dev")
-TOKEN_TASKS = ("pos", "ner")
+TOKEN_TASKS = ("pos", "upos", "xpos", "ner")
 SENTENCE_TASKS = ("sst2", "mrpc")
 TASK_NAMES = TOKEN_TASKS + SENTENCE_TASKS
 

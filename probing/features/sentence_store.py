@@ -20,9 +20,9 @@ from typing import Any
 import torch
 from torch.nn.utils.rnn import pad_sequence
 
-from probing.data.records import WordInContext
+from probing.data.records import SkipCounter, WordInContext
 from probing.data.text import sha256_file
-from probing.features.encoder import PreparedInput, WordEncoder, pooling_index
+from probing.features.encoder import PRECISION_TAGS, PreparedInput, WordEncoder, pooling_index
 from probing.features.extraction import ExtractionReport, extract_split
 from probing.features.store import records_fingerprint, store_path
 
@@ -38,9 +38,20 @@ class SentenceWordEncoder(WordEncoder):
         super().__init__(name_or_path, pooling=pooling, max_length=max_length, context_size=None, device=device,
                          revision=revision, random_init=random_init, init_seed=init_seed)
 
+    @classmethod
+    def sharing(cls, encoder: WordEncoder) -> SentenceWordEncoder:
+        """`encoder`'s loaded model, tokenizer and settings (whole-sentence context, full attention), encoding each
+        distinct sentence of a batch once."""
+        if encoder.context_size is not None or encoder.attention_window is not None:
+            raise ValueError("a sentence encoder needs the whole sentence as context and full attention")
+        shared = cls.__new__(cls)
+        shared.__dict__.update(vars(encoder))
+        shared.skips = SkipCounter()
+        return shared
+
     @property
     def store_kind(self) -> str:
-        return f"{self.pooling}.{EVERY_WORD}"
+        return f"{self.pooling}.{EVERY_WORD}{PRECISION_TAGS[self.precision]}"
 
     def store_metadata(self) -> dict:
         return {**super().store_metadata(), "rows": EVERY_WORD}
@@ -64,6 +75,15 @@ class SentenceWordEncoder(WordEncoder):
             pooled = torch.zeros(len(batch), *pieces.shape[1:], dtype=pieces.dtype, device=pieces.device)
             pooled.index_add_(0, rows.to(self.device), pieces * weights.to(self.device)[:, None, None])
         return pooled.cpu()
+
+
+def sentence_encoder_of(encoder: Any) -> Any:
+    """For every-word stores, the encoder that runs each distinct sentence once and pools all its words (the same
+    vectors, one forward pass per sentence instead of one per word), where the context is the whole sentence under
+    full attention; any other featurizer as it is (context windows and attention masks are per word)."""
+    if isinstance(encoder, WordEncoder) and encoder.context_size is None and encoder.attention_window is None:
+        return SentenceWordEncoder.sharing(encoder)
+    return encoder
 
 
 def extract_occurrences(records: Sequence[WordInContext], encoder: SentenceWordEncoder, store_dir: str | Path,

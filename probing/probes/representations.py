@@ -33,10 +33,12 @@ from probing.errors import ConfigError
 from probing.features.baselines import check_baseline, oov_summary
 from probing.features.featurizer import Featurizer
 from probing.features.provision import ensure_features
+from probing.features.sentence_store import sentence_encoder_of
 from probing.features.store import FeatureStore
 from probing.probes.controls import ControlTask, class_distribution, control_classes
 from probing.probes.datamodule import ALL_LAYERS, ProbingDataModule, StoreDataModule, TensorSplit
 from probing.probes.sclass_probe import LEVELS
+from probing.probes.word_data import WordTaskDataModule, every_word_data
 from probing.vocabulary import BASELINE_LABELS, MIX
 
 log = logging.getLogger(__name__)
@@ -135,6 +137,27 @@ class ContextRepresentation:
     def about_data(self, data: WordInContextData) -> dict[str, Any]:
         return {}
 
+    def word_featurizer(self) -> Featurizer:
+        """What fills the every-word stores of a word task (an encoder may encode each sentence once instead)."""
+        return self.featurizer
+
+    def word_inputs(self, data: Any, store_settings: Mapping[str, Any], batch_size: int, control: ControlTask,
+                    pair_product: bool = False, mdl_seed: int | None = None) -> ProbeInputs:
+        """A word or word-pair task (`WordTaskData`): fill (or reuse) the every-word store of each split, then build
+        the datamodule of its examples; the featurizer is let go before training."""
+        stores = ensure_features(every_word_data(data), self.word_featurizer(), **store_settings)
+        self.featurizer = None
+        datamodule = WordTaskDataModule(stores, data, layer=self.store_layer, batch_size=batch_size,
+                                        control_seed=control.seed, expected_layers=self.expected_layers,
+                                        pair_product=pair_product, mdl_seed=mdl_seed)
+        datamodule.setup()
+        about = {"layer": self.layer, "representation": self.label,
+                 "stores": {split: str(path) for split, path in stores.items()},
+                 "data_summary": word_task_summary(data, datamodule.dropped), "data_skips": data.skips.as_dict(),
+                 "unseen_labels": data.unseen_labels,
+                 "extraction_skipped_rows": {split: stored_skips(path) for split, path in stores.items()}}
+        return ProbeInputs(datamodule, list(data.labels), about)
+
 
 class EncoderLayer(ContextRepresentation):
     """One hidden state of the encoder (`layer=3`; 0 = the embedding output, -1 = the top layer)."""
@@ -144,6 +167,9 @@ class EncoderLayer(ContextRepresentation):
         index = resolve_layer(layer, encoder.info.num_layers)
         super().__init__(encoder, index, index, str(index))
 
+    def word_featurizer(self) -> Featurizer:
+        return sentence_encoder_of(self.featurizer)
+
 
 class LayerMix(ContextRepresentation):
     """Every hidden state, mixed by the probes' learned scalar mix (`layer=mix`)."""
@@ -151,6 +177,16 @@ class LayerMix(ContextRepresentation):
     def __init__(self, encoder: Featurizer, configured_layers: int | None = None):
         warn_if_num_layers_differ(configured_layers, encoder)
         super().__init__(encoder, ALL_LAYERS, MIX, MIX, expected_layers=encoder.info.num_layers)
+
+    def word_featurizer(self) -> Featurizer:
+        return sentence_encoder_of(self.featurizer)
+
+
+def word_task_summary(data: Any, dropped: Mapping[str, int]) -> dict[str, dict[str, int]]:
+    """Examples, sentences and labels of each split, and the examples left out because a word had no vector."""
+    return {split: {"examples": len(task) - dropped.get(split, 0), "sentences": len(task.sentences),
+                    "labels": int(len(np.unique(task.label))), "dropped_examples": dropped.get(split, 0)}
+            for split, task in data.splits.items()}
 
 
 class Baseline(ContextRepresentation):

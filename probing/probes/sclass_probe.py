@@ -193,11 +193,8 @@ class SClassProbe(lightning.LightningModule):
         return self.optimizer([group for head in heads for group in head.parameter_groups(self.mix_lr)])
 
     def mix_summary(self) -> dict[str, Any]:
-        """{"mix_weights": softmax weights, layer 0 first, "gamma": float} of the real task's mix ({} without one)."""
-        if self.probes.mix is None:
-            return {}
-        mix = self.probes.mix
-        return {"mix_weights": mix.normalized_weights().tolist(), "gamma": float(mix.gamma.detach())}
+        """The real task's mix (ScalarMix.summary: weights, gamma, center of gravity); {} without one."""
+        return {} if self.probes.mix is None else self.probes.mix.summary()
 
 
 def warn_if_bf16_is_emulated(precision: str, device: torch.device) -> None:

@@ -16,11 +16,13 @@ from lightning.fabric.strategies import DDPStrategy
 from omegaconf import DictConfig
 
 from probing.config import build
-from probing.data.sources import read_contexts
+from probing.data.sources import WordInContextData, read_contexts
 from probing.data.splits import SPLIT_NAMES
 from probing.errors import ConfigError
 from probing.features.provision import ensure_features
+from probing.features.sentence_store import sentence_encoder_of
 from probing.features.sharded import SHARD_WAIT, extract_split_sharded
+from probing.probes.word_data import EVERY_WORD_DATA, every_word_data, load_word_task
 from probing.tasks.common import (
     check_config,
     check_devices,
@@ -32,7 +34,8 @@ from probing.tasks.common import (
 log = logging.getLogger(__name__)
 
 # The top-level settings of conf/extract.yaml (anything else is a typo).
-KNOWN_KEYS = ("task_name", "paths", "model", "data", "features", "context_size", "splits", "trainer")
+KNOWN_KEYS = ("task_name", "task", "paths", "model", "data", "features", "context_size", "splits", "trainer",
+              "optimized_metric")
 # The strategies extraction runs under: one process ("auto" with one device), or DDP processes.
 STRATEGIES = ("auto", "ddp")
 
@@ -57,15 +60,25 @@ def requested_splits(splits) -> list[str]:
 def extract(cfg: DictConfig, splits: list[str], fabric: Fabric | None = None) -> dict[str, Path]:
     """Load the data and the featurizer, then fill the stores: in this process alone, or as one of `fabric`'s
     processes (the featurizer on that process's device)."""
-    data = read_contexts(build(cfg.data.source, "data.source"))
-    if fabric is None:
-        return ensure_features(data, build(cfg.features.encoder, "features.encoder"), splits=splits,
-                               **store_settings(cfg.features))
-    on_device = {"device": str(fabric.device)} if "device" in cfg.features.encoder else {}
+    data = task_data(cfg)
+    on_device = {"device": str(fabric.device)} if fabric is not None and "device" in cfg.features.encoder else {}
     featurizer = build(cfg.features.encoder, "features.encoder", **on_device)
+    if data.name == EVERY_WORD_DATA:
+        featurizer = sentence_encoder_of(featurizer)
+    if fabric is None:
+        return ensure_features(data, featurizer, splits=splits, **store_settings(cfg.features))
     return ensure_features(data, featurizer, splits=splits,
                            extract=functools.partial(extract_split_sharded, fabric=fabric),
                            **store_settings(cfg.features))
+
+
+def task_data(cfg: DictConfig) -> WordInContextData:
+    """The records to extract: the word-in-context data of the s-class task, or every word of a word task's
+    sentences (the every-word stores that probe.py task=upos, deprel, ... read)."""
+    source = build(cfg.data.source, "data.source")
+    if cfg.get("task") is None or cfg.task.get("kind", "sclass") == "sclass":
+        return read_contexts(source)
+    return every_word_data(load_word_task(source, cfg.task.name, cfg.data.name))
 
 
 def is_single_process(trainer: DictConfig) -> bool:

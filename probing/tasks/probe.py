@@ -23,6 +23,7 @@ from probing.config import build
 from probing.data.files import write_json_atomically
 from probing.data.settings import require_int
 from probing.data.splits import EVAL_SPLITS, SEEN
+from probing.errors import ConfigError
 from probing.features.attention import DEFAULT_POLICY, window_policy
 from probing.features.encoder import model_location
 from probing.features.featurizer import parse_context_size
@@ -40,11 +41,12 @@ from probing.tasks.common import (
     store_settings,
     summarise_in_wandb,
 )
+from probing.tasks.probe_words import WORD_TASK_KINDS, log_word_results, probe_words
 
 log = logging.getLogger(__name__)
 
 # The top-level settings of conf/probe.yaml (anything else is a typo).
-KNOWN_KEYS = ("task_name", "paths", "model", "data", "features", "probe", "trainer", "callbacks", "logger",
+KNOWN_KEYS = ("task_name", "task", "paths", "model", "data", "features", "probe", "trainer", "callbacks", "logger",
               "embeddings", "type_spaces", "layer", "baseline", "baselines", "representation", "representations",
               "context_size", "seed", "optimized_metric", "finetuned", "comparison_setup", "run_name", "run_group")
 SUMMARY_SCORES = ("micro_f1", "n_combinations", "n_contexts", "selectivity", "control_micro_f1")  # into W&B's summary
@@ -62,13 +64,30 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     control = build(cfg.probe.control_task, "probe.control_task") if cfg.probe.get("control_task") else NO_CONTROL_TASK
     if cfg.probe.get("reuse"):
         probe_files(cfg.probe.reuse)
+    words = word_task(cfg)
     with closing_loggers(cfg.get("logger")) as loggers:
-        results = probe(cfg, control, config, out.parent, loggers)
+        results = (probe_words if words else probe)(cfg, control, config, out.parent, loggers)
     write_json_atomically(out, results)
+    if words:
+        log_word_results(results, out)
+        return results
     selectivity = f" (selectivity {results['test']['selectivity']:+.3f})" if "selectivity" in results["test"] else ""
     log.info("%s: dev micro-F1 %.3f, test micro-F1 %.3f%s -> %s", results["representation"],
              results["dev"]["micro_f1"], results["test"]["micro_f1"], selectivity, out)
     return results
+
+
+def word_task(cfg: DictConfig) -> bool:
+    """True for a word or word-pair task (one multi-class probe), False for the s-class task; a fine-tuning-only
+    task is refused."""
+    kind = cfg.task.get("kind", "sclass")
+    if kind == "sclass":
+        return False
+    if kind not in WORD_TASK_KINDS:
+        raise ConfigError(f"task={cfg.task.name} classifies whole sentences (a fine-tuning task of train.py); probe.py "
+                          "probes words. Fix: task=sclass (the default), upos, xpos, deprel, feats, ner, pos, "
+                          "supersense or jsonl")
+    return True
 
 
 def probe(cfg: DictConfig, control: ControlTask, config: dict[str, Any], run_dir: Path,

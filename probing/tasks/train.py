@@ -22,10 +22,13 @@ from omegaconf import DictConfig
 from probing.config import build
 from probing.data.files import write_json_atomically
 from probing.data.settings import require_int
+from probing.data.task_records import TASK_NAMES as FINETUNING_TASKS
+from probing.errors import ConfigError
 from probing.features.finetuned import MODEL_DIR
 from probing.finetune.checkpoints import RandomStates, ResumePolicy, best_checkpoint, load_best_weights, run_identity
 from probing.finetune.datamodule import TaskDataModule, load_task_data
 from probing.finetune.export import export_model
+from probing.finetune.module import KINDS
 from probing.tasks.common import (
     build_trainer,
     check_config,
@@ -45,6 +48,7 @@ KNOWN_KEYS = ("task_name", "paths", "model", "task", "data", "finetune", "traine
 def run(cfg: DictConfig) -> dict[str, Any]:
     """Fine-tune, export the best dev model to <run>/model, write results.json (rank 0)."""
     check_config(cfg, KNOWN_KEYS)
+    check_finetuning_task(cfg.task)
     resume = ResumePolicy(cfg.finetune.get("resume", "auto"))
     out, config, previous = job_state(run_identity(cfg))
     if previous is not None:
@@ -58,6 +62,13 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         write_json_atomically(out, results)
         log.info("%s: dev %s -> %s", cfg.task.name, format_scores(results["dev"]), out)
     return results
+
+
+def check_finetuning_task(task: DictConfig) -> None:
+    """A probing-only task (the s-class task, word-pair and FEATS tasks) is refused with the fix."""
+    if task.get("kind") not in KINDS:
+        raise ConfigError(f"task={task.name} is a probing task (python probe.py task={task.name}); train.py fine-tunes "
+                          f"on a tagging or sentence task. Fix: task={', '.join(FINETUNING_TASKS)}")
 
 
 def finetune(cfg: DictConfig, config: dict[str, Any], resume: ResumePolicy,

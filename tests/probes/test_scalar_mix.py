@@ -160,3 +160,14 @@ def test_peters_5_1_large_lambda_keeps_the_average_small_lambda_lets_weights_mov
     # 2w balances the O(1) MSE gradient of unit-variance layers: max |s_j - 1/3| is ~0.08-0.11 across seeds,
     # against ~0.64 without the penalty; 0.15 leaves a margin and still rules out any real concentration.
     assert (regularised - 1 / 3).abs().max() < 0.15
+
+
+def test_center_of_gravity_is_the_expected_layer_under_the_weights():
+    # Tenney et al. (2019): sum_j j * s_j; s = (0.1, 0.2, 0.7) gives 0 * 0.1 + 1 * 0.2 + 2 * 0.7 = 1.6
+    mix = ScalarMix(3)
+    with torch.no_grad():
+        mix.weights.copy_(torch.log(torch.tensor([0.1, 0.2, 0.7])))
+    assert mix.center_of_gravity() == pytest.approx(1.6)
+    summary = mix.summary()
+    assert summary["mix_weights"] == pytest.approx([0.1, 0.2, 0.7])
+    assert summary["center_of_gravity"] == pytest.approx(1.6)

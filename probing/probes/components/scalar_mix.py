@@ -124,6 +124,18 @@ class ScalarMix(nn.Module):
         """softmax(w), detached from the graph: the layer weights s_j to report (layer 0 first)."""
         return torch.softmax(self.weights.detach(), dim=0)
 
+    def center_of_gravity(self) -> float:
+        """sum_j j * s_j: the expected layer under the mix weights (Tenney et al. 2019, "BERT Rediscovers the Classical
+        NLP Pipeline", §3), 0 = the embedding layer."""
+        weights = self.normalized_weights()
+        return float((torch.arange(len(weights), dtype=weights.dtype, device=weights.device) * weights).sum())
+
+    def summary(self) -> dict:
+        """What results.json reports of a learned mix: its softmax weights (layer 0 first), gamma and center of
+        gravity."""
+        return {"mix_weights": self.normalized_weights().tolist(), "gamma": float(self.gamma.detach()),
+                "center_of_gravity": self.center_of_gravity()}
+
     def l2_penalty(self) -> Tensor:
         """l2_lambda * sum_j w_j^2 on the PRE-softmax weights (bilm-tf `_l2_regularizer`), a 0-dim tensor.
 

@@ -1,0 +1,188 @@
+"""Serve a word or word-pair task to a Lightning Trainer, its vectors gathered from the every-word stores.
+
+A word task's examples point at words of sentences (`probing.data.word_tasks.WordTaskSplit`); the vectors of those
+words are the rows of an every-word store: one row per word of every sentence of the split, whole sentence as
+context (the store kind of the geometry analyses, `probing.features.sentence_store`). UPOS, XPOS, DEPREL and FEATS
+probes of one treebank therefore read the same stores, extracted once.
+
+A split keeps the store's layer (or all its layers, for the scalar mix) once, in its stored dtype, and each example
+as a row index: a batch gathers its rows, and for a pair task joins the two words' vectors as [a; b] or, with
+`pair_product`, [a; b; a * b] (Tenney et al. 2019 edge probing concatenates the spans; Liu et al. 2019 add the
+elementwise product for arcs). Batch keys:
+
+    features        (B, D) or (B, num_layers, D) (for pairs 2D or 3D), float32
+    label           (B,) the gold label
+    control_label   (B,) with a control seed: the label drawn for the example's word type (Hewitt & Liang 2019)
+    order           (B,) training split with MDL: the example's position in the seeded order that cuts the blocks
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.utils.data import Dataset
+
+from probing.data.records import RecordTable, RecordTableBuilder
+from probing.data.sources import WordInContextData
+from probing.errors import ConfigError
+from probing.features.store import FeatureStore
+from probing.probes.controls import class_distribution, control_classes
+from probing.probes.datamodule import ALL_LAYERS, ProbingDataModule
+
+log = logging.getLogger(__name__)
+
+EVERY_WORD_CLASS = "word"  # the class of every row of an every-word store (the task's labels are kept here)
+EVERY_WORD_DATA = "words"  # the data name of every-word stores: tasks over the same sentences share them
+
+
+def every_word_data(data) -> WordInContextData:
+    """The every-word records of each split of a word task (`WordTaskData`), as the stores take them."""
+    return WordInContextData(EVERY_WORD_DATA, [EVERY_WORD_CLASS],
+                             {split: every_word_records(task) for split, task in data.splits.items()},
+                             list(data.files), data.skips)
+
+
+def load_word_task(source, task: str, data: str):
+    """The task's words and labels; a data source without a word-task view is refused with the fix."""
+    if not hasattr(source, "load_word_task"):
+        raise ConfigError(f"data={data} is not data of a word task (task={task}). Fix: leave data= out, as each word "
+                          "task reads its own data (data.source.paths=... for other files)")
+    data = source.load_word_task()
+    for split, counts in data.unseen_labels.items():
+        if counts:
+            log.warning("%s %s: %d example(s) left out, their label is not in the training split: %s", data.name,
+                        split, sum(counts.values()), ", ".join(f"{label} ({n})" for label, n in sorted(counts.items())))
+    if data.skips.total():
+        log.warning("%s: skipped while reading: %s", data.name, data.skips.summary())
+    return data
+
+
+def every_word_records(split) -> RecordTable:
+    """One record per word of every sentence of a WordTaskSplit, in its every-word order (whole sentence as context,
+    the word as target, lower-cased as word type): the records of its store."""
+    builder = RecordTableBuilder()
+    for (tokens, position), source in zip(split.every_word(), every_word_sources(split)):
+        builder.add(tokens, (position,), tokens[position].lower(), EVERY_WORD_CLASS, source)
+    return builder.build()
+
+
+def every_word_sources(split) -> list[str]:
+    """The source ("file:line" of the sentence) of each row of the every-word order."""
+    return [source for tokens, source in zip(split.sentences, split.sources) for _ in tokens]
+
+
+class GatheredSplit(Dataset):
+    """Examples as row indices into one matrix of word vectors; `tensors` holds the per-example values."""
+
+    def __init__(self, vectors: torch.Tensor, rows: torch.Tensor, second: torch.Tensor | None,
+                 tensors: Mapping[str, torch.Tensor], pair_product: bool = False):
+        lengths = {len(rows), *(len(tensor) for tensor in tensors.values())}
+        if second is not None:
+            lengths.add(len(second))
+        if len(lengths) != 1:
+            raise ValueError(f"rows and tensors of a split must have the same length, got {sorted(lengths)}")
+        self.vectors, self.rows, self.second, self.pair_product = vectors, rows, second, pair_product
+        self.tensors = dict(tensors)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, index: int | list[int]) -> dict[str, torch.Tensor]:
+        batch = {name: tensor[index] for name, tensor in self.tensors.items()}
+        batch["features"] = self.features(self.rows[index], None if self.second is None else self.second[index])
+        return batch
+
+    def features(self, rows: torch.Tensor, second: torch.Tensor | None) -> torch.Tensor:
+        first = self.vectors[rows].float()
+        if second is None:
+            return first
+        other = self.vectors[second].float()
+        return torch.cat([first, other, first * other] if self.pair_product else [first, other], dim=-1)
+
+    @property
+    def feature_shape(self) -> tuple[int, ...]:
+        return tuple(self.features(self.rows[:1], None if self.second is None else self.second[:1]).shape[1:])
+
+
+class WordTaskDataModule(ProbingDataModule):
+    """The train/dev/test splits of a `WordTaskData`, their vectors read from the every-word store of each split.
+
+    Examples whose word (or, for pairs, either word) the featurizer could not represent (flagged in the store, e.g.
+    a word without wordpieces) are left out and counted in `dropped`. With `control_seed`, every example gets the
+    control label of its word type: one label per type, drawn from the label distribution of the training examples
+    (probing.probes.controls), unseen words by the same rule. With `mdl_seed`, the training examples get their
+    position in a permutation drawn from that seed (`order`), which cuts them into the MDL blocks.
+    """
+
+    def __init__(self, stores: Mapping[str, str | Path], data, layer: int | str, batch_size: int = 256,
+                 control_seed: int | None = None, expected_layers: int | None = None, pair_product: bool = False,
+                 mdl_seed: int | None = None):
+        super().__init__(batch_size=batch_size)
+        self.stores, self.data, self.layer = dict(stores), data, layer
+        self.control_seed, self.expected_layers = control_seed, expected_layers
+        self.pair_product, self.mdl_seed = pair_product, mdl_seed
+        self.dropped: dict[str, int] = {}
+
+    @property
+    def feature_dim(self) -> int:
+        return self.splits["train"].feature_shape[-1]
+
+    @property
+    def num_layers(self) -> int | None:
+        shape = self.splits["train"].feature_shape
+        return shape[0] if len(shape) == 2 else None
+
+    def train_dataloader_in_order(self):
+        """The training examples in their stored order, unshuffled (to encode the MDL blocks)."""
+        return self._loader("train", shuffle=False)
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.splits:
+            return
+        train = self.data.splits["train"]
+        probabilities = None
+        if self.control_seed is not None:
+            probabilities = class_distribution(np.bincount(train.label, minlength=len(self.data.labels)))
+        for name, path in self.stores.items():
+            self.splits[name] = self._split(name, Path(path), probabilities)
+
+    def _split(self, name: str, path: Path, probabilities: np.ndarray | None) -> GatheredSplit:
+        split = self.data.splits[name]
+        vectors, position = self._read(path, sum(len(tokens) for tokens in split.sentences))
+        rows = position[split.every_word_rows()]
+        second = position[split.every_second_rows()] if split.second is not None else None
+        kept = rows >= 0 if second is None else (rows >= 0) & (second >= 0)
+        self.dropped[name] = int((~kept).sum())
+        tensors = {"label": torch.from_numpy(split.label[kept].astype(np.int64))}
+        if probabilities is not None:
+            types = [word for word, keep in zip(split.word_types(), kept) if keep]
+            tensors["control_label"] = torch.from_numpy(control_classes(types, probabilities, self.control_seed))
+        if self.mdl_seed is not None and name == "train":
+            tensors["order"] = torch.from_numpy(mdl_order(int(kept.sum()), self.mdl_seed))
+        return GatheredSplit(vectors, torch.from_numpy(rows[kept]),
+                             None if second is None else torch.from_numpy(second[kept]), tensors, self.pair_product)
+
+    def _read(self, path: Path, expected_rows: int) -> tuple[torch.Tensor, np.ndarray]:
+        """The store's vectors (stored dtype) and, for each word of the every-word order, its row among them (-1 for
+        a word the featurizer skipped)."""
+        with FeatureStore(path) as store:
+            if self.expected_layers is not None and store.num_layers != self.expected_layers:
+                raise ValueError(f"{path} holds {store.num_layers} layers, the scalar mix needs {self.expected_layers}")
+            vectors = store.read_all_layers(dtype=None) if self.layer == ALL_LAYERS else \
+                store.read_layer(self.layer, dtype=None)
+            kept = store.row_ids()
+        position = np.full(expected_rows, -1, dtype=np.int64)
+        position[kept] = np.arange(len(kept))
+        return torch.from_numpy(vectors), position
+
+
+def mdl_order(n: int, seed: int) -> np.ndarray:
+    """Each example's position in a seeded random order of `n` examples: block i of the online code holds the
+    examples whose position lies in [t_{i-1}, t_i)."""
+    order = np.empty(n, dtype=np.int64)
+    order[np.random.default_rng(seed).permutation(n)] = np.arange(n)
+    return order
