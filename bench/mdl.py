@@ -8,18 +8,16 @@ Adam (lr 1e-3, fused as the probes' default), all tensors on the device before t
 
   batched   one `WordProbe` (family, hidden dim as given) whose `mdl_probes` hold the S-1 prefix probes; each step
             draws B rows from the whole training set and trains every prefix probe on the rows of its prefix
-            (`WordProbe.prefix_losses`: one wide first-layer product, a mask per prefix): N/B steps per epoch
+            (`PrefixProbes.losses`: the prefix's rows gathered, then its probe): N/B steps per epoch
   separate  S-1 standalone `nn.Sequential` probes, one after the other, probe i for E epochs on its own prefix
             (t_i rows, shuffled, batches of B): sum_i ceil(t_i / B) steps per epoch, the loop a user without
             batching would write
 
-The batched side computes every prefix probe on every row of a batch and masks the rows outside its prefix: N (S-1)
-probe-row passes per epoch, against sum_{i<S} t_i (about N at the paper's shares, a geometric series) for the
-separate side (`work_ratio` = their ratio, about S-1). The step counts are close too: N/B per epoch batched, about
-N/B + S-1 separate. Where a step is compute-bound (a CPU) batching therefore costs about S-1 times the arithmetic;
-it can only pay where steps are bound by launches and per-step overhead (a GPU), and its main gain is elsewhere:
-the prefix probes train inside the main probe's one Lightning fit (no S-1 extra fits with their own loops and
-validation), which this bench does not time.
+Both sides run the same probe-row passes per epoch, sum_{i<S} t_i (about N at the paper's shares, a geometric
+series), since the batched side gathers each prefix's rows instead of masking them. The batched side takes N/B
+steps per epoch, each running S-1 small products and one optimizer step over all prefix probes; the separate side
+about N/B + S-1 steps with one probe each. Its main gain is elsewhere: the prefix probes train inside the main
+probe's one Lightning fit (no S-1 extra fits with their own loops and validation), which this bench does not time.
 
 Reported: the seconds of all E epochs of each side (`batched_s`, `separate_s`), their ratio
 `ratio_vs_separate` = separate / batched, and the online codelength each side's probes give the labels (after the
@@ -128,7 +126,7 @@ def main() -> None:
     ends = mdl.block_ends(args.rows)
     module = WordProbe(args.input_dim, [str(k) for k in range(args.labels)], family=args.family,
                        hidden_dim=args.hidden_dim, mdl_block_ends=ends).to(device)
-    probes = [module.mdl_probes.probes.as_sequential(i) for i in range(len(ends) - 1)]
+    probes = [head.probes.as_sequential(0) for head in module.mdl_probes.heads]
     load_before = os.getloadavg()[0]
     batched_s = timed(lambda: batched_epochs(module, data, args.epochs, args.batch_size,
                                              torch.Generator().manual_seed(args.seed)), device)
@@ -143,7 +141,6 @@ def main() -> None:
     print(f"uniform_codelength_bits={batched_bits['uniform_codelength_bits']:.1f}")
     print(f"codelength_batched_bits={batched_bits['codelength_bits']:.1f}")
     print(f"codelength_separate_bits={separate_codelength(probes, ends, data, args.labels):.1f}")
-    print(f"work_ratio={args.rows * (len(ends) - 1) / sum(ends[:-1]):.2f}")
     print(f"batched_s={batched_s:.3f}")
     print(f"separate_s={separate_s:.3f}")
     print(f"ratio_vs_separate={separate_s / batched_s:.2f}")

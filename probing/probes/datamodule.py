@@ -27,6 +27,7 @@ from probing.data.splits import SEEN, TEST_SPLITS
 from probing.errors import ConfigError
 from probing.features.store import FeatureStore
 from probing.probes.controls import class_distribution, control_classes, seen_rows
+from probing.probes.mdl import mdl_order
 
 ALL_LAYERS = "all"
 
@@ -78,6 +79,10 @@ class ProbingDataModule(L.LightningDataModule):
     def train_dataloader(self) -> DataLoader:
         return self._loader("train", shuffle=True)
 
+    def train_dataloader_in_order(self) -> DataLoader:
+        """The training examples in their stored order, unshuffled (to encode the MDL blocks)."""
+        return self._loader("train", shuffle=False)
+
     def val_dataloader(self) -> DataLoader:
         return self._loader("dev", shuffle=False)
 
@@ -96,15 +101,19 @@ class StoreDataModule(ProbingDataModule):
     `seen_fraction` (> 0, with the control task) moves that share of the training contexts, drawn by
     `probing.probes.controls.seen_rows` from `control_seed`, into a `seen` split scored after training.
     `expected_layers`: the number of layers the run needs in every store (the scalar mix needs all of them).
+    With `mdl_seed`, the training contexts get their position in a permutation drawn from that seed (`order`),
+    which cuts them into the blocks of the MDL online code (probing.probes.mdl).
     """
 
     def __init__(self, stores: Mapping[str, str | Path], layer: int | str, batch_size: int = 256,
-                 control_seed: int | None = None, expected_layers: int | None = None, seen_fraction: float = 0.0):
+                 control_seed: int | None = None, expected_layers: int | None = None, seen_fraction: float = 0.0,
+                 mdl_seed: int | None = None):
         super().__init__(batch_size=batch_size)
         if seen_fraction and control_seed is None:
             raise ValueError("a seen split is drawn and scored for the control task: give control_seed too")
         self.stores, self.layer = dict(stores), layer
         self.control_seed, self.expected_layers, self.seen_fraction = control_seed, expected_layers, seen_fraction
+        self.mdl_seed = mdl_seed
 
     def setup(self, stage: str | None = None) -> None:
         if self.splits:
@@ -124,6 +133,9 @@ class StoreDataModule(ProbingDataModule):
             train = by_split["train"]
             by_split["train"], by_split[SEEN] = split_rows(
                 train, seen_rows(train["word"].numpy(), self.seen_fraction, self.control_seed))
+        if self.mdl_seed is not None:
+            train = by_split["train"]
+            train["order"] = torch.from_numpy(mdl_order(len(train["label"]), self.mdl_seed))
         self.splits = {name: TensorSplit(tensors) for name, tensors in by_split.items()}
 
     def _read(self, path: Path) -> tuple[dict[str, torch.Tensor], list[str], list[str]]:

@@ -18,6 +18,8 @@ import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from probing.data.settings import require_bool, require_int
 from probing.errors import ConfigError, ProbingError
 
@@ -61,19 +63,28 @@ def block_ends(n: int, fractions: Sequence[float] | None = DEFAULT_FRACTIONS) ->
     return ends
 
 
-def uniform_codelength(n: int, num_labels: int) -> float:
-    """n log2 K bits: every label sent with the uniform code over the K labels."""
-    return n * math.log2(num_labels)
+def mdl_order(n: int, seed: int) -> np.ndarray:
+    """Each example's position in a seeded random order of `n` examples: block i of the online code holds the
+    examples at positions [t_{i-1}, t_i)."""
+    order = np.empty(n, dtype=np.int64)
+    order[np.random.default_rng(seed).permutation(n)] = np.arange(n)
+    return order
 
 
-def online_codelength(first_block: int, num_labels: int, block_bits: Sequence[float]) -> float:
-    """t_1 log2 K (the first block, uniform code) + the bits of every later block (each sent with the probe trained
+def uniform_codelength(n: int, num_labels: int, labels_per_example: int = 1) -> float:
+    """n m log2 K bits: every label (m per example) sent with the uniform code over the K labels."""
+    return n * labels_per_example * math.log2(num_labels)
+
+
+def online_codelength(first_block: int, num_labels: int, block_bits: Sequence[float],
+                      labels_per_example: int = 1) -> float:
+    """t_1 m log2 K (the first block, uniform code) + the bits of every later block (each sent with the probe trained
     on the blocks before it)."""
-    return uniform_codelength(first_block, num_labels) + float(sum(block_bits))
+    return uniform_codelength(first_block, num_labels, labels_per_example) + float(sum(block_bits))
 
 
 def summary(num_labels: int, ends: Sequence[int], block_bits: Sequence[float],
-            control_block_bits: Sequence[float] | None = None) -> dict:
+            control_block_bits: Sequence[float] | None = None, labels_per_example: int = 1) -> dict:
     """The `mdl` block of results.json, from the block ends and the bits of blocks 2..S (and of the control task's
     labels, sent the same way, when there is one):
 
@@ -81,15 +92,16 @@ def summary(num_labels: int, ends: Sequence[int], block_bits: Sequence[float],
         block_ends, block_bits; with a control task control_codelength_bits, control_compression,
         control_block_bits
 
-    The control task's labels come from the same K labels, so both share the uniform codelength.
+    The control task's labels come from the same K labels, so both share the uniform codelength. The s-class task
+    sends C binary decisions per example (`labels_per_example` = C, K = 2; Zhao et al.'s C independent probes).
     """
     ends = [int(end) for end in ends]
     if not ends or len(block_bits) != len(ends) - 1:
         raise ProbingError(f"the online code needs the bits of each block after the first: {len(ends)} block ends "
                            f"but {len(block_bits)} block bits")
     n = ends[-1]
-    uniform = uniform_codelength(n, num_labels)
-    online = online_codelength(ends[0], num_labels, block_bits)
+    uniform = uniform_codelength(n, num_labels, labels_per_example)
+    online = online_codelength(ends[0], num_labels, block_bits, labels_per_example)
     result = {
         "codelength_bits": online,
         "uniform_codelength_bits": uniform,
@@ -101,7 +113,7 @@ def summary(num_labels: int, ends: Sequence[int], block_bits: Sequence[float],
     if control_block_bits is not None:
         if len(control_block_bits) != len(block_bits):
             raise ProbingError(f"{len(control_block_bits)} control block bits for {len(block_bits)} blocks")
-        control = online_codelength(ends[0], num_labels, control_block_bits)
+        control = online_codelength(ends[0], num_labels, control_block_bits, labels_per_example)
         result |= {
             "control_codelength_bits": control,
             "control_compression": uniform / control if control > 0 else math.inf,
@@ -131,3 +143,23 @@ class MdlSettings:
     def block_ends(self, n: int) -> list[int]:
         """The block ends of n training examples (`block_ends`)."""
         return block_ends(n, self._fractions)
+
+
+SCORES = ("codelength_bits", "compression", "control_codelength_bits", "control_compression")  # into W&B's summary
+
+
+def scores(results: dict) -> dict[str, float]:
+    """The `mdl` block's headline numbers as `mdl/<key>` (none without an `mdl` block)."""
+    block = results.get("mdl") or {}
+    return {f"mdl/{key}": block[key] for key in SCORES if key in block}
+
+
+def describe(results: dict) -> str:
+    """', online codelength 3.8 kbits (compression 7.12; control 15.6 kbits, 1.75)' for a log line; '' without MDL."""
+    block = results.get("mdl")
+    if not block:
+        return ""
+    control = (f"; control {block['control_codelength_bits'] / 1000:.1f} kbits, {block['control_compression']:.2f}"
+               if "control_codelength_bits" in block else "")
+    return (f", online codelength {block['codelength_bits'] / 1000:.1f} kbits (compression "
+            f"{block['compression']:.2f}{control})")

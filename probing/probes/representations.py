@@ -115,9 +115,9 @@ class ContextRepresentation:
         self.expected_layers = expected_layers  # the layers every store must hold (the mix needs all)
 
     def inputs(self, source: Any, store_settings: Mapping[str, Any], batch_size: int,
-               control: ControlTask) -> ProbeInputs:
-        """Read the data's contexts, fill (or reuse) their stores and build the datamodule over them; the featurizer
-        (an encoder's memory) is let go before training."""
+               control: ControlTask, mdl_seed: int | None = None) -> ProbeInputs:
+        """Read the data's contexts, fill (or reuse) their stores and build the datamodule over them (with `mdl_seed`,
+        the training contexts in their MDL order); the featurizer (an encoder's memory) is let go before training."""
         data = read_contexts(source)
         stores = ensure_features(data, self.featurizer, **store_settings)
         about = {"layer": self.layer, "representation": self.label,
@@ -128,7 +128,8 @@ class ContextRepresentation:
         classes, self.featurizer = data.classes, None
         del data  # the stores hold what training reads: the records need not stay beside the features
         datamodule = StoreDataModule(stores, layer=self.store_layer, batch_size=batch_size, control_seed=control.seed,
-                                     expected_layers=self.expected_layers, seen_fraction=control.seen_fraction)
+                                     expected_layers=self.expected_layers, seen_fraction=control.seen_fraction,
+                                     mdl_seed=mdl_seed)
         datamodule.setup()
         if SEEN in datamodule.splits:
             about["seen_split"] = seen_split_summary(datamodule)
@@ -229,8 +230,9 @@ class TypeSpace:
         return self.space
 
     def inputs(self, source: Any, store_settings: Mapping[str, Any], batch_size: int,
-               control: ControlTask) -> ProbeInputs:
-        """The word vectors and multi-hot targets of the type-level word splits."""
+               control: ControlTask, mdl_seed: int | None = None) -> ProbeInputs:
+        """The word vectors and multi-hot targets of the type-level word splits (no MDL order: the online code is
+        computed at context level only)."""
         types = source.load_types()
         space = self.built_space(source, store_settings)
         data, vectors, about = space.vectors(types)

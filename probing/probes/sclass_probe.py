@@ -3,19 +3,21 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from typing import Any
 
 import lightning
 import torch
+from lightning.pytorch.trainer.states import TrainerFn
 from torch import Tensor, nn
 from torch.nn import functional as F
 
 from probing.data.settings import choose, require_int, require_number
 from probing.data.splits import EVAL_SPLITS, TEST_SPLITS
 from probing.devices import has_native_bf16
-from probing.errors import ProbingError
+from probing.errors import ConfigError, ProbingError
+from probing.probes.components.prefix_probes import PrefixProbes
 from probing.probes.components.probe_head import ProbeHead
 from probing.probes.metrics import SClassMetrics, TypeLevelMetrics
 
@@ -61,6 +63,12 @@ class SClassProbe(lightning.LightningModule):
     metrics then gain control_micro_f1, control_context_accuracy, selectivity (micro_f1 - control_micro_f1) and
     selectivity_context_accuracy.
 
+    `mdl_block_ends` (context level, MDL probing, Voita & Titov 2020 §2.2): the online code of the training labels
+    as the C binary decisions per context (K = 2, C labels per example, so the uniform code is n * C bits), and of
+    the control task's decisions: `mdl_probes` (`PrefixProbes`) hold, for each prefix, C binary MLPs of the same
+    size (2C with the control task), trained beside the probes on the `order` batch key (see WordProbe), each
+    keeping its best-dev weights; `codelength(train_batches)` gives the `mdl` block of results.json.
+
     Testing scores "test", and "seen" too when the datamodule serves it as a second test dataloader
     (TEST_SPLITS order). `split_metrics["dev" | "test" | "seen"]` holds the latest full metrics of each split
     scored, as plain Python values.
@@ -77,9 +85,13 @@ class SClassProbe(lightning.LightningModule):
         num_layers: int | None = None,
         mix: Mapping[str, Any] | None = None,
         control: bool = False,
+        mdl_block_ends: list[int] | None = None,
     ):
         super().__init__()
         check_settings(level, hidden_dim, dropout)
+        if mdl_block_ends is not None and level != "context":
+            raise ConfigError("probe.mdl=true sends the labels of the training contexts; probe.level=type has one "
+                              "example per word instead. Fix: probe.level=context or probe.mdl=false")
         self.save_hyperparameters(ignore=["optimizer"])
         self.class_names = list(class_names)
         self.optimizer = optimizer
@@ -89,6 +101,9 @@ class SClassProbe(lightning.LightningModule):
                     num_layers=num_layers, mix=mix_options)
         self.probes = ProbeHead(**head)
         self.control_probes = ProbeHead(**head) if control else None
+        self.mdl_probes = (PrefixProbes(mdl_block_ends, len(self.class_names) * (2 if control else 1), input_dim, 2,
+                                        "mlp1", hidden_dim, dropout=dropout, num_layers=num_layers, mix=mix_options)
+                           if mdl_block_ends else None)
         metric = SClassMetrics if level == "context" else TypeLevelMetrics
         metric_names = [*EVAL_SPLITS, *(f"{split}_{CONTROL}" for split in EVAL_SPLITS if control)]
         self.metrics = nn.ModuleDict({name: metric(len(self.class_names)) for name in metric_names})
@@ -131,6 +146,9 @@ class SClassProbe(lightning.LightningModule):
         if self.control_probes is not None:
             control_loss = self.probe_loss(self.control_probes(features), self.targets(batch, control=True))
             loss = loss + control_loss + self.control_probes.penalty()
+        if self.mdl_probes is not None:
+            prefix_losses = self.mdl_probes.losses(features, self.mdl_targets(batch), batch.get("order"))
+            loss = loss + prefix_losses.sum() + self.mdl_probes.penalty()
         if not torch.isfinite(loss):
             raise ProbingError(f"the training loss became {float(loss)} at epoch {self.current_epoch}, step "
                                f"{batch_idx}: the features or the learning rate are broken. Fix: check the feature "
@@ -144,14 +162,46 @@ class SClassProbe(lightning.LightningModule):
                 self.log(f"mix/weight_{j}", weight)
             self.log("mix/gamma", float(self.probes.mix.gamma.detach()))
 
+    def mdl_targets(self, batch: dict) -> Tensor:
+        """(B, C) or (B, 2C) int64: the C binary decisions of each context, then its control decisions."""
+        targets = [self.targets(batch)] + ([self.targets(batch, control=True)] if self.control_probes else [])
+        return torch.cat(targets, dim=1).long()
+
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         self._update_metrics("dev", batch)
+        if self.mdl_probes is not None:
+            self.mdl_probes.update_dev(batch["features"], self.mdl_targets(batch))
 
     def test_step(self, batch: dict, batch_idx: int, dataloader_idx: int = 0) -> None:
         self._update_metrics(TEST_SPLITS[dataloader_idx], batch)
 
     def on_validation_epoch_end(self) -> None:
         self._log_split("dev")
+        if self.mdl_probes is not None:
+            fitting = not self.trainer.sanity_checking and self.trainer.state.fn == TrainerFn.FITTING
+            self.mdl_probes.end_dev_epoch(self.current_epoch, keep=fitting)
+
+    def on_fit_end(self) -> None:
+        if self.mdl_probes is not None:
+            self.mdl_probes.restore_best()
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        if self.mdl_probes is not None and self.mdl_probes.best is not None:
+            checkpoint["mdl_best"] = self.mdl_probes.best
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        if self.mdl_probes is not None:
+            self.mdl_probes.best = checkpoint.get("mdl_best")
+
+    def codelength(self, train_batches: Iterable[dict]) -> dict[str, Any]:
+        """The online codelength of the training contexts' decisions (`PrefixProbes.online_code`); every training
+        context exactly once, with `order`, after fitting."""
+        if self.mdl_probes is None:
+            raise ProbingError("codelength needs the MDL prefix probes. Fix: probe.mdl=true")
+        c = self.num_classes
+        batches = ((batch["features"], self.mdl_targets(batch), batch["order"]) for batch in train_batches)
+        return self.mdl_probes.online_code(batches, 2, slice(0, c),
+                                           slice(c, 2 * c) if self.control_probes is not None else None)
 
     def on_test_epoch_end(self) -> None:
         for split in TEST_SPLITS:
@@ -189,7 +239,7 @@ class SClassProbe(lightning.LightningModule):
             self.log(f"{split}/selectivity", metrics["selectivity"], prog_bar=split == "dev")
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
-        heads = [head for head in (self.probes, self.control_probes) if head is not None]
+        heads = [head for head in (self.probes, self.control_probes, self.mdl_probes) if head is not None]
         return self.optimizer([group for head in heads for group in head.parameter_groups(self.mix_lr)])
 
     def mix_summary(self) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from probing.errors import ConfigError
 from probing.features.store import FeatureStore
 from probing.probes.controls import class_distribution, control_classes
 from probing.probes.datamodule import ALL_LAYERS, ProbingDataModule
+from probing.probes.mdl import mdl_order
 
 log = logging.getLogger(__name__)
 
@@ -136,10 +137,6 @@ class WordTaskDataModule(ProbingDataModule):
         shape = self.splits["train"].feature_shape
         return shape[0] if len(shape) == 2 else None
 
-    def train_dataloader_in_order(self):
-        """The training examples in their stored order, unshuffled (to encode the MDL blocks)."""
-        return self._loader("train", shuffle=False)
-
     def setup(self, stage: str | None = None) -> None:
         if self.splits:
             return
@@ -178,11 +175,3 @@ class WordTaskDataModule(ProbingDataModule):
         position = np.full(expected_rows, -1, dtype=np.int64)
         position[kept] = np.arange(len(kept))
         return torch.from_numpy(vectors), position
-
-
-def mdl_order(n: int, seed: int) -> np.ndarray:
-    """Each example's position in a seeded random order of `n` examples: block i of the online code holds the
-    examples whose position lies in [t_{i-1}, t_i)."""
-    order = np.empty(n, dtype=np.int64)
-    order[np.random.default_rng(seed).permutation(n)] = np.arange(n)
-    return order

@@ -3,7 +3,6 @@ and the prefix probes of the MDL online code (Voita & Titov 2020 §2.2) trained 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Iterable, Mapping
 from functools import partial
 from typing import Any
@@ -13,12 +12,11 @@ import torch
 from lightning.pytorch.trainer.states import TrainerFn
 from torch import Tensor, nn
 from torch.nn import functional as F
-from torchmetrics import Metric
 from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score, MulticlassStatScores
 
 from probing.data.splits import EVAL_SPLITS, TEST_SPLITS
 from probing.errors import ProbingError
-from probing.probes import mdl
+from probing.probes.components.prefix_probes import PrefixProbes, check_block_ends
 from probing.probes.components.word_probes import WordProbeHead, check_word_probe_settings
 from probing.probes.sclass_probe import warn_if_bf16_is_emulated
 
@@ -35,10 +33,9 @@ class WordProbe(lightning.LightningModule):
     batches also carry `order` (B,) int64, the example's position in the seeded MDL order (`probing.probes.mdl`).
 
     Submodules: `probes` (the task's probe, a `WordProbeHead` with one head), `control_probes` (the same, for the
-    control task, with control=True) and `mdl_probes` (with MDL): ONE `WordProbeHead` of S-1 prefix probes for the
-    task, followed by S-1 for the control task when it is on (S = len(mdl_block_ends)). Prefix probe i (i = 0..S-2)
-    trains on the examples whose position is < block_ends[i] and encodes block i+1, positions
-    [block_ends[i], block_ends[i+1]). Family, size and dropout are those of the task probe.
+    control task, with control=True) and `mdl_probes` (with MDL): the `PrefixProbes` of the online code, one target
+    column for the task's labels and, with the control task, one for the control labels (S = len(mdl_block_ends)
+    blocks, S-1 prefix probes per column). Family, size and dropout are those of the task probe.
 
     Training: every batch is drawn from the whole training set, and all probes train in the same steps. The loss is
     the task's mean cross-entropy + the control task's + the sum over prefix probes of each one's mean cross-entropy
@@ -46,16 +43,13 @@ class WordProbe(lightning.LightningModule):
     gradient it would get alone on those rows. Voita & Titov train each prefix's probe on its own; here a prefix's
     batches are the rows of the shared batches that fall in it, so they are smaller (B * t_i / n rows on average) and
     more frequent than batches of B drawn from the prefix alone, while an epoch still shows each probe each of its
-    examples once. The price: every step runs every prefix probe on every batch row (the rows outside its prefix
-    masked), about S-1 times the arithmetic of training the prefixes alone (whose sizes sum to about n at the paper's
-    shares); what it buys is one fit for all probes (bench/mdl.py). Adam also moves a prefix probe on a batch with
-    none of its rows (a zero gradient, but its moments and the weight decay still step). `optimizer` builds the
-    optimizer from parameter groups; Adam, lr 1e-3 by default (fused). A non-finite training loss stops the run with
-    a ProbingError.
+    examples once; what it buys is one fit, one pass over the data and one optimizer for all probes (bench/mdl.py).
+    A prefix probe without rows in a batch does not run and the optimizer skips it. `optimizer` builds the optimizer
+    from parameter groups; Adam, lr 1e-3 by default (fused). A non-finite training loss stops the run with a
+    ProbingError.
 
-    Prefix probes' weights: V&T train each block's probe to convergence with early stopping; here each prefix probe
-    keeps, in memory, the weights of its epoch with the lowest dev cross-entropy (the dev split is not part of the
-    transmitted data), restored when fitting ends. `codelength(train_batches)` then gives the online code.
+    Prefix probes' weights: each keeps the weights of its epoch with the lowest dev cross-entropy (`PrefixProbes`),
+    restored when fitting ends. `codelength(train_batches)` then gives the online code.
 
     Metrics, for each split scored (and for the control task): accuracy, macro-F1 (over the labels that occur in
     the split's gold labels or predictions; torchmetrics leaves out labels with neither) and per-label F1 (None for
@@ -98,15 +92,10 @@ class WordProbe(lightning.LightningModule):
         self.probes = WordProbeHead(1, **head)
         self.control_probes = WordProbeHead(1, **head) if control else None
         self.mdl_block_ends = ends
-        self.num_prefixes = len(ends) - 1 if ends else 0
-        self.mdl_probes = (WordProbeHead(self.num_prefixes * (2 if control else 1), **head)
-                           if self.num_prefixes else None)
-        self.register_buffer("block_ends", torch.tensor(ends or [], dtype=torch.long), persistent=False)
+        self.mdl_probes = PrefixProbes(ends, 2 if control else 1, **head) if ends else None
         names = [*EVAL_SPLITS, *(f"{split}_{CONTROL}" for split in EVAL_SPLITS if control)]
         self.metrics = nn.ModuleDict({name: split_metrics(len(self.label_names)) for name in names})
-        self.mdl_dev_loss = HeadLoss(self.mdl_probes.num_heads) if self.mdl_probes is not None else None
         self.split_metrics: dict[str, dict] = {}
-        self.mdl_best: dict[str, Any] | None = None  # {"state", "loss" (heads,), "epoch" (heads,)}
 
     @property
     def num_labels(self) -> int:
@@ -139,24 +128,13 @@ class WordProbe(lightning.LightningModule):
         return loss
 
     def mdl_targets(self, batch: dict) -> Tensor:
-        """(B, heads): each prefix probe's target, the label (task probes) or the control label (control probes)."""
+        """(B, T): the prefix probes' target columns, the label and, with the control task, the control label."""
         labels = [batch["label"]] + ([batch["control_label"]] if self.has_control else [])
-        return torch.cat([label[:, None].expand(-1, self.num_prefixes) for label in labels], dim=1)
+        return torch.stack(labels, dim=1)
 
     def prefix_losses(self, batch: dict) -> Tensor:
-        """(heads,): each prefix probe's mean cross-entropy over the batch rows of its prefix (0 without any)."""
-        order = batch.get("order")
-        if order is None:
-            raise ProbingError("MDL probing needs each training example's position in the MDL order (the batch key "
-                               "`order`), but the training batches have none. Fix: build the datamodule with the MDL "
-                               "seed (probe.mdl=true)")
-        logits = self.mdl_probes(batch["features"])  # (B, heads, K)
-        targets = self.mdl_targets(batch)
-        in_prefix = order[:, None] < self.block_ends[None, :-1]  # (B, prefixes)
-        in_prefix = in_prefix.repeat(1, 2) if self.has_control else in_prefix
-        per_row = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none").view_as(targets)
-        per_row = torch.where(in_prefix, per_row, 0.0)  # no gradient from rows outside the prefix
-        return per_row.sum(dim=0) / in_prefix.sum(dim=0).clamp(min=1)
+        """(prefixes, T): each prefix probe's mean cross-entropy over the batch rows of its prefix (0 without any)."""
+        return self.mdl_probes.losses(batch["features"], self.mdl_targets(batch), batch.get("order"))
 
     def on_train_epoch_end(self) -> None:
         if self.probes.mixes is not None:
@@ -168,53 +146,33 @@ class WordProbe(lightning.LightningModule):
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         self._update_metrics("dev", batch)
         if self.mdl_probes is not None:
-            logits = self.mdl_probes(batch["features"])
-            targets = self.mdl_targets(batch)
-            per_row = F.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), reduction="none")
-            self.mdl_dev_loss.update(per_row.view_as(targets))
+            self.mdl_probes.update_dev(batch["features"], self.mdl_targets(batch))
 
     def test_step(self, batch: dict, batch_idx: int, dataloader_idx: int = 0) -> None:
         self._update_metrics(TEST_SPLITS[dataloader_idx], batch)
 
     def on_validation_epoch_end(self) -> None:
         self._log_split("dev")
-        if self.mdl_probes is not None and self.mdl_dev_loss.update_called:
-            loss = self.mdl_dev_loss.compute()
-            self.mdl_dev_loss.reset()
-            if not self.trainer.sanity_checking and self.trainer.state.fn == TrainerFn.FITTING:
-                self._keep_best_prefixes(loss)
+        if self.mdl_probes is not None:
+            fitting = not self.trainer.sanity_checking and self.trainer.state.fn == TrainerFn.FITTING
+            self.mdl_probes.end_dev_epoch(self.current_epoch, keep=fitting)
 
     def on_test_epoch_end(self) -> None:
         for split in TEST_SPLITS:
             if self.metrics[split]["accuracy"].update_called:
                 self._log_split(split)
 
-    def _keep_best_prefixes(self, loss: Tensor) -> None:
-        """Keep, per prefix probe, the weights of the epoch with the lowest dev cross-entropy so far."""
-        loss = loss.detach().cpu()
-        if self.mdl_best is None:
-            improved = torch.isfinite(loss)
-            self.mdl_best = {"state": self.mdl_probes.state_of_heads(), "loss": torch.full_like(loss, math.inf),
-                             "epoch": torch.full(loss.shape, -1, dtype=torch.long)}
-        else:
-            improved = loss < self.mdl_best["loss"]
-            current = self.mdl_probes.state_of_heads()
-            for name, value in self.mdl_best["state"].items():
-                value[improved.to(value.device)] = current[name][improved.to(value.device)]
-        self.mdl_best["loss"][improved] = loss[improved]
-        self.mdl_best["epoch"][improved] = self.current_epoch
-
     def on_fit_end(self) -> None:
-        if self.mdl_best is not None:
-            kept = self.mdl_best["epoch"] >= 0
-            self.mdl_probes.copy_heads_(self.mdl_best["state"], kept.to(self.block_ends.device))
+        if self.mdl_probes is not None:
+            self.mdl_probes.restore_best()
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
-        if self.mdl_best is not None:
-            checkpoint["mdl_best"] = self.mdl_best
+        if self.mdl_probes is not None and self.mdl_probes.best is not None:
+            checkpoint["mdl_best"] = self.mdl_probes.best
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
-        self.mdl_best = checkpoint.get("mdl_best")
+        if self.mdl_probes is not None:
+            self.mdl_probes.best = checkpoint.get("mdl_best")
 
     def _update_metrics(self, split: str, batch: dict) -> None:
         features = batch["features"]
@@ -271,54 +229,11 @@ class WordProbe(lightning.LightningModule):
         i+1 costs sum -log2 p_i(y | x) over its examples under prefix probe i (the control task's probes: of the
         control labels). The first block is sent with the uniform code.
         """
-        if self.mdl_block_ends is None:
+        if self.mdl_probes is None:
             raise ProbingError("codelength needs the MDL prefix probes. Fix: probe.mdl=true")
-        was_training = self.training
-        self.eval()
-        try:
-            heads = self.mdl_probes.num_heads if self.mdl_probes is not None else 0
-            bits = torch.zeros(heads, dtype=torch.float64, device=self.device)
-            counts = torch.zeros(len(self.mdl_block_ends) + 1, dtype=torch.long, device=self.device)
-            ends = self.block_ends
-            for batch in train_batches:
-                order = batch["order"].to(self.device)
-                counts += torch.bucketize(order, ends, right=True).bincount(minlength=len(ends) + 1)
-                if self.mdl_probes is None:
-                    continue
-                batch = {key: value.to(self.device) for key, value in batch.items() if isinstance(value, Tensor)}
-                logits = self.mdl_probes(batch["features"].float())
-                nll = -logits.double().log_softmax(dim=-1).gather(-1, self.mdl_targets(batch)[..., None])[..., 0]
-                in_block = (order[:, None] >= ends[None, :-1]) & (order[:, None] < ends[None, 1:])
-                in_block = in_block.repeat(1, 2) if self.has_control else in_block
-                bits += torch.where(in_block, nll, 0.0).sum(dim=0) / math.log(2)
-        finally:
-            self.train(was_training)
-        # the examples of each block, and none past the last one
-        expected = torch.cat([torch.diff(ends, prepend=ends.new_zeros(1)), ends.new_zeros(1)])
-        if not torch.equal(counts, expected):
-            raise ProbingError(f"codelength got {counts.tolist()} training examples per MDL block, expected "
-                               f"{expected.tolist()}: the batches must hold every training example exactly once. Fix: "
-                               "pass the whole training split, unshuffled, not dropping the last batch")
-        bits = bits.tolist()
-        prefixes = self.num_prefixes
-        result = mdl.summary(self.num_labels, self.mdl_block_ends, bits[:prefixes],
-                             bits[prefixes:] if self.has_control else None)
-        epochs = self.mdl_best["epoch"].tolist() if self.mdl_best is not None else [-1] * heads
-        result["prefix_best_epochs"] = epochs[:prefixes]
-        if self.has_control:
-            result["control_prefix_best_epochs"] = epochs[prefixes:]
-        return result
-
-
-def check_block_ends(ends: Iterable[int] | None) -> list[int] | None:
-    """The MDL block ends (`mdl.block_ends`): at least one, increasing, the first >= 1."""
-    if ends is None:
-        return None
-    ends = [int(end) for end in ends]
-    if not ends or ends[0] < 1 or any(b <= a for a, b in zip(ends, ends[1:])):
-        raise ProbingError(f"mdl_block_ends={ends} must be increasing positive example counts (mdl.block_ends gives "
-                           "them)")
-    return ends
+        batches = ((batch["features"], self.mdl_targets(batch), batch["order"]) for batch in train_batches)
+        return self.mdl_probes.online_code(batches, self.num_labels, slice(0, 1),
+                                           slice(1, 2) if self.has_control else None)
 
 
 def split_metrics(num_labels: int) -> nn.ModuleDict:
@@ -334,22 +249,3 @@ def update(metrics: nn.ModuleDict, logits: Tensor, target: Tensor) -> None:
     predictions = logits.argmax(dim=-1)
     for metric in metrics.values():
         metric.update(predictions, target)
-
-
-class HeadLoss(Metric):
-    """The mean cross-entropy of each of `num_heads` probes over all rows seen (synced across processes)."""
-
-    full_state_update = False
-
-    def __init__(self, num_heads: int):
-        super().__init__()
-        self.add_state("total", default=torch.zeros(num_heads, dtype=torch.float64), dist_reduce_fx="sum")
-        self.add_state("rows", default=torch.zeros((), dtype=torch.long), dist_reduce_fx="sum")
-
-    def update(self, per_row: Tensor) -> None:
-        """per_row (B, heads) losses."""
-        self.total += per_row.double().sum(dim=0)
-        self.rows += per_row.shape[0]
-
-    def compute(self) -> Tensor:
-        return self.total / self.rows.clamp(min=1)

@@ -24,6 +24,7 @@ from probing.config import build
 from probing.data.settings import require_int
 from probing.errors import ConfigError
 from probing.features.provision import lock_wait_seconds
+from probing.probes.mdl import MdlSettings
 from probing.report.aggregate import RESULTS_FILE
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,16 @@ def check_config(cfg: DictConfig, known_keys: Iterable[str]) -> None:
                           f"spelling; the top-level settings are {', '.join(sorted(known_keys))}")
     if "seed" in cfg:
         require_int("seed", cfg.seed)
+
+
+def encoder_name_or_path(cfg: DictConfig) -> str:
+    """What the features come from: the encoder's name or path, or for imported vectors (model=imported) the file."""
+    return cfg.features.encoder.get("name_or_path") or str(cfg.model.name_or_path)
+
+
+def mdl_settings(cfg: DictConfig) -> MdlSettings:
+    """probe.mdl, probe.mdl_fractions and the run's seed (which orders the training examples into blocks)."""
+    return MdlSettings(enabled=cfg.probe.get("mdl", False), fractions=cfg.probe.get("mdl_fractions"), seed=cfg.seed)
 
 
 def store_settings(features: DictConfig) -> dict[str, Any]:

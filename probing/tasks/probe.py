@@ -29,15 +29,19 @@ from probing.features.encoder import model_location
 from probing.features.featurizer import parse_context_size
 from probing.features.finetuned import finetuned_task
 from probing.features.store import FeatureStore
+from probing.probes import mdl as online_code
 from probing.probes.callbacks import best_epochs, best_weights_keeper, control_keeper, training_warnings
 from probing.probes.controls import NO_CONTROL_TASK, ControlTask
+from probing.probes.mdl import MdlSettings
 from probing.probes.representations import ProbeInputs
 from probing.probes.saved import PROBES_FILE, find_reusable, module_of, probe_files, reused_summary, save_probes
 from probing.tasks.common import (
     build_trainer,
     check_config,
     closing_loggers,
+    encoder_name_or_path,
     job_state,
+    mdl_settings,
     store_settings,
     summarise_in_wandb,
 )
@@ -64,6 +68,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     control = build(cfg.probe.control_task, "probe.control_task") if cfg.probe.get("control_task") else NO_CONTROL_TASK
     if cfg.probe.get("reuse"):
         probe_files(cfg.probe.reuse)
+    refuse_mdl_without_training(cfg)
     words = word_task(cfg)
     with closing_loggers(cfg.get("logger")) as loggers:
         results = (probe_words if words else probe)(cfg, control, config, out.parent, loggers)
@@ -72,9 +77,21 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         log_word_results(results, out)
         return results
     selectivity = f" (selectivity {results['test']['selectivity']:+.3f})" if "selectivity" in results["test"] else ""
-    log.info("%s: dev micro-F1 %.3f, test micro-F1 %.3f%s -> %s", results["representation"],
-             results["dev"]["micro_f1"], results["test"]["micro_f1"], selectivity, out)
+    log.info("%s: dev micro-F1 %.3f, test micro-F1 %.3f%s%s -> %s", results["representation"],
+             results["dev"]["micro_f1"], results["test"]["micro_f1"], selectivity, online_code.describe(results), out)
     return results
+
+
+def refuse_mdl_without_training(cfg: DictConfig) -> None:
+    """The online code trains its prefix probes: saved probes or type-level probing have none."""
+    if not cfg.probe.get("mdl"):
+        return
+    if cfg.probe.get("reuse"):
+        raise ConfigError("probe.mdl=true trains the prefix probes of the online code; probe.reuse scores saved "
+                          "probes without training. Fix: probe.mdl=false or probe.reuse=null")
+    if cfg.probe.get("level", "context") != "context":
+        raise ConfigError("probe.mdl=true sends the labels of the training contexts; probe.level=type has one "
+                          "example per word instead. Fix: probe.level=context or probe.mdl=false")
 
 
 def word_task(cfg: DictConfig) -> bool:
@@ -96,9 +113,10 @@ def probe(cfg: DictConfig, control: ControlTask, config: dict[str, Any], run_dir
     and sum up the run; the Trainer logs through `loggers`."""
     started = time.time()
     L.seed_everything(cfg.seed, workers=True)
+    mdl = mdl_settings(cfg)
     representation = build(cfg.representation, "representation")
     inputs = representation.inputs(build(cfg.data.source, "data.source"), store_settings(cfg.features),
-                                   cfg.probe.batch_size, control)
+                                   cfg.probe.batch_size, control, mdl_seed=mdl.seed if mdl.enabled else None)
     features = features_about(cfg, representation.level, inputs, control)
     reuse = cfg.probe.get("reuse")
     keepers = [] if reuse or control.seed is None else [control_keeper(SEEN in inputs.datamodule.splits)]
@@ -108,7 +126,7 @@ def probe(cfg: DictConfig, control: ControlTask, config: dict[str, Any], run_dir
     if reuse:
         module, outcome = reused_probes(cfg, features, control)
     else:
-        module, outcome = trained_probes(cfg, trainer, inputs, features, control, run_dir / PROBES_FILE)
+        module, outcome = trained_probes(cfg, trainer, inputs, features, control, run_dir / PROBES_FILE, mdl)
     trainer.validate(module, datamodule=inputs.datamodule, verbose=False)
     trainer.test(module, datamodule=inputs.datamodule, verbose=False)
     results = {
@@ -120,10 +138,12 @@ def probe(cfg: DictConfig, control: ControlTask, config: dict[str, Any], run_dir
                                           "classes")},
         **{split: module.split_metrics[split] for split in EVAL_SPLITS if split in module.split_metrics},
         **module.mix_summary(), **outcome, "epochs_trained": trainer.current_epoch,
-        "duration_s": round(time.time() - started, 2), "config": config,
     }
+    if mdl.enabled:
+        results["mdl"] = module.codelength(inputs.datamodule.train_dataloader_in_order())
+    results["duration_s"], results["config"] = round(time.time() - started, 2), config
     scores = {f"{split}/final_{key}": results[split][key] for split in EVAL_SPLITS if split in results
-              for key in SUMMARY_SCORES if key in results[split]}
+              for key in SUMMARY_SCORES if key in results[split]} | online_code.scores(results)
     summarise_in_wandb(trainer.loggers, {**scores, "representation": results["representation"],
                                          "best_epoch": results["best_epoch"]})
     return results
@@ -141,13 +161,15 @@ def reused_probes(cfg: DictConfig, features: dict[str, Any], control: ControlTas
 
 
 def trained_probes(cfg: DictConfig, trainer: L.Trainer, inputs: ProbeInputs, features: dict[str, Any],
-                   control: ControlTask, path: Path) -> tuple[L.LightningModule, dict]:
-    """Fit the probes (and the control probes), each head keeping its best-dev weights, saved at `path`; the best
-    epochs and the warnings of the fit."""
+                   control: ControlTask, path: Path, mdl: MdlSettings) -> tuple[L.LightningModule, dict]:
+    """Fit the probes (and the control probes, and the MDL prefix probes), each head keeping its best-dev weights,
+    saved at `path` (the prefix probes are not: they are only needed for the codelength); the best epochs and the
+    warnings of the fit."""
+    block_ends = mdl.block_ends(len(inputs.datamodule.splits["train"])) if mdl.enabled else None
     module = build(cfg.probe.module, "probe.module")(
         input_dim=inputs.datamodule.feature_dim, class_names=inputs.classes, level=features["level"],
         num_layers=inputs.datamodule.num_layers, mix=OmegaConf.to_container(cfg.probe.mix, resolve=True),
-        control=control.seed is not None)
+        control=control.seed is not None, mdl_block_ends=block_ends)
     trainer.fit(module, datamodule=inputs.datamodule)
     epochs, best_dev = best_epochs(trainer.callbacks), best_weights_keeper(trainer.callbacks).best_score
     if trainer.is_global_zero:  # every process holds the same weights; one writes them
@@ -168,7 +190,7 @@ def features_about(cfg: DictConfig, level: str, inputs: ProbeInputs, control: Co
              "attention_window": window,
              "attention_policy": window_policy(window, cfg.features.get("attention_policy", DEFAULT_POLICY)),
              "num_layers": inputs.datamodule.num_layers, "control_seed": control.seed, "data": cfg.data.name,
-             "model_name_or_path": model_location(cfg.features.encoder.name_or_path), "weights_sha256": None}
+             "model_name_or_path": model_location(encoder_name_or_path(cfg)), "weights_sha256": None}
     stores = inputs.about.get("stores")
     if stores:  # the weights actually read, as the train store records them; the path is this run's (a store is
         # shared by identical models in other folders, so the path it records is only where it was first extracted)

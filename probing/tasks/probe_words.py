@@ -24,11 +24,11 @@ from probing.data.splits import EVAL_SPLITS
 from probing.errors import ConfigError
 from probing.features.encoder import model_location
 from probing.features.finetuned import finetuned_task
+from probing.probes import mdl as online_code
 from probing.probes.callbacks import best_epochs, best_weights_keeper, control_keeper, training_warnings
 from probing.probes.controls import ControlTask
-from probing.probes.mdl import MdlSettings
 from probing.probes.word_data import load_word_task
-from probing.tasks.common import build_trainer, store_settings, summarise_in_wandb
+from probing.tasks.common import build_trainer, encoder_name_or_path, mdl_settings, store_settings, summarise_in_wandb
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ def probe_words(cfg: DictConfig, control: ControlTask, config: dict[str, Any], r
     started = time.time()
     refuse_settings_of_sclass(cfg)
     L.seed_everything(cfg.seed, workers=True)
-    mdl = MdlSettings(enabled=cfg.probe.get("mdl", False), fractions=cfg.probe.get("mdl_fractions"), seed=cfg.seed)
+    mdl = mdl_settings(cfg)
     representation = build(cfg.representation, "representation")
     data = load_word_task(build(cfg.data.source, "data.source"), cfg.task.name, cfg.data.name)
     pair_product = require_bool("probe.pair_product", cfg.probe.get("pair_product", False))
@@ -79,8 +79,8 @@ def probe_words(cfg: DictConfig, control: ControlTask, config: dict[str, Any], r
     results = {
         "task": cfg.task.name, "probe_family": module.hparams.family, "rank": module.hparams.rank,
         "pair": bool(data.pair), "pair_product": pair_product if data.pair else None,
-        "model": cfg.model.name, "model_name_or_path": model_location(cfg.features.encoder.name_or_path),
-        "finetuned_task": finetuned_task(cfg.features.encoder.name_or_path),
+        "model": cfg.model.name, "model_name_or_path": model_location(encoder_name_or_path(cfg)),
+        "finetuned_task": finetuned_task(encoder_name_or_path(cfg)),
         "random_init": bool(cfg.model.get("random_init", False)), "data": cfg.data.name, "level": "context",
         **inputs.about, "probe": cfg.probe.name, "seed": cfg.seed, "labels": list(inputs.classes),
         "control_seed": control.seed,
@@ -91,9 +91,7 @@ def probe_words(cfg: DictConfig, control: ControlTask, config: dict[str, Any], r
         results["mdl"] = module.codelength(datamodule.train_dataloader_in_order())
     results["duration_s"], results["config"] = round(time.time() - started, 2), config
     scores = {f"{split}/final_{key}": results[split][key] for split in EVAL_SPLITS if split in results
-              for key in SUMMARY_SCORES if key in results[split]}
-    if mdl.enabled:
-        scores |= {f"mdl/{key}": results["mdl"][key] for key in ("codelength_bits", "compression")}
+              for key in SUMMARY_SCORES if key in results[split]} | online_code.scores(results)
     summarise_in_wandb(trainer.loggers, {**scores, "representation": results["representation"],
                                          "best_epoch": results.get("best_epoch")})
     return results
@@ -101,9 +99,6 @@ def probe_words(cfg: DictConfig, control: ControlTask, config: dict[str, Any], r
 
 def log_word_results(results: dict[str, Any], out: Path) -> None:
     control = f" (selectivity {results['test']['selectivity']:+.3f})" if "selectivity" in results["test"] else ""
-    mdl = ""
-    if "mdl" in results:
-        mdl = f", online codelength {results['mdl']['codelength_bits'] / 1000:.1f} kbits " \
-              f"(compression {results['mdl']['compression']:.2f})"
     log.info("%s %s %s: dev accuracy %.3f, test accuracy %.3f%s%s -> %s", results["task"], results["probe_family"],
-             results["representation"], results["dev"]["accuracy"], results["test"]["accuracy"], control, mdl, out)
+             results["representation"], results["dev"]["accuracy"], results["test"]["accuracy"], control,
+             online_code.describe(results), out)

@@ -134,53 +134,61 @@ def mdl_batch(n_rows: int = 12, dim: int = 6, labels: int = 3, seed: int = 0) ->
             "order": torch.randperm(n_rows, generator=generator)}
 
 
-def prefix_gradients(module: WordProbe, batch: dict) -> dict[str, torch.Tensor]:
-    module.zero_grad()
-    module.prefix_losses(batch).sum().backward()
-    return {name: p.grad.clone() for name, p in module.mdl_probes.probes.named_parameters()}
+def prefix_gradients(module: WordProbe, batch: dict) -> list[dict[str, torch.Tensor | None]]:
+    """Each prefix's gradients (None: the prefix did not run)."""
+    module.zero_grad(set_to_none=True)
+    loss = module.prefix_losses(batch).sum()
+    if loss.requires_grad:  # no row of any prefix: no probe ran
+        loss.backward()
+    return [{name: p.grad for name, p in head.probes.named_parameters()} for head in module.mdl_probes.heads]
 
 
 def test_prefix_probe_learns_only_from_its_prefix():
     torch.manual_seed(6)
     ends = [2, 5, 9, 12]
     module = WordProbe(6, ["a", "b", "c"], family="mlp1", hidden_dim=8, control=True, mdl_block_ends=ends)
-    assert module.mdl_probes.num_heads == 6  # 3 prefixes, task and control
+    assert [head.num_heads for head in module.mdl_probes.heads] == [2, 2, 2]  # 3 prefixes x (task, control)
     batch = mdl_batch()
     grads = prefix_gradients(module, batch)
     for i, end in enumerate(ends[:-1]):
         rows = batch["order"] < end
-        for head, target in ((i, batch["label"]), (3 + i, batch["control_label"])):
-            alone = module.mdl_probes.probes.as_sequential(head)
+        for head, target in ((0, batch["label"]), (1, batch["control_label"])):
+            alone = module.mdl_probes.heads[i].probes.as_sequential(head)
             F.cross_entropy(alone(batch["features"][rows]), target[rows]).backward()
-            torch.testing.assert_close(grads["w1"][head], alone[0].weight.grad, rtol=1e-5, atol=1e-7)
-            torch.testing.assert_close(grads["b2"][head], alone[2].bias.grad, rtol=1e-5, atol=1e-7)
-        # rows outside the prefix alone give the prefix probe no gradient
+            torch.testing.assert_close(grads[i]["w1"][head], alone[0].weight.grad, rtol=1e-5, atol=1e-7)
+            torch.testing.assert_close(grads[i]["b2"][head], alone[2].bias.grad, rtol=1e-5, atol=1e-7)
+        # rows outside the prefix alone give the prefix probe no gradient: it does not run, so the optimizer
+        # skips it
         outside = {key: value[~rows] for key, value in batch.items()}
-        grads_outside = prefix_gradients(module, outside)
-        for name, grad in grads_outside.items():
-            assert torch.count_nonzero(grad[[i, 3 + i]]) == 0, name
+        assert all(grad is None for grad in prefix_gradients(module, outside)[i].values())
 
 
 def test_prefix_loss_is_zero_without_rows_of_the_prefix():
     module = WordProbe(6, ["a", "b", "c"], mdl_block_ends=[2, 5, 12])
     batch = mdl_batch()
     late = {key: value[batch["order"] >= 2] for key, value in batch.items()}
-    losses = module.prefix_losses(late)
-    assert losses[0] == 0 and losses[1] > 0
+    losses = module.prefix_losses(late)  # (prefixes, 1)
+    assert losses[0, 0] == 0 and losses[1, 0] > 0
 
 
 def test_kept_prefix_weights_are_those_of_each_heads_best_dev_epoch():
     module = WordProbe(4, ["a", "b"], mdl_block_ends=[1, 2, 4])
-    first = module.mdl_probes.state_of_heads()
-    module._keep_best_prefixes(torch.tensor([1.0, 1.0]))
-    with torch.no_grad():
-        module.mdl_probes.probes.w1.add_(1.0)
-    module._keep_best_prefixes(torch.tensor([0.5, 2.0]))  # head 0 improved, head 1 did not
-    with torch.no_grad():
-        module.mdl_probes.probes.w1.add_(1.0)
+    prefixes = module.mdl_probes
+    first = prefixes.state_of_heads()
+    prefixes._keep_best(torch.tensor([1.0, 1.0]), epoch=0)
+
+    def shift_weights() -> None:
+        with torch.no_grad():
+            for head in prefixes.heads:
+                head.probes.w1.add_(1.0)
+
+    shift_weights()
+    prefixes._keep_best(torch.tensor([0.5, 2.0]), epoch=1)  # prefix 0 improved, prefix 1 did not
+    shift_weights()
     module.on_fit_end()
-    torch.testing.assert_close(module.mdl_probes.probes.w1[0], first["probes.w1"][0] + 1)
-    torch.testing.assert_close(module.mdl_probes.probes.w1[1], first["probes.w1"][1])
+    torch.testing.assert_close(prefixes.heads[0].probes.w1, first[0]["probes.w1"] + 1)
+    torch.testing.assert_close(prefixes.heads[1].probes.w1, first[1]["probes.w1"])
+    assert prefixes.best_epochs() == [[1], [0]]
 
 
 def test_codelength_of_a_probe_giving_half_to_the_right_label():
@@ -189,8 +197,9 @@ def test_codelength_of_a_probe_giving_half_to_the_right_label():
     ends = block_ends(n, [0.1, 0.5, 1.0])  # [4, 20, 40]
     module = WordProbe(labels, list("abcd"), family="linear", control=True, mdl_block_ends=ends)
     with torch.no_grad():
-        module.mdl_probes.probes.w1.copy_(math.log(labels - 1) * torch.eye(labels).expand(4, -1, -1))
-        module.mdl_probes.probes.b1.zero_()
+        for head in module.mdl_probes.heads:  # task and control probe of each prefix
+            head.probes.w1.copy_(math.log(labels - 1) * torch.eye(labels).expand(2, -1, -1))
+            head.probes.b1.zero_()
     label = torch.arange(n) % labels
     data = [{"features": F.one_hot(y, labels).float(), "label": y, "control_label": y, "order": torch.tensor(i)}
             for i, y in enumerate(label)]
