@@ -30,6 +30,7 @@ refused rather than exported with invented vectors: the layout has no way to mar
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Iterable, Sequence
@@ -128,27 +129,48 @@ class ElmoFileFeaturizer:
     `encode` reads each sentence's dataset once per batch. The file is opened on first use; `close()` (or `with`)
     closes it.
 
-    `info` (an EncoderInfo: layers, dim, the file's hash) lets the representations that take an encoder
-    (`EncoderLayer`, `LayerMix`) take this file instead; `name` (default: the file's stem) names its stores
-    (`imported-<name>`)."""
+    `path` is one file, or a folder whose `*.hdf5` files (e.g. train.hdf5, dev.hdf5, test.hdf5, as `extract.py
+    export_elmo=` writes them and structural-probes reads them) are read as one: a sentence held by several files is
+    read from the first in name order. `info` (an EncoderInfo: layers, dim, the files' hash) lets the representations
+    that take an encoder (`EncoderLayer`, `LayerMix`) take this file instead; `name` (default: the file's or
+    folder's stem) names its stores (`imported-<name>`)."""
 
     def __init__(self, path: str | Path, name: str | None = None):
         self.path = Path(path).expanduser()
-        if not self.path.is_file():
+        self.files = sorted(self.path.glob("*.hdf5")) if self.path.is_dir() else [self.path]
+        if not self.files or not all(file.is_file() for file in self.files):
             raise ConfigError(f"{path}: no such file of imported word vectors. Fix: point the path at an HDF5 file in "
-                              "the ELMo layout (as `allennlp elmo --all` writes it)")
+                              "the ELMo layout (as `allennlp elmo --all` writes it), or a folder of such .hdf5 files")
         self.name = name or self.path.stem
         self.skips = SkipCounter()
         self.context_size: int | None = None  # the file's vectors saw whole sentences
-        self.sha256 = sha256_file(self.path)
-        self._file: h5py.File | None = None
-        with open_elmo_file(self.path) as handle:
-            self.sentence_to_index = read_sentence_to_index(handle, self.path)
-            self.lengths, self.num_layers, self.hidden_size = sentence_datasets(handle, self.path)
-        absent = [index for index in self.sentence_to_index.values() if index not in self.lengths]
-        if absent:
-            raise DataFormatError(self.path, None, f"`{SENTENCE_TO_INDEX}` names dataset {absent[0]!r}, which the file "
-                                                   f"lacks ({len(absent)} such)", INDEX_FIX)
+        file_hashes = [sha256_file(file) for file in self.files]
+        self.sha256 = file_hashes[0] if len(self.files) == 1 else \
+            hashlib.sha256(" ".join(file_hashes).encode("ascii")).hexdigest()
+        self._handles: dict[int, h5py.File] = {}
+        # every sentence of every file: its key -> a global id; the id's (file number, dataset name) and length
+        self.sentence_to_index: dict[str, int] = {}
+        self.locations: list[tuple[int, str]] = []
+        self.lengths: list[int] = []
+        shapes = set()
+        for number, file in enumerate(self.files):
+            with open_elmo_file(file) as handle:
+                mapping = read_sentence_to_index(handle, file)
+                lengths, layers, dim = sentence_datasets(handle, file)
+            absent = [index for index in mapping.values() if index not in lengths]
+            if absent:
+                raise DataFormatError(file, None, f"`{SENTENCE_TO_INDEX}` names dataset {absent[0]!r}, which the file "
+                                                  f"lacks ({len(absent)} such)", INDEX_FIX)
+            shapes.add((layers, dim))
+            for key, index in mapping.items():
+                if key not in self.sentence_to_index:
+                    self.sentence_to_index[key] = len(self.locations)
+                    self.locations.append((number, index))
+                    self.lengths.append(lengths[index])
+        if len(shapes) > 1:
+            raise DataFormatError(self.path, None, f"its files hold vectors of different layers and dims "
+                                                   f"{sorted(shapes)}", "put only the files of one model in the folder")
+        self.num_layers, self.hidden_size = shapes.pop()
         self.info = EncoderInfo(model_name=self.name, model_path=str(self.path), weights_sha256=self.sha256,
                                 tokenizer_class="", tokenizer_sha256="", architecture=ELMO_HDF5,
                                 num_layers=self.num_layers, hidden_size=self.hidden_size)
@@ -167,16 +189,16 @@ class ElmoFileFeaturizer:
                 "architecture": ELMO_HDF5, "pooling": "mean", "context_size": WHOLE_SENTENCE,
                 "num_layers": self.num_layers, "hidden_size": self.hidden_size}
 
-    @property
-    def file(self) -> h5py.File:
-        if self._file is None:
-            self._file = open_elmo_file(self.path)
-        return self._file
+    def handle(self, number: int) -> h5py.File:
+        """File `number`, opened on first use."""
+        if number not in self._handles:
+            self._handles[number] = open_elmo_file(self.files[number])
+        return self._handles[number]
 
     def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        for handle in self._handles.values():
+            handle.close()
+        self._handles = {}
 
     def __enter__(self) -> ElmoFileFeaturizer:
         return self
@@ -185,7 +207,7 @@ class ElmoFileFeaturizer:
         self.close()
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_file": None}  # an open h5py file does not pickle; it is reopened on use
+        return {**self.__dict__, "_handles": {}}  # an open h5py file does not pickle; it is reopened on use
 
     def prepare_many(self, records: Sequence[WordInContext]) -> list[PreparedInput | None]:
         """[sentence index, *positions] per record (target pieces: the positions); every record is represented."""
@@ -197,31 +219,33 @@ class ElmoFileFeaturizer:
         return prepared
 
     def sentence_index(self, record: WordInContext) -> int:
-        """The index of the record's sentence in the file; a sentence it lacks, or holds with another number of
-        words, is refused."""
+        """The global id of the record's sentence (`locations`); a sentence the files lack, or hold with another
+        number of words, is refused."""
         key = sentence_key(record.tokens)
         where = f" ({record.source})" if record.source else ""
-        name = self.sentence_to_index.get(key)
-        if name is None:
+        sentence = self.sentence_to_index.get(key)
+        if sentence is None:
             raise StoreMismatchError(
                 f"{self.path}: the sentence {shorten(key)!r}{where} is not in its {SENTENCE_TO_INDEX} "
                 f"({len(self.sentence_to_index)} sentences). Fix: compute the file from this data's sentences (one per "
                 f"line, words joined by single spaces, e.g. `allennlp elmo sentences.txt out.hdf5 --all`), or point "
                 f"the path at the file made from them")
-        if self.lengths[name] != len(record.tokens):
+        if self.lengths[sentence] != len(record.tokens):
+            number, name = self.locations[sentence]
             raise StoreMismatchError(
-                f"{self.path}: dataset {name!r} holds {self.lengths[name]} words, but its sentence {shorten(key)!r}"
-                f"{where} has {len(record.tokens)}. Fix: compute the file with one vector per word of the data's "
-                f"tokenisation (no subword or boundary rows)")
-        return int(name)
+                f"{self.files[number]}: dataset {name!r} holds {self.lengths[sentence]} words, but its sentence "
+                f"{shorten(key)!r}{where} has {len(record.tokens)}. Fix: compute the file with one vector per word of "
+                f"the data's tokenisation (no subword or boundary rows)")
+        return sentence
 
-    def read_sentence(self, index: int) -> np.ndarray:
-        """(layers, words, dim) float32 of one sentence; NaN or inf is refused, naming the dataset."""
-        values = np.asarray(self.file[str(index)][()], dtype=np.float32)
+    def read_sentence(self, sentence: int) -> np.ndarray:
+        """(layers, words, dim) float32 of one sentence (its global id); NaN or inf is refused, naming the dataset."""
+        number, name = self.locations[sentence]
+        values = np.asarray(self.handle(number)[name][()], dtype=np.float32)
         if values.ndim == 2:
             values = values[None]
         if not np.isfinite(values).all():
-            raise DataFormatError(self.path, None, f"dataset {str(index)!r} holds NaN or inf",
+            raise DataFormatError(self.files[number], None, f"dataset {name!r} holds NaN or inf",
                                   "recompute that sentence's vectors")
         return values
 

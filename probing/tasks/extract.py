@@ -19,6 +19,7 @@ from probing.config import build
 from probing.data.sources import WordInContextData, read_contexts
 from probing.data.splits import SPLIT_NAMES
 from probing.errors import ConfigError
+from probing.features.elmo_hdf5 import export_every_word_store
 from probing.features.provision import ensure_features
 from probing.features.sentence_store import sentence_encoder_of
 from probing.features.sharded import SHARD_WAIT, extract_split_sharded
@@ -35,7 +36,7 @@ log = logging.getLogger(__name__)
 
 # The top-level settings of conf/extract.yaml (anything else is a typo).
 KNOWN_KEYS = ("task_name", "task", "paths", "model", "data", "features", "context_size", "splits", "trainer",
-              "optimized_metric")
+              "optimized_metric", "export_elmo")
 # The strategies extraction runs under: one process ("auto" with one device), or DDP processes.
 STRATEGIES = ("auto", "ddp")
 
@@ -43,10 +44,33 @@ STRATEGIES = ("auto", "ddp")
 def run(cfg: DictConfig) -> dict[str, Path]:
     check_config(cfg, KNOWN_KEYS)
     splits = requested_splits(cfg.splits)
+    export_dir = export_folder(cfg)
     paths = extract(cfg, splits) if is_single_process(cfg.trainer) else extract_in_processes(cfg, splits)
     for split, path in paths.items():
         log.info("%s store: %s", split, path)
+    if export_dir is not None:
+        export_elmo_files(cfg, paths, export_dir)
     return paths
+
+
+def export_folder(cfg: DictConfig) -> Path | None:
+    """`export_elmo`: a folder for the every-word stores in the ELMo HDF5 layout (a word task's only)."""
+    folder = cfg.get("export_elmo")
+    if folder is None:
+        return None
+    if cfg.task.get("kind", "sclass") == "sclass":
+        raise ConfigError(f"export_elmo={folder} writes every word of every sentence, which the s-class stores do not "
+                          "hold (one row per target word). Fix: extract a word task's stores, e.g. task=upos")
+    return Path(str(folder)).expanduser()
+
+
+def export_elmo_files(cfg: DictConfig, paths: dict[str, Path], folder: Path) -> None:
+    """Each split's every-word store as `<folder>/<split>.hdf5` in the ELMo layout (probing.features.elmo_hdf5)."""
+    data = load_word_task(build(cfg.data.source, "data.source"), cfg.task.name, cfg.data.name)
+    folder.mkdir(parents=True, exist_ok=True)
+    for split, store in paths.items():
+        out = export_every_word_store(store, data.splits[split].sentences, folder / f"{split}.hdf5")
+        log.info("%s exported in the ELMo HDF5 layout: %s", split, out)
 
 
 def requested_splits(splits) -> list[str]:

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from probing.data.records import WordInContext
+from probing.data.text import sha256_file
 from probing.errors import ConfigError, DataFormatError, ProbingError, StoreMismatchError
 from probing.features.elmo_hdf5 import ElmoFileFeaturizer, export_every_word_store, sentences_from_elmo_file
 from probing.features.extraction import extract_split
@@ -77,7 +78,7 @@ def test_a_store_filled_from_the_file_holds_its_vectors_exactly(tmp_path):
         path = extract(every_word_records(SENTENCES), featurizer, tmp_path / "s.h5", max_tokens_per_batch=6, window=5)
     assert np.array_equal(store_rows(path), file_rows(elmo))
     assert isinstance(featurizer, Featurizer)
-    assert featurizer.file  # open while pickled
+    assert featurizer.handle(0)  # open while pickled
     copy = pickle.loads(pickle.dumps(featurizer))  # e.g. for processes of a sharded extraction: reopens the file
     assert np.array_equal(copy.encode(copy.prepare_many(every_word_records(SENTENCES))).numpy(), file_rows(elmo))
     copy.close()
@@ -220,3 +221,18 @@ def test_a_store_with_skipped_rows_or_other_sentences_is_refused(tmp_path):
     with pytest.raises(ProbingError, match=r"has the word 'a b', which is empty or holds whitespace"):
         export_every_word_store(store, [("a b",)], tmp_path / "out.hdf5")
     assert not list(tmp_path.glob("out.hdf5*"))
+
+
+def test_a_folder_of_split_files_is_read_as_one(tmp_path):
+    folder = tmp_path / "vectors"
+    folder.mkdir()
+    write_elmo(folder / "dev.hdf5", SENTENCES[:2])
+    write_elmo(folder / "train.hdf5", SENTENCES[1:])  # sentence 1 in both: read from dev.hdf5 (first by name)
+    with ElmoFileFeaturizer(folder) as featurizer:
+        assert featurizer.store_name == "imported-vectors" and len(featurizer.sentence_to_index) == len(SENTENCES)
+        features = featurizer.encode(featurizer.prepare_many(every_word_records(SENTENCES))).numpy()
+    dev, train = file_rows(folder / "dev.hdf5"), file_rows(folder / "train.hdf5")
+    first_two = sum(len(words) for words in SENTENCES[:2])
+    assert np.array_equal(features[:first_two], dev)
+    assert np.array_equal(features[first_two:], train[len(SENTENCES[1]):])
+    assert featurizer.sha256 not in (sha256_file(folder / "dev.hdf5"), sha256_file(folder / "train.hdf5"))
