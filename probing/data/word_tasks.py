@@ -431,6 +431,17 @@ class Conll2003WordTask:
         return NerSource(None if self.data_dir is None else str(self.data_dir), self.files, self.hub_name).load()
 
 
+def tagging_word_task(data: TaskData, dev_fraction: float = 0.2, seed: int = 0) -> WordTaskData:
+    """A tagging task of train.py (TaskData of TaggedSentence: task=pos, the PTB tags of the EWT sample or of WSJ) as
+    a word task: every word, its tag the label. Without test data, dev becomes test and dev is carved from train."""
+    raw = {split: [RawSentence(sentence.tokens, sentence.source,
+                               [(position, NO_SECOND, tag) for position, tag in enumerate(sentence.tags)])
+                   for sentence in sentences] for split, sentences in data.splits.items()}
+    origin = ", ".join(str(path) for path in data.files) or data.name
+    fix = "give data.source.paths with train and dev files"
+    return build_word_task(data.name, False, raw, list(data.files), data.skips, dev_fraction, seed, origin, fix)
+
+
 def _entity_types(sentence: TaggedSentence) -> RawSentence:
     examples = [(position, NO_SECOND, "O" if tag == "O" else tag[2:]) for position, tag in enumerate(sentence.tags)]
     return RawSentence(sentence.tokens, sentence.source, examples)

@@ -296,6 +296,10 @@ class WordEncoder:
                 f"max_length={max_length} leaves no room besides the model's special tokens."
                 " Fix: raise features.max_length"
             )
+        positions = getattr(self.model.config, "max_position_embeddings", None)
+        if positions is not None and max_length > positions:
+            raise ConfigError(f"features.max_length={max_length} is more than the {positions} positions of "
+                              f"{name_or_path}. Fix: features.max_length={positions} or less")
         self.skips = SkipCounter()
 
     @property

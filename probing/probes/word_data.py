@@ -28,6 +28,8 @@ from torch.utils.data import Dataset
 
 from probing.data.records import RecordTable, RecordTableBuilder
 from probing.data.sources import WordInContextData
+from probing.data.task_records import TOKEN_TASKS
+from probing.data.word_tasks import tagging_word_task
 from probing.errors import ConfigError
 from probing.features.store import FeatureStore
 from probing.probes.controls import class_distribution, control_classes
@@ -48,11 +50,15 @@ def every_word_data(data) -> WordInContextData:
 
 
 def load_word_task(source, task: str, data: str):
-    """The task's words and labels; a data source without a word-task view is refused with the fix."""
-    if not hasattr(source, "load_word_task"):
+    """The task's words and labels: the source's word-task view, or a tagging task's tags (task=pos); any other
+    source is refused with the fix."""
+    if hasattr(source, "load_word_task"):
+        data = source.load_word_task()
+    elif hasattr(source, "load") and task in TOKEN_TASKS:
+        data = tagging_word_task(source.load())
+    else:
         raise ConfigError(f"data={data} is not data of a word task (task={task}). Fix: leave data= out, as each word "
                           "task reads its own data (data.source.paths=... for other files)")
-    data = source.load_word_task()
     for split, counts in data.unseen_labels.items():
         if counts:
             log.warning("%s %s: %d example(s) left out, their label is not in the training split: %s", data.name,

@@ -401,3 +401,23 @@ def test_full_ewt_deprel_counts_are_consistent(shared_data):
         assert (split.second >= 0).all() and (split.second < lengths).all() and (split.word < lengths).all()
         assert (split.word != split.second).all()
     assert {"nsubj", "obj", "nmod:poss", "compound"} <= set(data.labels)
+
+
+def test_a_tagging_task_of_train_py_becomes_a_word_task_of_its_tags():
+    from probing.data.records import SkipCounter
+    from probing.data.task_records import TaggedSentence, TaskData
+    from probing.data.word_tasks import tagging_word_task
+
+    def sentence(*pairs):
+        return TaggedSentence(tuple(word for word, _ in pairs), tuple(tag for _, tag in pairs), "f:1")
+
+    train = [sentence(("The", "DT"), ("cat", "NN")), sentence(("Dogs", "NNS"), ("bark", "VBP")),
+             sentence(("A", "DT"), ("dog", "NN")), sentence(("Birds", "NNS"), ("sing", "VBP"))]
+    dev = [sentence(("Cats", "NNS"), ("purr", "VBP"), ("!", "."))]
+    data = tagging_word_task(TaskData("pos", ["DT", "NN", "NNS", "VBP", "."], {"train": train, "dev": dev}, [],
+                                      SkipCounter()), dev_fraction=0.25, seed=0)
+    assert data.name == "pos" and not data.pair and data.labels == ["DT", "NN", "NNS", "VBP"]
+    assert len(data.splits["train"].sentences) == 3 and len(data.splits["dev"].sentences) == 1
+    assert data.splits["test"].sentences == (("Cats", "purr", "!"),)  # no test data: the dev file is the test split
+    assert examples(data.splits["test"], data.labels) == [(0, 0, "NNS"), (0, 1, "VBP")]  # "." never seen in train
+    assert data.unseen_labels["test"] == {".": 1}

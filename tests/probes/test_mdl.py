@@ -87,3 +87,25 @@ def test_settings_default_and_validation():
         MdlSettings(enabled="yes")
     with pytest.raises(ConfigError, match="probe.mdl_fractions"):
         MdlSettings(fractions=[0.5])
+
+
+def test_several_labels_per_example_multiply_the_uniform_code():
+    # the s-class task: C = 26 binary decisions per context
+    assert mdl.uniform_codelength(10, 2, labels_per_example=26) == pytest.approx(260.0)
+    result = mdl.summary(2, [2, 10], [40.0], labels_per_example=26)
+    assert result["uniform_codelength_bits"] == pytest.approx(260.0)
+    assert result["codelength_bits"] == pytest.approx(2 * 26 + 40.0)
+
+
+def test_scores_and_description_of_a_results_block():
+    results = {"mdl": mdl.summary(4, [4, 20, 40], [16.0, 20.0], [30.0, 40.0])}
+    assert mdl.scores(results) == {"mdl/codelength_bits": 44.0, "mdl/compression": 80 / 44,
+                                   "mdl/control_codelength_bits": 78.0, "mdl/control_compression": 80 / 78}
+    assert mdl.describe(results) == ", online codelength 0.0 kbits (compression 1.82; control 0.1 kbits, 1.03)"
+    assert mdl.scores({}) == {} and mdl.describe({}) == ""
+
+
+def test_mdl_order_is_a_seeded_permutation():
+    order = mdl.mdl_order(50, seed=1)
+    assert sorted(order.tolist()) == list(range(50))
+    assert order.tolist() == mdl.mdl_order(50, seed=1).tolist() != mdl.mdl_order(50, seed=2).tolist()

@@ -9,11 +9,13 @@ import lightning
 import numpy as np
 import pytest
 import torch
+from safetensors import safe_open
 from torch.nn import functional as F
 from torch.utils.data import DataLoader
 
 from probing.errors import ConfigError, ProbingError
 from probing.probes import controls
+from probing.probes.saved import save_probes
 from probing.probes.sclass_probe import SClassProbe
 
 CLASSES = ["food", "art", "location", "organization"]
@@ -290,3 +292,42 @@ def test_repeated_validation_passes_score_alike_and_keep_the_metric_state_size(s
         sizes.append(sum(t.nbytes for name in ("dev", "dev_control") for t in model.metrics[name].table))
     assert scores[0] == scores[1] == scores[2] and scores[0]["n_contexts"] == len(data)
     assert sizes[0] == sizes[1] == sizes[2] > 0
+
+
+def test_the_online_code_of_the_sclass_task_sends_c_binary_decisions_per_context():
+    # prefix probes whose output layer gives p(no) = 3/4, p(yes) = 1/4 whatever the input: a context of class k costs
+    # -log2(1/4) for probe k and -log2(3/4) for each other probe; the first block costs one bit per decision
+    c, n = 3, 8
+    module = SClassProbe(DIM, CLASSES[:c], hidden_dim=4, control=True, mdl_block_ends=[2, 4, 8])
+    with torch.no_grad():
+        for head in module.mdl_probes.heads:  # C task probes, then C control probes, of each prefix
+            head.probes.w2.zero_()
+            head.probes.b2.copy_(torch.tensor([np.log(3.0), 0.0]))
+    label = torch.tensor([0, 1, 2, 0, 1, 2, 0, 1])
+    data = [{"features": torch.randn(DIM), "label": label[i], "control_label": (label[i] + 1) % c,
+             "order": torch.tensor(i)} for i in range(n)]
+    result = module.codelength(DataLoader(data, batch_size=3, shuffle=True))
+    per_context = -np.log2(0.25) - (c - 1) * np.log2(0.75)
+    assert result["uniform_codelength_bits"] == pytest.approx(n * c)
+    assert result["block_bits"] == pytest.approx([2 * per_context, 4 * per_context])
+    assert result["codelength_bits"] == pytest.approx(2 * c + 6 * per_context)
+    assert result["control_codelength_bits"] == pytest.approx(2 * c + 6 * per_context)
+    assert result["compression"] == pytest.approx(n * c / (2 * c + 6 * per_context))
+    assert len(result["prefix_best_epochs"]) == 2 and len(result["prefix_best_epochs"][0]) == c
+
+
+def test_mdl_prefix_probes_train_beside_the_probes_and_are_not_saved(tmp_path):
+    torch.manual_seed(0)
+    module = SClassProbe(DIM, CLASSES, hidden_dim=8, mdl_block_ends=[1, 3, 6])
+    batch = {"features": torch.randn(6, DIM), "label": torch.tensor([0, 1, 2, 3, 0, 1]),
+             "combination": torch.arange(6), "order": torch.arange(6)}
+    module.training_step(batch, 0).backward()
+    first_prefix = module.mdl_probes.heads[0].probes.w1.grad
+    assert first_prefix is not None and first_prefix.shape[0] == len(CLASSES)
+    with safe_open(str(save_probes(module, tmp_path / "probes.safetensors", {})), framework="pt") as saved:
+        names = saved.keys()
+    assert {name.split(".")[0] for name in names} == {"probes"}
+    with pytest.raises(ProbingError, match="`order`"):
+        module.training_step({key: value for key, value in batch.items() if key != "order"}, 0)
+    with pytest.raises(ConfigError, match="probe.level=type"):
+        SClassProbe(DIM, CLASSES, level="type", mdl_block_ends=[1, 3])
