@@ -34,13 +34,12 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import time
-from collections.abc import Callable
 
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from probing.devices import timed
 from probing.probes import mdl
 from probing.probes.word_probe import WordProbe
 
@@ -61,16 +60,6 @@ def parse_args() -> argparse.Namespace:
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: this torch sees no CUDA device; use --device cpu")
     return args
-
-
-def timed(run: Callable[[], None], device: torch.device) -> float:
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    started = time.perf_counter()
-    run()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    return time.perf_counter() - started
 
 
 def adam(parameters) -> torch.optim.Optimizer:

@@ -54,7 +54,7 @@ import statistics
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -65,6 +65,7 @@ from hydra import compose, initialize_config_dir
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from probing.devices import timed
 from probing.probes.metrics import SClassMetrics
 from probing.probes.sclass_probe import SClassProbe
 from probing.tasks import probe as probe_task
@@ -141,16 +142,6 @@ def epoch_orders(num_rows: int, batch_size: int, epochs: int, seed: int, device:
     generator = torch.Generator().manual_seed(seed)
     orders = [torch.randperm(num_rows, generator=generator).to(device) for _ in range(epochs)]
     return [list(order.split(batch_size)) for order in orders]
-
-
-def timed(run: Callable[[], None], device: torch.device) -> float:
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    started = time.perf_counter()
-    run()
-    if device.type == "cuda":
-        torch.cuda.synchronize()
-    return time.perf_counter() - started
 
 
 def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager:

@@ -1,8 +1,11 @@
-"""What the machine's processors compute fast, for the settings that choose a precision (extraction, training)."""
+"""What the machine's processors compute fast, for the settings that choose a precision (extraction, training), and
+timing on a device (the bench scripts)."""
 
 from __future__ import annotations
 
 import platform
+import time
+from collections.abc import Callable
 
 import torch
 
@@ -23,3 +26,15 @@ def has_native_bf16(device: torch.device) -> bool:
     if device.type == "cuda":
         return torch.cuda.is_bf16_supported(including_emulation=False)
     return device.type == "cpu" and cpu_has_native_bf16()
+
+
+def timed(run: Callable[[], object], device: torch.device) -> float:
+    """Seconds `run()` takes on `device`, its queued GPU work included (synchronised before and after): what the
+    bench scripts measure."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    started = time.perf_counter()
+    run()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter() - started

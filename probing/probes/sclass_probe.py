@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
 import lightning
 import torch
-from lightning.pytorch.trainer.states import TrainerFn
 from torch import Tensor, nn
 from torch.nn import functional as F
 
@@ -20,6 +19,7 @@ from probing.errors import ConfigError, ProbingError
 from probing.probes.components.prefix_probes import PrefixProbes
 from probing.probes.components.probe_head import ProbeHead
 from probing.probes.metrics import SClassMetrics, TypeLevelMetrics
+from probing.probes.online_code import OnlineCodeHooks
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +37,7 @@ def check_settings(level: str, hidden_dim: int, dropout: float) -> None:
     require_number("probe.module.dropout", dropout, high=1.0, example="0.1")
 
 
-class SClassProbe(lightning.LightningModule):
+class SClassProbe(OnlineCodeHooks, lightning.LightningModule):
     """One binary probe per s-class on frozen features (Zhao et al. 2020 §3.2, §4.1, A.2/A.5).
 
     level="context": batches {"features", "label", "combination"}; probe k's target is label == k, and each
@@ -169,39 +169,19 @@ class SClassProbe(lightning.LightningModule):
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         self._update_metrics("dev", batch)
-        if self.mdl_probes is not None:
-            self.mdl_probes.update_dev(batch["features"], self.mdl_targets(batch))
+        self.update_mdl_dev(batch)
 
     def test_step(self, batch: dict, batch_idx: int, dataloader_idx: int = 0) -> None:
         self._update_metrics(TEST_SPLITS[dataloader_idx], batch)
 
     def on_validation_epoch_end(self) -> None:
         self._log_split("dev")
-        if self.mdl_probes is not None:
-            fitting = not self.trainer.sanity_checking and self.trainer.state.fn == TrainerFn.FITTING
-            self.mdl_probes.end_dev_epoch(self.current_epoch, keep=fitting)
+        self.end_mdl_dev_epoch()
 
-    def on_fit_end(self) -> None:
-        if self.mdl_probes is not None:
-            self.mdl_probes.restore_best()
-
-    def on_save_checkpoint(self, checkpoint: dict) -> None:
-        if self.mdl_probes is not None and self.mdl_probes.best is not None:
-            checkpoint["mdl_best"] = self.mdl_probes.best
-
-    def on_load_checkpoint(self, checkpoint: dict) -> None:
-        if self.mdl_probes is not None:
-            self.mdl_probes.best = checkpoint.get("mdl_best")
-
-    def codelength(self, train_batches: Iterable[dict]) -> dict[str, Any]:
-        """The online codelength of the training contexts' decisions (`PrefixProbes.online_code`); every training
-        context exactly once, with `order`, after fitting."""
-        if self.mdl_probes is None:
-            raise ProbingError("codelength needs the MDL prefix probes. Fix: probe.mdl=true")
+    def mdl_columns(self) -> tuple[int, slice, slice | None]:
+        """K = 2 (each s-class probe's decision); the C task columns, then the C control columns."""
         c = self.num_classes
-        batches = ((batch["features"], self.mdl_targets(batch), batch["order"]) for batch in train_batches)
-        return self.mdl_probes.online_code(batches, 2, slice(0, c),
-                                           slice(c, 2 * c) if self.control_probes is not None else None)
+        return 2, slice(0, c), slice(c, 2 * c) if self.control_probes is not None else None
 
     def on_test_epoch_end(self) -> None:
         for split in TEST_SPLITS:

@@ -3,13 +3,12 @@ and the prefix probes of the MDL online code (Voita & Titov 2020 §2.2) trained 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
 import lightning
 import torch
-from lightning.pytorch.trainer.states import TrainerFn
 from torch import Tensor, nn
 from torch.nn import functional as F
 from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score, MulticlassStatScores
@@ -18,6 +17,7 @@ from probing.data.splits import EVAL_SPLITS, TEST_SPLITS
 from probing.errors import ProbingError
 from probing.probes.components.prefix_probes import PrefixProbes, check_block_ends
 from probing.probes.components.word_probes import WordProbeHead, check_word_probe_settings
+from probing.probes.online_code import OnlineCodeHooks
 from probing.probes.sclass_probe import warn_if_bf16_is_emulated
 
 CONTROL = "control"
@@ -25,7 +25,7 @@ CONTROL = "control"
 DEFAULT_OPTIMIZER = partial(torch.optim.Adam, lr=1e-3, fused=True)
 
 
-class WordProbe(lightning.LightningModule):
+class WordProbe(OnlineCodeHooks, lightning.LightningModule):
     """One multi-class probe on frozen word (or word-pair) vectors, its control task, and the MDL prefix probes.
 
     Batches: `features` (B, D) or (B, num_layers, D) float32, `label` (B,) int64; with `control=True` also
@@ -145,34 +145,19 @@ class WordProbe(lightning.LightningModule):
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         self._update_metrics("dev", batch)
-        if self.mdl_probes is not None:
-            self.mdl_probes.update_dev(batch["features"], self.mdl_targets(batch))
+        self.update_mdl_dev(batch)
 
     def test_step(self, batch: dict, batch_idx: int, dataloader_idx: int = 0) -> None:
         self._update_metrics(TEST_SPLITS[dataloader_idx], batch)
 
     def on_validation_epoch_end(self) -> None:
         self._log_split("dev")
-        if self.mdl_probes is not None:
-            fitting = not self.trainer.sanity_checking and self.trainer.state.fn == TrainerFn.FITTING
-            self.mdl_probes.end_dev_epoch(self.current_epoch, keep=fitting)
+        self.end_mdl_dev_epoch()
 
     def on_test_epoch_end(self) -> None:
         for split in TEST_SPLITS:
             if self.metrics[split]["accuracy"].update_called:
                 self._log_split(split)
-
-    def on_fit_end(self) -> None:
-        if self.mdl_probes is not None:
-            self.mdl_probes.restore_best()
-
-    def on_save_checkpoint(self, checkpoint: dict) -> None:
-        if self.mdl_probes is not None and self.mdl_probes.best is not None:
-            checkpoint["mdl_best"] = self.mdl_probes.best
-
-    def on_load_checkpoint(self, checkpoint: dict) -> None:
-        if self.mdl_probes is not None:
-            self.mdl_probes.best = checkpoint.get("mdl_best")
 
     def _update_metrics(self, split: str, batch: dict) -> None:
         features = batch["features"]
@@ -219,21 +204,9 @@ class WordProbe(lightning.LightningModule):
         """The task probe's mix (ScalarMix.summary: weights, gamma, center of gravity); {} without one."""
         return {} if self.probes.mixes is None else self.probes.mixes[0].summary()
 
-    @torch.no_grad()
-    def codelength(self, train_batches: Iterable[dict]) -> dict[str, Any]:
-        """The online codelength of the training labels (Voita & Titov §2.2), `mdl.summary`'s results block plus
-        `prefix_best_epochs` (the epoch whose weights each prefix probe kept; -1: the last epoch, no dev split).
-
-        `train_batches`: every training example exactly once (any order, any batch size), with `order`; run after
-        fitting, so that each prefix probe has its best-dev weights. In eval mode, on the module's device: block
-        i+1 costs sum -log2 p_i(y | x) over its examples under prefix probe i (the control task's probes: of the
-        control labels). The first block is sent with the uniform code.
-        """
-        if self.mdl_probes is None:
-            raise ProbingError("codelength needs the MDL prefix probes. Fix: probe.mdl=true")
-        batches = ((batch["features"], self.mdl_targets(batch), batch["order"]) for batch in train_batches)
-        return self.mdl_probes.online_code(batches, self.num_labels, slice(0, 1),
-                                           slice(1, 2) if self.has_control else None)
+    def mdl_columns(self) -> tuple[int, slice, slice | None]:
+        """K labels; the task's target column, then the control task's."""
+        return self.num_labels, slice(0, 1), slice(1, 2) if self.has_control else None
 
 
 def split_metrics(num_labels: int) -> nn.ModuleDict:
