@@ -15,3 +15,9 @@ RAND = "Rand"
 
 # probe.py's representation of the learned scalar mix of every layer (`layer=mix`), and its kind in the report.
 MIX = "mix"
+
+# probe.py's default task (`task=sclass`, task.kind "sclass"): Zhao et al.'s s-class probing; any other task of
+# conf/task/ that probe.py takes is a word or word-pair task.
+SCLASS_TASK = "sclass"
+# The word probe families (`probe=linear|mlp1|mlp2`, results' "probe_family") in the order of Hewitt & Liang (2019).
+WORD_PROBE_FAMILIES = ("linear", "mlp1", "mlp2")

@@ -34,14 +34,9 @@ from probing.report.aggregate import (
 )
 from probing.report.plots import pyplot, save_figure
 from probing.report.tables import display_value, format_score, markdown, setting_label, varying_keys
-from probing.vocabulary import MIX
+from probing.vocabulary import MIX, SCLASS_TASK, WORD_PROBE_FAMILIES
 
 CSV_FILE = "word_probes.csv"
-# The s-class task's name: its runs (probe.py task=sclass) belong to the s-class report.
-SCLASS = "sclass"
-# The probe families in the order of Hewitt & Liang (2019) (probing.probes.components.word_probes.FAMILIES; not
-# imported, so that the report stays torch-free); a family not listed sorts after them.
-FAMILY_ORDER = ("linear", "mlp1", "mlp2")
 # A row of the tables: runs equal in these keys differ only in their seed and are averaged.
 WORD_SETTING_KEYS = ("task", "model", "random_init", "data", "variant", "family", "representation")
 # One table (and, per task, the lines of one plot) per value of these keys.
@@ -74,7 +69,7 @@ BASELINE_STYLES = ("--", "-.", (0, (5, 1, 1, 1, 1, 1)))
 
 def is_word_probe_run(result: dict[str, Any]) -> bool:
     """A result of probe.py on a word or word-pair task (not the s-class task)."""
-    return result.get("task") not in (None, SCLASS) and "probe_family" in result
+    return result.get("task") not in (None, SCLASS_TASK) and "probe_family" in result
 
 
 def family_label(result: dict[str, Any]) -> str:
@@ -87,7 +82,8 @@ def family_sort_key(label: str) -> tuple:
     """Hewitt & Liang's order (linear, mlp1, mlp2), each full rank first, then by rank."""
     match = re.fullmatch(r"(.*?)(?: r=(\d+))?", label)
     family, rank = match.group(1), match.group(2)
-    index = FAMILY_ORDER.index(family) if family in FAMILY_ORDER else len(FAMILY_ORDER)
+    # a family not listed sorts after them
+    index = WORD_PROBE_FAMILIES.index(family) if family in WORD_PROBE_FAMILIES else len(WORD_PROBE_FAMILIES)
     return (index, family, 0 if rank is None else 1, int(rank or 0))
 
 

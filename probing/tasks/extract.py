@@ -31,6 +31,7 @@ from probing.tasks.common import (
     keep_ddp_processes_on_this_job,
     store_settings,
 )
+from probing.vocabulary import SCLASS_TASK
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +59,7 @@ def export_folder(cfg: DictConfig) -> Path | None:
     folder = cfg.get("export_elmo")
     if folder is None:
         return None
-    if cfg.task.get("kind", "sclass") == "sclass":
+    if cfg.task.get("kind", SCLASS_TASK) == SCLASS_TASK:
         raise ConfigError(f"export_elmo={folder} writes every word of every sentence, which the s-class stores do not "
                           "hold (one row per target word). Fix: extract a word task's stores, e.g. task=upos")
     return Path(str(folder)).expanduser()
@@ -100,7 +101,7 @@ def task_data(cfg: DictConfig) -> WordInContextData:
     """The records to extract: the word-in-context data of the s-class task, or every word of a word task's
     sentences (the every-word stores that probe.py task=upos, deprel, ... read)."""
     source = build(cfg.data.source, "data.source")
-    if cfg.get("task") is None or cfg.task.get("kind", "sclass") == "sclass":
+    if cfg.get("task") is None or cfg.task.get("kind", SCLASS_TASK) == SCLASS_TASK:
         return read_contexts(source)
     return every_word_data(load_word_task(source, cfg.task.name, cfg.data.name))
 

@@ -46,6 +46,7 @@ from probing.tasks.common import (
     summarise_in_wandb,
 )
 from probing.tasks.probe_words import WORD_TASK_KINDS, log_word_results, probe_words
+from probing.vocabulary import SCLASS_TASK
 
 log = logging.getLogger(__name__)
 
@@ -97,8 +98,8 @@ def refuse_mdl_without_training(cfg: DictConfig) -> None:
 def word_task(cfg: DictConfig) -> bool:
     """True for a word or word-pair task (one multi-class probe), False for the s-class task; a fine-tuning-only
     task is refused."""
-    kind = cfg.task.get("kind", "sclass")
-    if kind == "sclass":
+    kind = cfg.task.get("kind", SCLASS_TASK)
+    if kind == SCLASS_TASK:
         return False
     if kind not in WORD_TASK_KINDS:
         raise ConfigError(f"task={cfg.task.name} classifies whole sentences (a fine-tuning task of train.py); probe.py "

@@ -23,8 +23,9 @@ from torch.nn import functional as F
 from probing.data.settings import choose, require_int, require_number
 from probing.errors import ConfigError
 from probing.probes.components.scalar_mix import ScalarMix
+from probing.vocabulary import WORD_PROBE_FAMILIES
 
-FAMILIES = ("linear", "mlp1", "mlp2")
+FAMILIES = WORD_PROBE_FAMILIES
 
 
 def check_word_probe_settings(family: str, hidden_dim: int, rank: int | None, dropout: float) -> None:
