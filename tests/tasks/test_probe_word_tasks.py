@@ -56,7 +56,7 @@ def test_upos_with_a_rank_constrained_linear_probe_and_the_online_code(tmp_path,
         assert 0 <= block["macro_f1"] <= 1 and block["n_examples"] > 100
     labels, code = r["labels"], r["mdl"]
     n = code["block_ends"][-1]
-    assert n == r["data_summary"]["train"]["examples"] - r["data_summary"]["train"]["dropped_examples"]
+    assert n == r["data_summary"]["train"]["examples"]  # the kept examples (dropped_examples left out)
     assert code["uniform_codelength_bits"] == pytest.approx(n * math.log2(len(labels)))
     assert code["codelength_bits"] == pytest.approx(code["block_ends"][0] * math.log2(len(labels))
                                                     + sum(code["block_bits"]))
