@@ -84,6 +84,17 @@ def test_a_users_jsonl_task_counts_labels_train_never_saw(tmp_path, tiny):
     assert r["unseen_labels"]["dev"] == {"X": 2} and r["dev"]["n_examples"] == 4
 
 
+def test_ner_from_a_conll2003_folder_probes_entity_types(tmp_path, tiny):
+    rows = {"John": "B-PER", "Smith": "I-PER", "visited": "O", "Paris": "B-LOC", "and": "O", "Acme": "B-ORG"}
+    sentence = "\n".join(f"{word} NNP B-NP {tag}" for word, tag in rows.items())
+    for name, copies in (("train.txt", 8), ("valid.txt", 2), ("test.txt", 2)):
+        (tmp_path / name).write_text("-DOCSTART- -X- -X- O\n\n" + "\n\n".join([sentence] * copies) + "\n")
+    r = run_in_process(tmp_path, "ner", "task=ner", f"data.data_dir={tmp_path}", "layer=1", "trainer.max_epochs=2",
+                       *tiny)
+    assert r["task"] == "ner" and r["labels"] == ["LOC", "O", "ORG", "PER"]  # IOB2 tags -> entity types
+    assert r["data_summary"]["test"]["examples"] == 2 * len(rows) and r["unseen_labels"]["test"] == {}
+
+
 def test_sclass_probes_get_the_online_code_of_their_binary_decisions(tmp_path, tiny):
     r = run_in_process(tmp_path, "sclass", "layer=1", "probe.mdl=true", "probe.module.hidden_dim=8",
                        "trainer.max_epochs=2", *tiny)
