@@ -290,17 +290,20 @@ class WordEncoder:
                                                                 self.init_seed)
         self.model.to(self.device)
         self.causal = self.attention_window is not None and check_window_support(self.model)
-        self.piece_budget = max_length - self.tokenizer.num_special_tokens_to_add()
+        self.piece_budget = self.input_length() - self.tokenizer.num_special_tokens_to_add()
         if self.piece_budget < 1:
             raise ConfigError(
                 f"max_length={max_length} leaves no room besides the model's special tokens."
                 " Fix: raise features.max_length"
             )
-        positions = getattr(self.model.config, "max_position_embeddings", None)
-        if positions is not None and max_length > positions:
-            raise ConfigError(f"features.max_length={max_length} is more than the {positions} positions of "
-                              f"{name_or_path}. Fix: features.max_length={positions} or less")
         self.skips = SkipCounter()
+
+    def input_length(self) -> int:
+        """The longest input fed to the model: `max_length`, or the model's position count where that is smaller
+        (a sentence longer than the model can read is then windowed around its target as any long sentence is;
+        `max_length` itself stays what the store records, so stores do not change with the cap)."""
+        positions = getattr(self.model.config, "max_position_embeddings", None)
+        return min(self.max_length, positions) if positions else self.max_length
 
     @property
     def store_name(self) -> str:

@@ -25,7 +25,7 @@ CONLL = FIXTURES / "data" / "conll2003"
 
 
 def test_constants_have_one_home():
-    assert TASK_NAMES == ("pos", "ner", "sst2", "mrpc")
+    assert TASK_NAMES == ("pos", "upos", "xpos", "ner", "sst2", "mrpc")
     assert set(REQUIRED_SPLITS) < set(SPLIT_NAMES) == {"train", "dev", "test"}
     assert sorted(NER_LABELS) == sorted(["O"] + [f"{p}-{t}" for p in "BI" for t in ("PER", "LOC", "ORG", "MISC")])
 

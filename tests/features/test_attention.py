@@ -78,10 +78,10 @@ def variants(base: list[int], positions: list[int], vocab: range) -> torch.Tenso
 
 def changed(states: torch.Tensor) -> torch.Tensor:
     """(variants, layers, T) bool: where each variant's hidden states moved away from row 0's; a position that
-    moves by more than 1e-6 but less than 1e-5 fails the test (neither clearly changed nor the same: eager
-    attention over a batch differs from row to row by up to ~7e-7)."""
+    moves by more than 2e-6 but less than 1e-5 fails the test (neither clearly changed nor the same: eager
+    attention over a batch differs from row to row by up to ~1e-6, depending on the CPU's kernels)."""
     difference = (states[:, 1:] - states[:, :1]).abs().amax(dim=-1).permute(1, 0, 2)
-    assert not ((difference > 1e-6) & (difference <= 1e-5)).any(), "a change too small to call either way"
+    assert not ((difference > 2e-6) & (difference <= 1e-5)).any(), "a change too small to call either way"
     return difference > 1e-5
 
 

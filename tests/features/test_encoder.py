@@ -294,3 +294,12 @@ def test_emulated_bf16_vectors_are_close_to_float32_but_not_equal(tiny_bert_path
     error = (reduced - reference).norm(dim=-1) / reference.norm(dim=-1)  # (records, layers)
     assert error[:, 1:].min() > 0  # the transformer layers did run in bf16
     assert error.max() < 0.05
+
+
+def test_a_sentence_longer_than_the_models_positions_is_windowed_not_fed_whole(tiny_bert_path):
+    # the tiny model has 64 positions; features.max_length=128 is then capped at 64 and the store records 128
+    encoder = WordEncoder(str(tiny_bert_path), max_length=128)
+    words = tuple(["the"] * 100)
+    [prepared] = encoder.prepare_many([WordInContext(words, (70,), "the", "x")])
+    assert len(prepared.input_ids) == 64 and encoder.store_metadata()["max_length"] == 128
+    assert encoder.encode([prepared]).shape[0] == 1

@@ -19,7 +19,7 @@ def test_probe_with_the_default_logger(tmp_path, tiny_bert_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert (run / "csv" / "metrics.csv").is_file() and len(offline_wandb_runs(run)) == 1
     config = json.loads((run / "results.json").read_text())["config"]
-    assert config["logger"]["wandb"]["name"] == "minilm-streusle-layer1-seed0"
+    assert config["logger"]["wandb"]["name"] == "minilm-streusle-layer1-sclass_mlp-seed0"  # model, data, layer, probe
 
 
 def test_train_with_the_default_logger(tmp_path, tiny_bert_path):

@@ -20,9 +20,7 @@ SPLIT_KEYS = {"accuracy", "macro_f1", "per_label_f1", "n_examples", "control_acc
 
 @pytest.fixture
 def tiny(tiny_bert_path):
-    """The tiny BERT, whose 64 positions hold the bundled sentences whole only with features.max_length=64 (its
-    longest sentences are then windowed)."""
-    return [*tiny_model(tiny_bert_path), "features.max_length=64"]
+    return tiny_model(tiny_bert_path)
 
 
 def without_logger(overrides: list[str]) -> list[str]:
