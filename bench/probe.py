@@ -65,6 +65,7 @@ from hydra import compose, initialize_config_dir
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from probing.config import build
 from probing.devices import timed
 from probing.probes.metrics import SClassMetrics
 from probing.probes.sclass_probe import SClassProbe
@@ -131,7 +132,7 @@ def probe_config(args: argparse.Namespace, control: bool = False):
 
 def load_layer(args: argparse.Namespace) -> tuple[dict[str, Split], list[str], int]:
     """Train/dev/test of one layer, extracted into (or reused from) the store a probe run would use."""
-    inputs = probe_task.context_inputs(probe_config(args))
+    _, inputs = probe_task.context_inputs(probe_config(args))
     device = torch.device(args.device)
     splits = {name: Split.of(split.tensors, device) for name, split in inputs.datamodule.splits.items()}
     return splits, list(inputs.classes), inputs.about["layer"]
@@ -360,7 +361,7 @@ def benchmark_trainer(args: argparse.Namespace) -> None:
                      f"trainer.accelerator={args.device}", f"probe.batch_size={args.batch_size[0]}",
                      f"paths.output_dir={tempfile.mkdtemp(prefix='bench-probe-')}", *args.override]
     cfg = probe_config(args, control=True)
-    inputs = probe_task.context_inputs(cfg)
+    _, inputs = probe_task.context_inputs(cfg, build(cfg.probe.control_task, "probe.control_task"))
     torch.manual_seed(args.seed)
     template = SClassProbe(inputs.datamodule.feature_dim, list(inputs.classes), hidden_dim=args.hidden_dim,
                            control=True)

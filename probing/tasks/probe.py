@@ -115,9 +115,7 @@ def probe(cfg: DictConfig, control: ControlTask, config: dict[str, Any], run_dir
     started = time.time()
     L.seed_everything(cfg.seed, workers=True)
     mdl = mdl_settings(cfg)
-    representation = build(cfg.representation, "representation")
-    inputs = representation.inputs(build(cfg.data.source, "data.source"), store_settings(cfg.features),
-                                   cfg.probe.batch_size, control, mdl_seed=mdl.seed if mdl.enabled else None)
+    representation, inputs = context_inputs(cfg, control, mdl)
     features = features_about(cfg, representation.level, inputs, control)
     reuse = cfg.probe.get("reuse")
     keepers = [] if reuse or control.seed is None else [control_keeper(SEEN in inputs.datamodule.splits)]
@@ -148,6 +146,17 @@ def probe(cfg: DictConfig, control: ControlTask, config: dict[str, Any], run_dir
     summarise_in_wandb(trainer.loggers, {**scores, "representation": results["representation"],
                                          "best_epoch": results["best_epoch"]})
     return results
+
+
+def context_inputs(cfg: DictConfig, control: ControlTask = NO_CONTROL_TASK,
+                   mdl: MdlSettings | None = None) -> tuple[Any, ProbeInputs]:
+    """The representation of an s-class run and its inputs: its data read, its stores filled (or reused), the
+    datamodule built (also what bench/probe.py trains on)."""
+    representation = build(cfg.representation, "representation")
+    inputs = representation.inputs(build(cfg.data.source, "data.source"), store_settings(cfg.features),
+                                   cfg.probe.batch_size, control,
+                                   mdl_seed=mdl.seed if mdl is not None and mdl.enabled else None)
+    return representation, inputs
 
 
 def reused_probes(cfg: DictConfig, features: dict[str, Any], control: ControlTask) -> tuple[L.LightningModule, dict]:
