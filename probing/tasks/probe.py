@@ -34,7 +34,15 @@ from probing.probes.callbacks import best_epochs, best_weights_keeper, control_k
 from probing.probes.controls import NO_CONTROL_TASK, ControlTask
 from probing.probes.mdl import MdlSettings
 from probing.probes.representations import ProbeInputs
-from probing.probes.saved import PROBES_FILE, find_reusable, module_of, probe_files, reused_summary, save_probes
+from probing.probes.saved import (
+    PROBES_FILE,
+    find_reusable,
+    module_of,
+    probe_files,
+    reused_summary,
+    save_probes,
+    storage_dtype,
+)
 from probing.tasks.common import (
     build_trainer,
     check_config,
@@ -183,8 +191,10 @@ def trained_probes(cfg: DictConfig, trainer: L.Trainer, inputs: ProbeInputs, fea
     trainer.fit(module, datamodule=inputs.datamodule)
     epochs, best_dev = best_epochs(trainer.callbacks), best_weights_keeper(trainer.callbacks).best_score
     if trainer.is_global_zero:  # every process holds the same weights; one writes them
+        # the prefix probes of MDL are not saved (only the codelength needs them), so neither is their setting
+        hyperparameters = {key: value for key, value in module.hparams.items() if key != "mdl_block_ends"}
         save_probes(module, path, {**features, **epochs, "seed": cfg.seed, "best_dev_micro_f1": best_dev,
-                                   "module": dict(module.hparams)})
+                                   "module": hyperparameters}, dtype=storage_dtype(cfg.trainer.precision))
     warnings = training_warnings(best_dev, trainer.current_epoch)
     for warning in warnings:
         log.warning("%s", warning)

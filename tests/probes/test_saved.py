@@ -20,6 +20,7 @@ from probing.probes.saved import (
     load_into,
     load_probes,
     save_probes,
+    storage_dtype,
 )
 from probing.probes.sclass_probe import SClassProbe
 from tests.helpers.stores import assert_one_line_error
@@ -168,3 +169,30 @@ def test_saved_weights_load_into_a_module_of_the_same_settings(tmp_path):
     load_into(loaded, load_probes(tmp_path / "run" / PROBES_FILE))
     features = torch.randn(5, 8)
     torch.testing.assert_close(loaded(features), module(features), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("precision,dtype", [("32-true", torch.float32), ("bf16-mixed", torch.bfloat16),
+                                             ("bf16-true", torch.bfloat16), ("16-mixed", torch.float16),
+                                             ("64-true", torch.float32)])
+def test_the_storage_dtype_follows_the_training_precision(precision, dtype):
+    assert storage_dtype(precision) == dtype
+
+
+def test_probes_stored_in_bf16_take_half_the_bytes_and_load_as_their_rounded_weights(tmp_path):
+    torch.manual_seed(0)
+    module = SClassProbe(input_dim=8, class_names=CLASSES, hidden_dim=4, control=True)
+    full = save_probes(module, tmp_path / "full.safetensors", about())
+    half = save_probes(module, tmp_path / "half.safetensors", about(), dtype=torch.bfloat16)
+    saved = load_probes(half)  # its hash is checked on load
+    assert saved.about["storage_dtype"] == "bfloat16" and load_probes(full).about["storage_dtype"] == "float32"
+    assert all(tensor.dtype == torch.bfloat16 for tensor in saved.state_dict.values())
+    def tensor_bytes(probes) -> int:
+        return sum(tensor.numel() * tensor.element_size() for tensor in probes.state_dict.values())
+
+    assert 2 * tensor_bytes(saved) == tensor_bytes(load_probes(full))
+    loaded = SClassProbe(input_dim=8, class_names=CLASSES, hidden_dim=4, control=True)
+    load_into(loaded, saved)
+    for name, tensor in loaded.state_dict().items():
+        if name.startswith(("probes.", "control_probes.")):
+            assert tensor.dtype == torch.float32
+            assert torch.equal(tensor, module.state_dict()[name].to(torch.bfloat16).float())
