@@ -18,7 +18,7 @@ from probing.errors import ProbingError
 from probing.probes.components.prefix_probes import PrefixProbes, check_block_ends
 from probing.probes.components.word_probes import WordProbeHead, check_word_probe_settings
 from probing.probes.online_code import OnlineCodeHooks
-from probing.probes.sclass_probe import warn_if_bf16_is_emulated
+from probing.probes.sclass_probe import note_precision
 
 CONTROL = "control"
 # fused: one pass over parameters, gradients and moments (as SClassProbe)
@@ -110,7 +110,7 @@ class WordProbe(OnlineCodeHooks, lightning.LightningModule):
         return self.probes(features)[:, 0]
 
     def on_fit_start(self) -> None:
-        warn_if_bf16_is_emulated(str(self.trainer.precision), self.device)
+        note_precision(str(self.trainer.precision), self.device)
 
     def training_step(self, batch: dict, batch_idx: int) -> Tensor:
         features, label = batch["features"], batch["label"]

@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader
 from probing.errors import ConfigError, ProbingError
 from probing.probes import controls
 from probing.probes.saved import save_probes
-from probing.probes.sclass_probe import SClassProbe
+from probing.probes.sclass_probe import SClassProbe, note_precision
 
 CLASSES = ["food", "art", "location", "organization"]
 DIM = 16
@@ -331,3 +331,15 @@ def test_mdl_prefix_probes_train_beside_the_probes_and_are_not_saved(tmp_path):
         module.training_step({key: value for key, value in batch.items() if key != "order"}, 0)
     with pytest.raises(ConfigError, match="probe.level=type"):
         SClassProbe(DIM, CLASSES, level="type", mdl_block_ends=[1, 3])
+
+
+@pytest.mark.parametrize("native,precision,message", [
+    (False, "bf16-mixed", "bf16 is emulated"), (True, "32-true", "this CPU has bf16 units"),
+    (True, "bf16-mixed", None), (False, "32-true", None)])
+def test_the_precision_note_warns_of_emulation_and_hints_at_bf16_units(monkeypatch, caplog, native, precision,
+                                                                        message):
+    monkeypatch.setattr("probing.probes.sclass_probe.has_native_bf16", lambda device: native)
+    with caplog.at_level("INFO", logger="probing.probes.sclass_probe"):
+        note_precision(precision, torch.device("cpu"))
+    notes = [record.message for record in caplog.records]
+    assert (notes == []) if message is None else (len(notes) == 1 and message in notes[0])
