@@ -103,13 +103,18 @@ def distinct_runs(results: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], 
     return kept, repeats
 
 
+def run_seed(result: dict[str, Any]) -> Any:
+    """The run's seed: results.json's own `seed`, else its config's (train.py records it only there)."""
+    return result["seed"] if "seed" in result else (result.get("config") or {}).get("seed")
+
+
 def variant_keys(runs: list[dict[str, Any]]) -> list[str]:
     """Config keys whose values differ among runs of one setting, apart from the seed, the run folder, values that
     follow from the seed (the control task's seed, a run name holding it) and the copies of other settings that the
     probed representation holds (DERIVED)."""
     configs = [{key: json.dumps(value, sort_keys=True) for key, value in config_values(r.get("config") or {}).items()
                 if not _run_specific(key, value, r) and not key.startswith(DERIVED)} for r in runs]
-    seeds = [json.dumps(r.get("seed")) for r in runs]
+    seeds = [json.dumps(run_seed(r)) for r in runs]
 
     def tells_runs_apart(key: str) -> bool:
         column = [config.get(key) for config in configs]

@@ -42,6 +42,16 @@ def test_seeds_are_averaged_and_other_values_are_rows_of_their_own():
     assert seeds["zhao2020_bert_base"] == 0.977 and is_finetuning(runs[0])
 
 
+def test_seeds_named_in_the_run_name_are_still_seeds():
+    """train.py's run_name holds the seed (conf/train.yaml) and its results.json records the seed in the config only:
+    two seeds of one setting are one row, not two variants."""
+    runs = [train_result(None, seed, accuracy) for seed, accuracy in ((0, 0.90), (1, 0.94))]
+    for run in runs:
+        run["config"]["run_name"] = f"minilm-pos-seed{run['config']['seed']}"
+    [row] = aggregate(runs)
+    assert row["variant"] == "" and row["seeds"] == [0, 1] and row["dev_accuracy"] == pytest.approx(0.92)
+
+
 def test_an_attention_window_sweep_gets_table_7_and_its_plot(tmp_path, capsys):
     write(tmp_path, [train_result(window, 0, accuracy) for window, accuracy in ((0, 0.80), (2, 0.88), (None, 0.91))])
     assert write_report(tmp_path) == []  # no probe rows
