@@ -140,7 +140,7 @@ class StoreDataModule(ProbingDataModule):
 
     def _read(self, path: Path) -> tuple[dict[str, torch.Tensor], list[str], list[str]]:
         with FeatureStore(path) as store:
-            self._check_layers(store)
+            check_layers(store, self.expected_layers)
             features = store.read_all_layers(dtype=None) if self.layer == ALL_LAYERS else \
                 store.read_layer(self.layer, dtype=None)
             tensors = {
@@ -151,12 +151,14 @@ class StoreDataModule(ProbingDataModule):
             }
             return tensors, store.class_names, store.words
 
-    def _check_layers(self, store: FeatureStore) -> None:
-        if self.expected_layers is not None and store.num_layers != self.expected_layers:
-            raise ConfigError(
-                f"{store.path} holds {store.num_layers} layer(s), but this run needs all {self.expected_layers} "
-                f"layers of the model (layer=mix mixes every layer). Fix: delete the store so that it is rebuilt "
-                f"with every layer, or probe single layers (layer=0..{self.expected_layers - 1})")
+
+def check_layers(store: FeatureStore, expected: int | None) -> None:
+    """A store read for the scalar mix must hold every layer of the model (`expected`; None: any)."""
+    if expected is not None and store.num_layers != expected:
+        raise ConfigError(
+            f"{store.path} holds {store.num_layers} layer(s), but this run needs all {expected} "
+            f"layers of the model (layer=mix mixes every layer). Fix: delete the store so that it is rebuilt "
+            f"with every layer, or probe single layers (layer=0..{expected - 1})")
 
 
 def add_control_labels(tensors: dict[str, torch.Tensor], words: list[str], probabilities: np.ndarray,

@@ -7,7 +7,6 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
-import lightning
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
@@ -15,11 +14,11 @@ from torch.nn import functional as F
 from probing.data.settings import choose, require_int, require_number
 from probing.data.splits import EVAL_SPLITS, TEST_SPLITS
 from probing.devices import has_native_bf16
-from probing.errors import ConfigError, ProbingError
+from probing.errors import ConfigError
 from probing.probes.components.prefix_probes import PrefixProbes
 from probing.probes.components.probe_head import ProbeHead
 from probing.probes.metrics import SClassMetrics, TypeLevelMetrics
-from probing.probes.online_code import OnlineCodeHooks
+from probing.probes.probe_module import ProbeModule
 
 log = logging.getLogger(__name__)
 
@@ -37,7 +36,7 @@ def check_settings(level: str, hidden_dim: int, dropout: float) -> None:
     require_number("probe.module.dropout", dropout, high=1.0, example="0.1")
 
 
-class SClassProbe(OnlineCodeHooks, lightning.LightningModule):
+class SClassProbe(ProbeModule):
     """One binary probe per s-class on frozen features (Zhao et al. 2020 §3.2, §4.1, A.2/A.5).
 
     level="context": batches {"features", "label", "combination"}; probe k's target is label == k, and each
@@ -149,34 +148,15 @@ class SClassProbe(OnlineCodeHooks, lightning.LightningModule):
         if self.mdl_probes is not None:
             prefix_losses = self.mdl_probes.losses(features, self.mdl_targets(batch), batch.get("order"))
             loss = loss + prefix_losses.sum() + self.mdl_probes.penalty()
-        if not torch.isfinite(loss):
-            raise ProbingError(f"the training loss became {float(loss)} at epoch {self.current_epoch}, step "
-                               f"{batch_idx}: the features or the learning rate are broken. Fix: check the feature "
-                               "store (delete it to rebuild it) or lower probe.module.optimizer.lr")
-        self.log("train/loss", loss, on_step=False, on_epoch=True, batch_size=features.shape[0])
-        return loss
+        return self.checked_loss(loss, batch_idx, features.shape[0])
 
     def on_train_epoch_end(self) -> None:
-        if self.probes.mix is not None:
-            for j, weight in enumerate(self.probes.mix.normalized_weights().tolist()):
-                self.log(f"mix/weight_{j}", weight)
-            self.log("mix/gamma", float(self.probes.mix.gamma.detach()))
+        self.log_mix(self.probes.mix)
 
     def mdl_targets(self, batch: dict) -> Tensor:
         """(B, C) or (B, 2C) int64: the C binary decisions of each context, then its control decisions."""
         targets = [self.targets(batch)] + ([self.targets(batch, control=True)] if self.control_probes else [])
         return torch.cat(targets, dim=1).long()
-
-    def validation_step(self, batch: dict, batch_idx: int) -> None:
-        self._update_metrics("dev", batch)
-        self.update_mdl_dev(batch)
-
-    def test_step(self, batch: dict, batch_idx: int, dataloader_idx: int = 0) -> None:
-        self._update_metrics(TEST_SPLITS[dataloader_idx], batch)
-
-    def on_validation_epoch_end(self) -> None:
-        self._log_split("dev")
-        self.end_mdl_dev_epoch()
 
     def mdl_columns(self) -> tuple[int, slice, slice | None]:
         """K = 2 (each s-class probe's decision); the C task columns, then the C control columns."""

@@ -33,7 +33,7 @@ from probing.data.word_tasks import tagging_word_task
 from probing.errors import ConfigError
 from probing.features.store import FeatureStore
 from probing.probes.controls import class_distribution, control_classes
-from probing.probes.datamodule import ALL_LAYERS, ProbingDataModule
+from probing.probes.datamodule import ALL_LAYERS, ProbingDataModule, check_layers
 from probing.probes.mdl import mdl_order
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ def every_word_data(data) -> WordInContextData:
                              list(data.files), data.skips)
 
 
-def load_word_task(source, task: str, data: str):
+def load_word_task(source, task: str, data_name: str):
     """The task's words and labels: the source's word-task view, or a tagging task's tags (task=pos); any other
     source is refused with the fix."""
     if hasattr(source, "load_word_task"):
@@ -57,8 +57,8 @@ def load_word_task(source, task: str, data: str):
     elif hasattr(source, "load") and task in TOKEN_TASKS:
         data = tagging_word_task(source.load())
     else:
-        raise ConfigError(f"data={data} is not data of a word task (task={task}). Fix: leave data= out, as each word "
-                          "task reads its own data (data.source.paths=... for other files)")
+        raise ConfigError(f"data={data_name} is not data of a word task (task={task}). Fix: leave data= out, as each "
+                          "word task reads its own data (data.source.paths=... for other files)")
     for split, counts in data.unseen_labels.items():
         if counts:
             log.warning("%s %s: %d example(s) left out, their label is not in the training split: %s", data.name,
@@ -173,8 +173,7 @@ class WordTaskDataModule(ProbingDataModule):
         """The store's vectors (stored dtype) and, for each word of the every-word order, its row among them (-1 for
         a word the featurizer skipped)."""
         with FeatureStore(path) as store:
-            if self.expected_layers is not None and store.num_layers != self.expected_layers:
-                raise ValueError(f"{path} holds {store.num_layers} layers, the scalar mix needs {self.expected_layers}")
+            check_layers(store, self.expected_layers)
             vectors = store.read_all_layers(dtype=None) if self.layer == ALL_LAYERS else \
                 store.read_layer(self.layer, dtype=None)
             kept = store.row_ids()

@@ -7,17 +7,15 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any
 
-import lightning
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score, MulticlassStatScores
 
 from probing.data.splits import EVAL_SPLITS, TEST_SPLITS
-from probing.errors import ProbingError
 from probing.probes.components.prefix_probes import PrefixProbes, check_block_ends
 from probing.probes.components.word_probes import WordProbeHead, check_word_probe_settings
-from probing.probes.online_code import OnlineCodeHooks
+from probing.probes.probe_module import ProbeModule
 from probing.probes.sclass_probe import note_precision
 
 CONTROL = "control"
@@ -25,7 +23,7 @@ CONTROL = "control"
 DEFAULT_OPTIMIZER = partial(torch.optim.Adam, lr=1e-3, fused=True)
 
 
-class WordProbe(OnlineCodeHooks, lightning.LightningModule):
+class WordProbe(ProbeModule):
     """One multi-class probe on frozen word (or word-pair) vectors, its control task, and the MDL prefix probes.
 
     Batches: `features` (B, D) or (B, num_layers, D) float32, `label` (B,) int64; with `control=True` also
@@ -120,12 +118,7 @@ class WordProbe(OnlineCodeHooks, lightning.LightningModule):
             loss = loss + self.control_probes.penalty()
         if self.mdl_probes is not None:
             loss = loss + self.prefix_losses(batch).sum() + self.mdl_probes.penalty()
-        if not torch.isfinite(loss):
-            raise ProbingError(f"the training loss became {float(loss.detach())} at epoch {self.current_epoch}, step "
-                               f"{batch_idx}: the features or the learning rate are broken. Fix: check the feature "
-                               "store (delete it to rebuild it) or lower probe.module.optimizer.lr")
-        self.log("train/loss", loss, on_step=False, on_epoch=True, batch_size=features.shape[0])
-        return loss
+        return self.checked_loss(loss, batch_idx, features.shape[0])
 
     def mdl_targets(self, batch: dict) -> Tensor:
         """(B, T): the prefix probes' target columns, the label and, with the control task, the control label."""
@@ -137,22 +130,7 @@ class WordProbe(OnlineCodeHooks, lightning.LightningModule):
         return self.mdl_probes.losses(batch["features"], self.mdl_targets(batch), batch.get("order"))
 
     def on_train_epoch_end(self) -> None:
-        if self.probes.mixes is not None:
-            mix = self.probes.mixes[0]
-            for j, weight in enumerate(mix.normalized_weights().tolist()):
-                self.log(f"mix/weight_{j}", weight)
-            self.log("mix/gamma", float(mix.gamma.detach()))
-
-    def validation_step(self, batch: dict, batch_idx: int) -> None:
-        self._update_metrics("dev", batch)
-        self.update_mdl_dev(batch)
-
-    def test_step(self, batch: dict, batch_idx: int, dataloader_idx: int = 0) -> None:
-        self._update_metrics(TEST_SPLITS[dataloader_idx], batch)
-
-    def on_validation_epoch_end(self) -> None:
-        self._log_split("dev")
-        self.end_mdl_dev_epoch()
+        self.log_mix(self.probes.mixes[0] if self.probes.mixes is not None else None)
 
     def on_test_epoch_end(self) -> None:
         for split in TEST_SPLITS:

@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import sys
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -22,8 +23,10 @@ from omegaconf import DictConfig, OmegaConf
 
 from probing.config import build
 from probing.data.settings import require_int
+from probing.data.splits import EVAL_SPLITS
 from probing.errors import ConfigError
 from probing.features.provision import lock_wait_seconds
+from probing.probes import mdl as online_code
 from probing.probes.mdl import MdlSettings
 from probing.report.aggregate import RESULTS_FILE
 
@@ -47,6 +50,21 @@ def check_config(cfg: DictConfig, known_keys: Iterable[str]) -> None:
 def encoder_name_or_path(cfg: DictConfig) -> str:
     """What the features come from: the encoder's name or path, or for imported vectors (model=imported) the file."""
     return cfg.features.encoder.get("name_or_path") or str(cfg.model.name_or_path)
+
+
+def finish_results(results: dict[str, Any], module: L.LightningModule, datamodule: Any, mdl: MdlSettings,
+                   trainer: L.Trainer, summary_scores: Iterable[str], started: float,
+                   config: dict[str, Any]) -> dict[str, Any]:
+    """A probe run's results completed: the online code of its training labels (with MDL), its duration and config;
+    its headline scores (`<split>/final_<key>` of `summary_scores`, `mdl/...`) into W&B's summary."""
+    if mdl.enabled:
+        results["mdl"] = module.codelength(datamodule.train_dataloader_in_order())
+    results["duration_s"], results["config"] = round(time.time() - started, 2), config
+    scores = {f"{split}/final_{key}": results[split][key] for split in EVAL_SPLITS if split in results
+              for key in summary_scores if key in results[split]} | online_code.scores(results)
+    summarise_in_wandb(trainer.loggers, {**scores, "representation": results["representation"],
+                                         "best_epoch": results.get("best_epoch")})
+    return results
 
 
 def mdl_settings(cfg: DictConfig) -> MdlSettings:

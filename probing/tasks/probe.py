@@ -48,10 +48,10 @@ from probing.tasks.common import (
     check_config,
     closing_loggers,
     encoder_name_or_path,
+    finish_results,
     job_state,
     mdl_settings,
     store_settings,
-    summarise_in_wandb,
 )
 from probing.tasks.probe_words import WORD_TASK_KINDS, log_word_results, probe_words
 from probing.vocabulary import SCLASS_TASK
@@ -146,14 +146,7 @@ def probe(cfg: DictConfig, control: ControlTask, config: dict[str, Any], run_dir
         **{split: module.split_metrics[split] for split in EVAL_SPLITS if split in module.split_metrics},
         **module.mix_summary(), **outcome, "epochs_trained": trainer.current_epoch,
     }
-    if mdl.enabled:
-        results["mdl"] = module.codelength(inputs.datamodule.train_dataloader_in_order())
-    results["duration_s"], results["config"] = round(time.time() - started, 2), config
-    scores = {f"{split}/final_{key}": results[split][key] for split in EVAL_SPLITS if split in results
-              for key in SUMMARY_SCORES if key in results[split]} | online_code.scores(results)
-    summarise_in_wandb(trainer.loggers, {**scores, "representation": results["representation"],
-                                         "best_epoch": results["best_epoch"]})
-    return results
+    return finish_results(results, module, inputs.datamodule, mdl, trainer, SUMMARY_SCORES, started, config)
 
 
 def context_inputs(cfg: DictConfig, control: ControlTask = NO_CONTROL_TASK,

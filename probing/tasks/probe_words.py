@@ -28,7 +28,7 @@ from probing.probes import mdl as online_code
 from probing.probes.callbacks import best_epochs, best_weights_keeper, control_keeper, training_warnings
 from probing.probes.controls import ControlTask
 from probing.probes.word_data import load_word_task
-from probing.tasks.common import build_trainer, encoder_name_or_path, mdl_settings, store_settings, summarise_in_wandb
+from probing.tasks.common import build_trainer, encoder_name_or_path, finish_results, mdl_settings, store_settings
 
 log = logging.getLogger(__name__)
 
@@ -87,14 +87,7 @@ def probe_words(cfg: DictConfig, control: ControlTask, config: dict[str, Any], r
         **{split: module.split_metrics[split] for split in EVAL_SPLITS if split in module.split_metrics},
         **module.mix_summary(), **epochs, "warnings": warnings, "epochs_trained": trainer.current_epoch,
     }
-    if mdl.enabled:
-        results["mdl"] = module.codelength(datamodule.train_dataloader_in_order())
-    results["duration_s"], results["config"] = round(time.time() - started, 2), config
-    scores = {f"{split}/final_{key}": results[split][key] for split in EVAL_SPLITS if split in results
-              for key in SUMMARY_SCORES if key in results[split]} | online_code.scores(results)
-    summarise_in_wandb(trainer.loggers, {**scores, "representation": results["representation"],
-                                         "best_epoch": results.get("best_epoch")})
-    return results
+    return finish_results(results, module, datamodule, mdl, trainer, SUMMARY_SCORES, started, config)
 
 
 def log_word_results(results: dict[str, Any], out: Path) -> None:
