@@ -1,4 +1,7 @@
-"""probe.py: train the s-class probes on one representation of the words, score them, write results.json.
+"""probe.py: train the s-class probes on one representation of the words, score them, write results.json; or, on a
+word or word-pair task (task=upos, xpos, deprel, feats, ner, pos, supersense, jsonl), one multi-class probe (linear,
+MLP-1, MLP-2; Hewitt & Liang 2019 §4) on the words' vectors from the every-word stores (`probe_words`). Both train
+their control task beside, and with `probe.mdl=true` the prefix probes of the online code (Voita & Titov 2020 §2.2).
 
 The representation is built from `conf/representation/` (probing/probes/representations.py): one encoder layer
 (`layer=3`), the scalar mix of all layers (`layer=mix`), a bag-of-embeddings baseline (`baseline=pbert`, or the same
@@ -21,7 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from probing.config import build
 from probing.data.files import write_json_atomically
-from probing.data.settings import require_int
+from probing.data.settings import require_bool, require_int
 from probing.data.splits import EVAL_SPLITS, SEEN
 from probing.errors import ConfigError
 from probing.features.attention import DEFAULT_POLICY, window_policy
@@ -43,6 +46,7 @@ from probing.probes.saved import (
     save_probes,
     storage_dtype,
 )
+from probing.probes.word_data import load_word_task
 from probing.tasks.common import (
     build_trainer,
     check_config,
@@ -53,7 +57,6 @@ from probing.tasks.common import (
     mdl_settings,
     store_settings,
 )
-from probing.tasks.probe_words import WORD_TASK_KINDS, log_word_results, probe_words
 from probing.vocabulary import SCLASS_TASK
 
 log = logging.getLogger(__name__)
@@ -63,6 +66,8 @@ KNOWN_KEYS = ("task_name", "task", "paths", "model", "data", "features", "probe"
               "embeddings", "type_spaces", "layer", "baseline", "baselines", "representation", "representations",
               "context_size", "seed", "optimized_metric", "finetuned", "comparison_setup", "run_name", "run_group")
 SUMMARY_SCORES = ("micro_f1", "n_combinations", "n_contexts", "selectivity", "control_micro_f1")  # into W&B's summary
+WORD_TASK_KINDS = ("token", "word", "pair")  # task.kind of the tasks probe.py probes with one multi-class probe
+WORD_SUMMARY_SCORES = ("accuracy", "macro_f1", "selectivity", "control_accuracy")  # into W&B's summary
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
@@ -210,3 +215,64 @@ def features_about(cfg: DictConfig, level: str, inputs: ProbeInputs, control: Co
         with FeatureStore(stores["train"]) as store:
             about["weights_sha256"] = store.metadata.get("weights_sha256")
     return about
+
+
+def refuse_settings_of_sclass(cfg: DictConfig) -> None:
+    """Settings of the s-class probes that a word task does not have."""
+    if cfg.probe.get("reuse"):
+        raise ConfigError("probe.reuse scores saved s-class probes; a word task trains its own. Fix: probe.reuse=null")
+    if cfg.probe.get("level", "context") != "context":
+        raise ConfigError(f"probe.level={cfg.probe.level} is a setting of the s-class task (type-level probing); "
+                          f"task={cfg.task.name} probes every labelled word in context. Fix: probe.level=context")
+    if cfg.probe.control_task.get("seen_fraction"):
+        raise ConfigError("probe.control_task.seen_fraction holds out s-class contexts; a word task's dev and test "
+                          "already hold words seen in training. Fix: seen_fraction=0")
+
+
+def probe_words(cfg: DictConfig, control: ControlTask, config: dict[str, Any], run_dir: Path,
+                loggers: list[Logger]) -> dict[str, Any]:
+    """Train the word probe (and its control, and the MDL prefix probes) on one representation, score dev/test,
+    and sum up the run."""
+    started = time.time()
+    refuse_settings_of_sclass(cfg)
+    L.seed_everything(cfg.seed, workers=True)
+    mdl = mdl_settings(cfg)
+    representation = build(cfg.representation, "representation")
+    data = load_word_task(build(cfg.data.source, "data.source"), cfg.task.name, cfg.data.name)
+    pair_product = require_bool("probe.pair_product", cfg.probe.get("pair_product", False))
+    inputs = representation.word_inputs(data, store_settings(cfg.features), cfg.probe.batch_size, control,
+                                        pair_product=pair_product, mdl_seed=mdl.seed if mdl.enabled else None)
+    datamodule = inputs.datamodule
+    keepers = [] if control.seed is None else [control_keeper(False)]
+    trainer = build_trainer(cfg, keepers, loggers=loggers)
+    for logger in trainer.loggers:
+        logger.log_hyperparams({**config, "representation": inputs.about["representation"]})
+    block_ends = mdl.block_ends(len(datamodule.splits["train"])) if mdl.enabled else None
+    module = build(cfg.probe.word_module, "probe.word_module")(
+        input_dim=datamodule.feature_dim, label_names=inputs.classes, num_layers=datamodule.num_layers,
+        mix=OmegaConf.to_container(cfg.probe.mix, resolve=True), control=control.seed is not None,
+        mdl_block_ends=block_ends)
+    trainer.fit(module, datamodule=datamodule)
+    epochs, best_dev = best_epochs(trainer.callbacks), best_weights_keeper(trainer.callbacks).best_score
+    warnings = training_warnings(best_dev, trainer.current_epoch)
+    trainer.validate(module, datamodule=datamodule, verbose=False)
+    trainer.test(module, datamodule=datamodule, verbose=False)
+    results = {
+        "task": cfg.task.name, "probe_family": module.hparams.family, "rank": module.hparams.rank,
+        "pair": bool(data.pair), "pair_product": pair_product if data.pair else None,
+        "model": cfg.model.name, "model_name_or_path": model_location(encoder_name_or_path(cfg)),
+        "finetuned_task": finetuned_task(encoder_name_or_path(cfg)),
+        "random_init": bool(cfg.model.get("random_init", False)), "data": cfg.data.name, "level": "context",
+        **inputs.about, "probe": cfg.probe.name, "seed": cfg.seed, "labels": list(inputs.classes),
+        "control_seed": control.seed,
+        **{split: module.split_metrics[split] for split in EVAL_SPLITS if split in module.split_metrics},
+        **module.mix_summary(), **epochs, "warnings": warnings, "epochs_trained": trainer.current_epoch,
+    }
+    return finish_results(results, module, datamodule, mdl, trainer, WORD_SUMMARY_SCORES, started, config)
+
+
+def log_word_results(results: dict[str, Any], out: Path) -> None:
+    control = f" (selectivity {results['test']['selectivity']:+.3f})" if "selectivity" in results["test"] else ""
+    log.info("%s %s %s: dev accuracy %.3f, test accuracy %.3f%s%s -> %s", results["task"], results["probe_family"],
+             results["representation"], results["dev"]["accuracy"], results["test"]["accuracy"], control,
+             online_code.describe(results), out)
