@@ -24,6 +24,7 @@ import lightning as L
 import torch
 
 from probing.data.task_sources import PosSource
+from probing.devices import keep_freed_memory
 from probing.finetune.datamodule import TaskDataModule
 from probing.finetune.module import FineTuner
 
@@ -76,6 +77,7 @@ def sentences_per_second(args: argparse.Namespace, precision: str, window: int |
 
 def main() -> None:
     args = parse_args()
+    keep_freed_memory()  # as train.py does
     rates: dict[str, list[float]] = {name: [] for name in SETTINGS}
     for _ in range(args.rounds):
         for name, (precision, window) in SETTINGS.items():

@@ -210,8 +210,9 @@ class SClassProbe(ProbeModule):
 def note_precision(precision: str, device: torch.device) -> None:
     """bf16 training on a device without bf16 arithmetic units is correct but emulated, many times slower than
     float32 (on CPU: no AVX-512 BF16 or AMX): a warning. float32 on a CPU with them: a one-line hint, as bf16-mixed
-    trains the default probe run about twice as fast there at the same F1 (bench/probe_run.py); it stays opt-in, its
-    speed still short of its target and its scores moving within a seed's noise."""
+    trains the default probe run 2.3 times as fast there at the same F1 within the seeds' spread (bench/probe_run.py).
+    It stays opt-in so that a command gives the same numbers on every machine (a default that followed the hardware
+    would make a laptop's table differ from a cluster's)."""
     if precision.startswith("bf16") and not has_native_bf16(device):
         log.warning("trainer.precision=%s: this %s has no bf16 arithmetic units, so bf16 is emulated and slower than "
                     "float32 here (the scores are unaffected). Fix: trainer.precision=32-true on this machine",

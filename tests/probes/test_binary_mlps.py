@@ -7,7 +7,6 @@ import torch
 from torch import nn
 
 from probing.probes.components import BatchedBinaryMLPs
-from probing.probes.components.binary_mlps import block_diagonal
 
 
 def test_batched_logits_equal_standalone_probes():
@@ -95,10 +94,13 @@ def test_input_gradient_is_the_sum_over_probes():
     torch.testing.assert_close(x.grad, expected)
 
 
-def test_block_diagonal_places_each_block_on_the_diagonal():
-    blocks = torch.arange(12.0).view(3, 2, 2)
-    expected = torch.block_diag(*blocks)
-    torch.testing.assert_close(block_diagonal(blocks), expected, rtol=0, atol=0)
+def test_every_gradient_comes_out_contiguous_in_its_parameters_shape():
+    """Fused Adam copies strided tensors: the products' layout must hand every gradient over as it is stored."""
+    torch.manual_seed(7)
+    probes = BatchedBinaryMLPs(num_probes=3, input_dim=6, hidden_dim=5)
+    probes(torch.randn(4, 6))[..., 1].sum().backward()
+    for name, parameter in probes.named_parameters():
+        assert parameter.grad.shape == parameter.shape and parameter.grad.is_contiguous(), name
 
 
 def per_probe_reference(x, w1, b1, w2, b2):
@@ -108,8 +110,8 @@ def per_probe_reference(x, w1, b1, w2, b2):
 
 
 def test_a_training_step_equals_the_per_probe_model_with_plain_adam():
-    """One step of the module (one wide first layer, block-diagonal second layer, fused Adam) moves every weight as
-    C separate per-probe products followed by the textbook Adam loop do."""
+    """One step of the module (products over the probe axis with the examples as columns, fused Adam) moves every
+    weight as C separate per-probe products with the examples as rows followed by the textbook Adam loop do."""
     torch.manual_seed(6)
     probes = BatchedBinaryMLPs(num_probes=4, input_dim=10, hidden_dim=12)
     reference = [nn.Parameter(tensor.detach().clone()) for tensor in

@@ -18,7 +18,6 @@ from typing import Any
 
 import torch
 from torch import Tensor, nn
-from torch.nn import functional as F
 
 from probing.data.settings import choose, require_int, require_number
 from probing.errors import ConfigError
@@ -54,11 +53,14 @@ class BatchedWordProbes(nn.Module):
     Their code drops an MLP's input too; we do not, so that the first layer of all heads stays one shared product.
     Masks are drawn independently per head.
 
-    Every head reads the same input, so the first layer of all heads is ONE wide linear layer: w1 viewed as
-    (heads*out, D) (a view, no copy) gives the first layer of every head as one (B, heads*out) matrix. Later layers
-    are batched products over heads, (heads, B, in) @ (heads, in, out) (`torch.baddbmm`). An input that already
-    differs per head, (heads, B, D) (per-head scalar mixes, or a linear probe's per-head input dropout), makes the
-    first layer a batched product too.
+    Each layer of all heads is ONE batched product over the head axis, with the examples as columns: layer j maps
+    (heads, in, B) to (heads, out, B) as w{j} (heads, out, in) @ (heads, in, B) + b{j}, starting from the input as
+    (D, B), shared by every head (or (heads, D, B), one input per head: per-head scalar mixes, a linear probe's
+    per-head input dropout). In this layout every operand of the step, gradients included, is contiguous in its
+    natural shape (the weights' gradients come out as (heads, out, in), as fused Adam wants them), a first layer runs
+    as fast as one wide (B, heads*H) product or faster (26 s-class probes on MiniLM, CPU: 1.1x in fp32, 1.03x in bf16),
+    and a small output layer costs its own FLOPs only (after one wide product it is a block-diagonal product, 2·heads/D
+    of the first layer's FLOPs for 2 logits; bench/probe.py).
     """
 
     def __init__(self, num_heads: int, input_dim: int, num_labels: int, family: str = "linear",
@@ -108,21 +110,14 @@ class BatchedWordProbes(nn.Module):
                              f"{self.input_dim}), got {tuple(x.shape)}")
         if self.family == "linear" and self.training and self.dropout.p > 0:
             x = self.dropout(x if per_head else x.expand(self.num_heads, *x.shape))  # a mask per head
-        layers = self.layers()
-        weight, bias = layers[0]
-        if x.dim() == 2:
-            out = F.linear(x, weight.view(-1, self.input_dim), bias.view(-1))  # (B, heads*out)
-            if len(layers) == 1:
-                return out.view(x.shape[0], self.num_heads, -1)
-            hidden = out.view(x.shape[0], self.num_heads, -1).transpose(0, 1)  # (heads, B, out)
-        else:
-            hidden = torch.baddbmm(bias.unsqueeze(1), x, weight.transpose(1, 2))
-        for weight, bias in layers[1:]:
-            if self.family != "linear":
+        # examples as columns: (D, B) once for every head, or (heads, D, B)
+        hidden = x.T.contiguous().expand(self.num_heads, *x.T.shape) if x.dim() == 2 else x.transpose(1, 2)
+        for j, (weight, bias) in enumerate(self.layers()):
+            if j and self.family != "linear":
                 # in place: the product before needs its inputs for backward, not its output
                 hidden = self.dropout(hidden.relu_())
-            hidden = torch.baddbmm(bias.unsqueeze(1), hidden, weight.transpose(1, 2))
-        return hidden.transpose(0, 1)
+            hidden = torch.baddbmm(bias.unsqueeze(-1), weight, hidden)  # (heads, out, B)
+        return hidden.permute(2, 0, 1)
 
     def as_sequential(self, head: int) -> nn.Sequential:
         """Head `head` as a standalone nn.Sequential with copied weights: [Dropout ->] Linear [-> Linear] for the
