@@ -136,6 +136,7 @@ def main() -> None:
                          args.gemm_steps)
         floor_s += flops["flops"] / rate
         runs.append({**flops, "layer": result["layer"], "gemm_flop_per_s": rate, "floor_s": flops["flops"] / rate,
+                     "duration_s": result.get("duration_s"),
                      "test": {key: value for key, value in result["test"].items() if not isinstance(value, dict)}})
     figures = {"precision": args.precision, "layers": args.layers, "overrides": args.override, "run_s": run_s,
                "flop_floor_s": floor_s, "run_vs_flop_floor": run_s / floor_s, "runs": runs, "cpus": os.cpu_count(),
@@ -148,7 +149,8 @@ def main() -> None:
           f"on {os.cpu_count()} CPUs")
     for run in runs:
         score = run["test"].get("micro_f1", run["test"].get("accuracy"))
-        print(f"  layer {run['layer']}: floor {run['floor_s']:.1f} s, test {score:.3f}")
+        print(f"  layer {run['layer']}: floor {run['floor_s']:.1f} s, the run's own duration_s {run['duration_s']} s, "
+              f"test {score:.3f}")
     print(f"run_s={run_s:.1f} flop_floor_s={floor_s:.1f} run_vs_flop_floor={run_s / floor_s:.2f}")
     if args.json:
         args.json.write_text(json.dumps(figures, indent=2) + "\n")

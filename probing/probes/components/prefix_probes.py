@@ -6,7 +6,7 @@ and encodes block p+1, positions [ends[p], ends[p+1]).
 
 A task may send several labels per example, one per target column: a word task sends one (two with its control
 task), the s-class task C binary decisions (2C with the control task). Every (prefix, target) pair is an independent
-probe: head t of `heads[p]`, a `WordProbeHead` of T heads (one wide product for the T probes of a prefix).
+probe: head t of `heads[p]`, a `WordProbeHead` of T heads (one batched product for the T probes of a prefix).
 
 Training cost. Each step runs prefix p's probes on the batch rows of its prefix only (gathered): with uniformly
 shuffled batches prefix p gets about B * t_p / n rows, so the products of an epoch cost what the prefixes' own epochs

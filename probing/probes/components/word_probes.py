@@ -162,8 +162,8 @@ class WordProbeHead(nn.Module):
 
     With `num_layers` set, features are (B, num_layers, D) and each head gets its own `ScalarMix` (options in `mix`:
     layer_norm, dropout, l2_lambda): the heads are independent models, so none shares its layer weights. With one
-    head this is ProbeHead's single mix; with several, each head's mixed vector is its own input (heads, B, D) and
-    the first layer is a batched product instead of one wide one.
+    head this is ProbeHead's single mix; with several, each head's mixed vector is its own input (heads, B, D), read
+    by the head's first layer alone.
     """
 
     def __init__(self, num_heads: int, input_dim: int, num_labels: int, family: str = "linear",
