@@ -38,8 +38,10 @@ def test_freed_blocks_are_reused_instead_of_page_faulted_again():
     default, kept, after = done.stdout.split()
     pages = 64 * 2**20 // 4096
     assert kept == "True"
-    assert int(default) >= 10 * pages  # by default glibc maps each block afresh: every page faults every time
-    assert int(after) <= 2 * pages  # kept: the freed blocks are reused
+    if int(default) < 10 * pages:  # e.g. huge pages for every mapping: a fresh block costs a few faults only
+        pytest.skip(f"freed blocks cost {default} page faults here without keep_freed_memory: nothing to save")
+    # glibc maps each block afresh by default (every page faults every time); kept, the freed blocks are reused
+    assert int(after) <= 2 * pages
 
 
 def test_elsewhere_nothing_changes(monkeypatch):
