@@ -112,9 +112,9 @@ def run_flops(results: dict) -> dict:
             for split in ("train", "dev")}
     control = "control_micro_f1" in results["test"] or "control_accuracy" in results["test"]
     targets = probes * (2 if control else 1)  # the task's probes and the control task's
-    per_epoch = targets * (rows["train"] * train + rows["dev"] * forward)
     prefix_ends = results.get("mdl", {}).get("block_ends", [])[:-1]
-    per_epoch += sum(targets * (end * train + rows["dev"] * forward) for end in prefix_ends)
+    # the probes train on every training example, prefix probe p on its first t_p; all score every dev example
+    per_epoch = targets * sum(examples * train + rows["dev"] * forward for examples in [rows["train"], *prefix_ends])
     return {"flops": results["epochs_trained"] * per_epoch, "sizes": sizes, "probes": probes, "targets": targets,
             "train": rows["train"], "dev": rows["dev"], "epochs": results["epochs_trained"],
             "prefix_probes": len(prefix_ends), "batch": results["config"]["probe"]["batch_size"]}
@@ -134,8 +134,9 @@ def main() -> None:
         sizes = flops["sizes"]
         rate = gemm_rate(PRECISIONS[args.precision][1], flops["batch"], sizes[0], flops["probes"], sizes[1],
                          args.gemm_steps)
-        floor_s += flops["flops"] / rate
-        runs.append({**flops, "layer": result["layer"], "gemm_flop_per_s": rate, "floor_s": flops["flops"] / rate,
+        run_floor_s = flops["flops"] / rate
+        floor_s += run_floor_s
+        runs.append({**flops, "layer": result["layer"], "gemm_flop_per_s": rate, "floor_s": run_floor_s,
                      "duration_s": result.get("duration_s"),
                      "test": {key: value for key, value in result["test"].items() if not isinstance(value, dict)}})
     figures = {"precision": args.precision, "layers": args.layers, "overrides": args.override, "run_s": run_s,
