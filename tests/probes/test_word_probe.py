@@ -37,6 +37,33 @@ def test_each_head_equals_a_standalone_sequential(family, rank):
         torch.testing.assert_close(logits[:, head], probes.as_sequential(head)(per_head[head]), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize(("family", "rank"), FAMILIES)
+def test_under_bf16_autocast_each_head_computes_and_learns_as_a_standalone_sequential(family, rank):
+    """bf16-mixed adds the biases after the product (not as its addend, as in float32): same logits and float32
+    gradients as each head's own nn.Sequential under the same autocast, up to bf16 rounding."""
+    torch.manual_seed(0)
+    probes = BatchedWordProbes(num_heads=3, input_dim=12, num_labels=5, family=family, hidden_dim=16, rank=rank)
+    with torch.no_grad():
+        for _, bias in probes.layers():
+            # |bias| near 1 and small inputs: no hidden unit near 0, where bf16 rounding may flip its ReLU
+            bias.add_(torch.randn_like(bias).sign())
+    standalone = [probes.as_sequential(head) for head in range(3)]
+    x = 0.1 * torch.randn(7, 12)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        logits = probes(x)
+        reference = [probe(x) for probe in standalone]
+    assert logits.dtype == torch.bfloat16
+    logits.float().square().sum().backward()
+    for head, (probe, expected) in enumerate(zip(standalone, reference)):
+        torch.testing.assert_close(logits[:, head], expected, rtol=2e-2, atol=2e-2)
+        expected.float().square().sum().backward()
+        linears = [module for module in probe if isinstance(module, nn.Linear)]
+        for (weight, bias), linear in zip(probes.layers(), linears):
+            assert weight.grad.dtype == bias.grad.dtype == torch.float32
+            for batched, alone in ((weight.grad[head], linear.weight.grad), (bias.grad[head], linear.bias.grad)):
+                assert (batched - alone).norm() <= 0.02 * alone.norm()
+
+
 def test_standalone_layers_of_each_family():
     def kinds(family, rank=None, dropout=0.0):
         probes = BatchedWordProbes(1, 4, 3, family=family, hidden_dim=5, rank=rank, dropout=dropout)
