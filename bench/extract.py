@@ -35,7 +35,7 @@ from torch.nn.utils.rnn import pad_sequence
 
 from probing.data.sources import packaged_streusle_paths
 from probing.data.streusle import read_streusle, streusle_classes
-from probing.devices import has_native_bf16
+from probing.devices import cpu_description, has_native_bf16
 from probing.features.encoder import PreparedInput, WordEncoder
 from probing.features.extraction import extract_split, plan_batches
 from probing.features.store import FeatureStore
@@ -167,7 +167,8 @@ def main() -> None:
               "bf16/fp32": round(results["bf16"]["tokens_per_s"] / e2e, 3)}
     native = "bf16 units" if has_native_bf16(bf16.device) else "no bf16 units: bf16 emulated"
     print(f"\n{encoder.info.model_name} on {encoder.device} ({native}), {len(records)} records, {args.dtype} "
-          f"storage, max {args.max_tokens_per_batch} tokens per batch, torch threads {torch.get_num_threads()}")
+          f"storage, max {args.max_tokens_per_batch} tokens per batch, torch threads {torch.get_num_threads()}: "
+          f"{cpu_description()}")
     print(f"{'stage':<14}{'rows':>7}{'tokens':>9}{'seconds':>10}{'tokens/s':>11}")
     for stage, row in results.items():
         print(f"{stage:<14}{row['rows']:>7}{row['tokens']:>9}{row['seconds']:>10.2f}{row['tokens_per_s']:>11.0f}")
@@ -181,7 +182,8 @@ def main() -> None:
     if args.json:
         args.json.write_text(json.dumps({
             "model": encoder.info.model_name, "device": str(encoder.device), "native_bf16": native == "bf16 units",
-            "torch_threads": torch.get_num_threads(), "max_tokens_per_batch": args.max_tokens_per_batch,
+            "cpu": cpu_description(), "torch_threads": torch.get_num_threads(),
+            "max_tokens_per_batch": args.max_tokens_per_batch,
             "dtype": args.dtype, **results, "bf16_relative_error": errors, "ratios": ratios,
         }, indent=2) + "\n", encoding="utf-8")
     print(f"ratio_vs_bare={ratios['end_to_end/bare_forward']:.2f} ratio_vs_naive={ratios['end_to_end/naive']:.2f} "

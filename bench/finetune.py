@@ -24,7 +24,7 @@ import lightning as L
 import torch
 
 from probing.data.task_sources import PosSource
-from probing.devices import keep_freed_memory
+from probing.devices import cpu_description, keep_freed_memory
 from probing.finetune.datamodule import TaskDataModule
 from probing.finetune.module import FineTuner
 
@@ -83,11 +83,14 @@ def main() -> None:
         for name, (precision, window) in SETTINGS.items():
             rates[name].append(sentences_per_second(args, precision, args.window if window else None))
     median = {name: statistics.median(values) for name, values in rates.items()}
-    figures = {"model": args.model, "batch_size": args.batch_size, "steps": args.steps, "window": args.window,
+    figures = {"model": args.model, "cpu": cpu_description(), "batch_size": args.batch_size,
+               "steps": args.steps, "window": args.window,
                "sentences_per_second": median, "runs": rates,
                "bf16_over_fp32": median["bf16 full"] / median["fp32 full"],
                "window_over_full_fp32": median["fp32 window"] / median["fp32 full"],
                "window_over_full_bf16": median["bf16 window"] / median["bf16 full"]}
+    print(f"# {args.model}, batch {args.batch_size}, {args.steps} timed steps, {args.accelerator}, torch threads "
+          f"{torch.get_num_threads()}: {cpu_description()}")
     for name, value in median.items():
         print(f"{name:12s} {value:8.1f} sentences/s  (runs: {', '.join(f'{v:.1f}' for v in rates[name])})")
     print(f"bf16-mixed / fp32: {figures['bf16_over_fp32']:.2f}x;  window k={args.window} / full attention: "

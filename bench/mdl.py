@@ -39,7 +39,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from probing.devices import timed
+from probing.devices import cpu_description, timed
 from probing.probes import mdl
 from probing.probes.word_probe import WordProbe
 
@@ -126,7 +126,7 @@ def main() -> None:
     print(f"# {args.family}, H={args.hidden_dim}, D={args.input_dim}, K={args.labels}, N={args.rows}, S={len(ends)} "
           f"blocks ({len(ends) - 1} prefix probes), {args.epochs} epochs, batch {args.batch_size}, device {device}, "
           f"torch threads {torch.get_num_threads()}, 1-min load average {load_before:.2f} -> "
-          f"{os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
+          f"{os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs: {cpu_description()}")
     print(f"uniform_codelength_bits={batched_bits['uniform_codelength_bits']:.1f}")
     print(f"codelength_batched_bits={batched_bits['codelength_bits']:.1f}")
     print(f"codelength_separate_bits={separate_codelength(probes, ends, data, args.labels):.1f}")

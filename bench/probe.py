@@ -73,7 +73,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from probing.config import build
-from probing.devices import keep_freed_memory, timed
+from probing.devices import cpu_description, keep_freed_memory, timed
 from probing.probes.metrics import SClassMetrics
 from probing.probes.sclass_probe import SClassProbe
 from probing.tasks import probe as probe_task
@@ -283,7 +283,7 @@ def print_table(rows: list[dict], header: str) -> None:
 
 def machine(device: torch.device) -> dict:
     return {"device": str(device), "device_name": torch.cuda.get_device_name() if device.type == "cuda" else None,
-            "torch_threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
+            "cpu": cpu_description(), "torch_threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
             "cpu_capability": torch.backends.cpu.get_cpu_capability(), "torch_version": torch.__version__}
 
 
@@ -297,7 +297,7 @@ def benchmark_models(args: argparse.Namespace) -> None:
               f"{len(splits['test'].labels)} test contexts, D={train.features.shape[1]}, C={len(class_names)} probes, "
               f"H={args.hidden_dim}, precision {args.precision}, {args.epochs} epochs (median of epochs "
               f"2..{args.epochs}), device {train.features.device}, torch threads {torch.get_num_threads()}, "
-              f"1-min load average {load['before']} -> {load['after']} on {os.cpu_count()} CPUs")
+              f"1-min load average {load['before']} -> {load['after']} on {os.cpu_count()} CPUs: {cpu_description()}")
     print_table(rows, header)
     if args.json:
         args.json.write_text(json.dumps({

@@ -40,7 +40,7 @@ from pathlib import Path
 import h5py
 import torch
 
-from probing.devices import keep_freed_memory, timed
+from probing.devices import cpu_description, keep_freed_memory, timed
 
 PRECISIONS = {"32": ("32-true", torch.float32), "bf16": ("bf16-mixed", torch.bfloat16)}
 REPO = Path(__file__).resolve().parents[1]
@@ -141,13 +141,13 @@ def main() -> None:
                      "test": {key: value for key, value in result["test"].items() if not isinstance(value, dict)}})
     figures = {"precision": args.precision, "layers": args.layers, "overrides": args.override, "run_s": run_s,
                "flop_floor_s": floor_s, "run_vs_flop_floor": run_s / floor_s, "runs": runs, "cpus": os.cpu_count(),
-               "torch_threads": torch.get_num_threads()}
+               "cpu": cpu_description(), "torch_threads": torch.get_num_threads()}
     first = runs[0]
     print(f"# probe.py model={args.model} layer={args.layers} {' '.join(args.override)} trainer.precision="
           f"{PRECISIONS[args.precision][0]}: {len(runs)} run(s), {first['epochs']} epochs, {first['train']} train / "
           f"{first['dev']} dev examples, probe layers {first['sizes']} x {first['targets']} probes, "
           f"{first['prefix_probes']} MDL prefix probes; bare products {first['gemm_flop_per_s'] / 1e9:.0f} GFLOP/s "
-          f"on {os.cpu_count()} CPUs")
+          f"on {os.cpu_count()} CPUs: {cpu_description()}")
     for run in runs:
         score = run["test"].get("micro_f1", run["test"].get("accuracy"))
         print(f"  layer {run['layer']}: floor {run['floor_s']:.1f} s, the run's own duration_s {run['duration_s']} s, "

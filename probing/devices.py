@@ -35,6 +35,26 @@ def cpu_has_native_bf16() -> bool:
         return False
 
 
+def cpu_description(cpuinfo_path: str = "/proc/cpuinfo") -> str:
+    """The processor as a benchmark figure should name it: its model name, its x86 family and model (figures on two
+    CPUs sold under one name, e.g. two EPYC generations, differ) and whether it has bf16 units, e.g. "AMD EPYC (x86
+    family 26 model 2), bf16 units". From /proc/cpuinfo on Linux, the platform module elsewhere."""
+    fields = {}
+    try:
+        with open(cpuinfo_path, encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                key, _, value = line.partition(":")
+                if not line.strip():
+                    break  # the first processor's block is enough
+                fields.setdefault(key.strip(), value.strip())
+    except OSError:
+        pass
+    name = fields.get("model name") or platform.processor() or platform.machine() or "unknown CPU"
+    if "cpu family" in fields and "model" in fields:
+        name += f" (x86 family {fields['cpu family']} model {fields['model']})"
+    return f"{name}, {'bf16 units' if cpu_has_native_bf16() else 'no bf16 units'}"
+
+
 def has_native_bf16(device: torch.device) -> bool:
     """True when `device` (cpu or cuda) computes in bfloat16 in hardware (on CUDA: compute capability 8.0 or later)."""
     if device.type == "cuda":

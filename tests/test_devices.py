@@ -49,3 +49,17 @@ def test_elsewhere_nothing_changes(monkeypatch):
 
     monkeypatch.setattr(devices.platform, "system", lambda: "Darwin")
     assert devices.keep_freed_memory() is False
+
+
+def test_cpu_description_names_the_first_processors_model_family_and_bf16_units(tmp_path, monkeypatch):
+    from probing import devices
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 26\nmodel\t\t: 2\n"
+                       "model name\t: AMD EPYC\n\nprocessor\t: 1\ncpu family\t: 25\nmodel\t\t: 17\n"
+                       "model name\t: Other\n", encoding="utf-8")
+    monkeypatch.setattr(devices, "cpu_has_native_bf16", lambda: True)
+    assert devices.cpu_description(str(cpuinfo)) == "AMD EPYC (x86 family 26 model 2), bf16 units"
+    monkeypatch.setattr(devices, "cpu_has_native_bf16", lambda: False)
+    monkeypatch.setattr(platform, "processor", lambda: "arm")
+    assert devices.cpu_description(str(tmp_path / "absent")) == "arm, no bf16 units"
