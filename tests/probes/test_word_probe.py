@@ -64,6 +64,20 @@ def test_under_bf16_autocast_each_head_computes_and_learns_as_a_standalone_seque
                 assert (batched - alone).norm() <= 0.02 * alone.norm()
 
 
+def test_a_bf16_module_computes_as_its_standalone_bf16_sequentials():
+    torch.manual_seed(0)
+    probes = BatchedWordProbes(num_heads=2, input_dim=12, num_labels=5, family="mlp2", hidden_dim=16)
+    with torch.no_grad():
+        for _, bias in probes.layers():
+            bias.add_(torch.randn_like(bias).sign())
+    probes = probes.to(torch.bfloat16)
+    x = (0.1 * torch.randn(7, 12)).to(torch.bfloat16)
+    logits = probes(x)
+    assert logits.dtype == torch.bfloat16
+    for head in range(2):
+        torch.testing.assert_close(logits[:, head], probes.as_sequential(head)(x), rtol=2e-2, atol=2e-2)
+
+
 def test_standalone_layers_of_each_family():
     def kinds(family, rank=None, dropout=0.0):
         probes = BatchedWordProbes(1, 4, 3, family=family, hidden_dim=5, rank=rank, dropout=dropout)

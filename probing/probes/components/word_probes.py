@@ -112,7 +112,8 @@ class BatchedWordProbes(nn.Module):
             x = self.dropout(x if per_head else x.expand(self.num_heads, *x.shape))  # a mask per head
         # examples as columns: (D, B) once for every head, or (heads, D, B)
         hidden = x.T.contiguous().expand(self.num_heads, *x.T.shape) if x.dim() == 2 else x.transpose(1, 2)
-        bias_after = x.device.type == "cpu" and (self.w1.dtype != torch.float32 or torch.is_autocast_enabled("cpu"))
+        bias_after = x.device.type == "cpu" and (self.w1.dtype in (torch.bfloat16, torch.float16)
+                                                 or torch.is_autocast_enabled("cpu"))
         for j, (weight, bias) in enumerate(self.layers()):
             if j and self.family != "linear":
                 # in place: the product before needs its inputs for backward, not its output
