@@ -29,7 +29,7 @@ up to float noise: the probes share no parameters, so both compute the same grad
 
 Where the milliseconds of a step go (one head, B = 256, MiniLM, C = 26, H = 1024; each part timed in a replica of
 the step on a 2-core AMD EPYC, x86 family 26 model 2, with AVX-512 BF16; fp32 / bf16): the step 62.0 / 23.8 ms; the
-first layer's forward 26.8 / 6.8 and its weight gradient 26.4 / 6.5 (the bare products: 48.7-52.7 / 11.1-11.5); the
+first layer's forward 26.8 / 6.8 and its weight gradient 26.4 / 6.5 (the bare products: 46.6-52.7 / 10.8-12.5); the
 bias (fp32: the product's addend; bf16: an in-place add after it, which baddbmm's own pass costs twice) and its
 gradient 0.4 / 0.8; ReLU and its backward 1.7 / 1.1; the second layer's 3 products 2.9 / 1.8; the loss 0.6 / 0.6; in
 bf16 autocast's casts of W1 to bf16 and of its gradient back 2.3; fused Adam over the 10.3 M parameters and their
