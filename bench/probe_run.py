@@ -41,6 +41,7 @@ import h5py
 import torch
 
 from probing.devices import cpu_description, keep_freed_memory, timed
+from probing.probes.components.word_probes import layer_sizes
 
 PRECISIONS = {"32": ("32-true", torch.float32), "bf16": ("bf16-mixed", torch.bfloat16)}
 REPO = Path(__file__).resolve().parents[1]
@@ -96,9 +97,8 @@ def probe_layers(results: dict) -> tuple[list[int], int]:
     if "classes" in results:  # s-class: C binary MLPs D -> H -> 2
         return [dim, probe["module"]["hidden_dim"], 2], len(results["classes"])
     dim *= 3 if results.get("pair_product") else 2 if results.get("pair") else 1
-    hidden, labels = probe["word_module"]["hidden_dim"], len(results["labels"])
-    middle = {"linear": [results["rank"]] if results["rank"] else [], "mlp1": [hidden], "mlp2": [hidden, hidden]}
-    return [dim, *middle[results["probe_family"]], labels], 1
+    return layer_sizes(results["probe_family"], dim, len(results["labels"]), probe["word_module"]["hidden_dim"],
+                       results["rank"]), 1
 
 
 def run_flops(results: dict) -> dict:

@@ -41,6 +41,14 @@ def check_word_probe_settings(family: str, hidden_dim: int, rank: int | None, dr
                               "or probe=linear")
 
 
+def layer_sizes(family: str, input_dim: int, num_labels: int, hidden_dim: int, rank: int | None = None) -> list[int]:
+    """The sizes of one probe's layers, input first: [D, K] for a linear probe ([D, r, K] with rank r), [D, H, K] for
+    mlp1, [D, H, H, K] for mlp2."""
+    if family == "linear":
+        return [input_dim, *([rank] if rank is not None else []), num_labels]
+    return [input_dim, *[hidden_dim] * (1 if family == "mlp1" else 2), num_labels]
+
+
 class BatchedWordProbes(nn.Module):
     """`num_heads` independent multi-class probes of one family with stacked parameters.
 
@@ -72,10 +80,7 @@ class BatchedWordProbes(nn.Module):
         check_word_probe_settings(family, hidden_dim, rank, dropout)
         self.num_heads, self.input_dim, self.num_labels = num_heads, input_dim, num_labels
         self.family, self.hidden_dim, self.rank = family, hidden_dim, rank
-        if family == "linear":
-            self.sizes = [input_dim, *([rank] if rank is not None else []), num_labels]
-        else:
-            self.sizes = [input_dim, *[hidden_dim] * (1 if family == "mlp1" else 2), num_labels]
+        self.sizes = layer_sizes(family, input_dim, num_labels, hidden_dim, rank)
         for j, (fan_in, fan_out) in enumerate(zip(self.sizes, self.sizes[1:]), start=1):
             self.register_parameter(f"w{j}", nn.Parameter(torch.empty(num_heads, fan_out, fan_in)))
             self.register_parameter(f"b{j}", nn.Parameter(torch.empty(num_heads, fan_out)))
