@@ -200,7 +200,8 @@ def plot_per_class(results: list[dict[str, Any]], path: Path) -> bool:
     plt = pyplot()
     classes, layers, grid = table
     values = np.array([[np.nan if x is None else x for x in row] for row in grid], dtype=float)
-    fig, ax = plt.subplots(figsize=(1.2 + 0.55 * len(layers), 1.0 + 0.28 * len(classes)))
+    label_inches = 0.06 * max(len(name) for name in classes)  # the class names at fontsize 7
+    fig, ax = plt.subplots(figsize=(1.6 + label_inches + 0.55 * len(layers), 1.0 + 0.28 * len(classes)))
     image = ax.imshow(values, vmin=0.0, vmax=1.0, cmap="viridis", aspect="auto")
     ax.set_xticks(range(len(layers)), [str(layer) for layer in layers])
     ax.set_yticks(range(len(classes)), classes, fontsize=7)

@@ -7,6 +7,7 @@ import csv
 import json
 import random
 import statistics
+import warnings
 
 import pytest
 
@@ -14,7 +15,7 @@ from probing.errors import DataFormatError
 from probing.report import write_report
 from probing.report.__main__ import main
 from probing.report.aggregate import aggregate, representation_sort_key, variant_keys
-from probing.report.plots import per_class_by_layer, write_plots
+from probing.report.plots import per_class_by_layer, plot_per_class, write_plots
 from probing.report.tables import context_size_tables, markdown_table, representation_tables
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -283,3 +284,14 @@ def test_a_run_found_twice_is_counted_once(tmp_path, capsys):
     [row] = write_report(tmp_path)
     assert row["seeds"] == [0, 1] and row["test_micro_f1"] == pytest.approx(0.5)
     assert "Counted once: 1 results.json" in capsys.readouterr().out
+
+
+def test_one_layer_per_class_plot_fits_long_class_names(tmp_path):
+    """A single-layer run with the 26 STREUSLE-length class names: the heatmap is laid out without matplotlib's
+    "Tight layout not applied" warning (the figure is wide enough for the names, the colour bar and the title)."""
+    classes = [f"n.{name}" for name in ["COMMUNICATION", "NATURALOBJECT", "PHENOMENON"] * 9][:26]
+    run = {"model": "m", "data": "d", "probe": "p", "pooling": "mean", "context_size": None, "layer": 6, "seed": 0,
+           "classes": classes, "test": {"micro_f1": 0.5, "per_class_f1": [0.5] * 26}}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert plot_per_class([run], tmp_path / "per_class.png")
