@@ -30,8 +30,19 @@ from omegaconf.errors import OmegaConfBaseException
 
 from probing.errors import ConfigError, ProbingError
 
-# Library noise that says nothing about the run: a deprecation inside Lightning's own code.
+# Library noise that says nothing about the run: a deprecation inside Lightning's own code, and the advertisement
+# Lightning logs once per Trainer for its cloud logger.
 warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\).*")
+
+
+class DropLightningTip(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("💡 Tip:")
+
+
+# Lightning's rank-zero messages go to one of these two loggers, whichever of its packages was imported last.
+for _name in ("lightning.pytorch.utilities.rank_zero", "lightning.fabric.utilities.rank_zero"):
+    logging.getLogger(_name).addFilter(DropLightningTip())
 
 
 # Hydra's launcher plugins (hydra/launcher=<name>): the module that registers each and the package that installs it.

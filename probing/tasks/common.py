@@ -95,7 +95,18 @@ def build_trainer(cfg: DictConfig, extra_callbacks: Iterable[L.Callback] = (), *
 
 def build_loggers(logger: DictConfig | None) -> list[Logger]:
     """The Lightning loggers of `logger` (one per entry; none for null or {})."""
-    return [build(node, f"logger.{name}") for name, node in (logger or {}).items()]
+    loggers = [build(node, f"logger.{name}") for name, node in (logger or {}).items()]
+    for built in loggers:
+        if isinstance(built, WandbLogger):
+            without_unset_anonymous(built)
+    return loggers
+
+
+def without_unset_anonymous(logger: WandbLogger) -> None:
+    """Leave wandb's deprecated `anonymous` setting out of `wandb.init` when nobody set it: Lightning's WandbLogger
+    passes `anonymous=None` always, and wandb (since it deprecated the setting) then warns on every run."""
+    if getattr(logger, "_wandb_init", {}).get("anonymous", "set") is None:
+        del logger._wandb_init["anonymous"]
 
 
 def devices_asked(devices: Any, on_gpu: bool, available: int) -> int:

@@ -12,6 +12,13 @@ def offline_wandb_runs(run_dir):
     return sorted((run_dir / "wandb").glob("offline-run-*"))
 
 
+def assert_no_library_noise(result):
+    """Filtered out: wandb's warning about the `anonymous` setting that Lightning always passes, and Lightning's
+    advertisement for its cloud logger."""
+    output = result.stdout + result.stderr
+    assert "anonymous" not in output and "Tip:" not in output, output[-3000:]
+
+
 def test_probe_with_the_default_logger(tmp_path, tiny_bert_path):
     run = tmp_path / "run"
     result = run_script("probe.py", f"model.name_or_path={tiny_bert_path}", f"data.source.paths=[{FIXTURE_STREUSLE}]",
@@ -20,6 +27,7 @@ def test_probe_with_the_default_logger(tmp_path, tiny_bert_path):
     assert (run / "csv" / "metrics.csv").is_file() and len(offline_wandb_runs(run)) == 1
     config = json.loads((run / "results.json").read_text())["config"]
     assert config["logger"]["wandb"]["name"] == "minilm-streusle-layer1-sclass_mlp-seed0"  # model, data, layer, probe
+    assert_no_library_noise(result)
 
 
 def test_train_with_the_default_logger(tmp_path, tiny_bert_path):
@@ -31,6 +39,7 @@ def test_train_with_the_default_logger(tmp_path, tiny_bert_path):
     assert (run / "csv" / "metrics.csv").is_file() and len(offline_wandb_runs(run)) == 1
     results = json.loads((run / "results.json").read_text())
     assert results["config"]["logger"]["wandb"]["name"] == "minilm-pos-seed0"
+    assert_no_library_noise(result)
     assert (run / "model" / "task.json").is_file()
 
 
