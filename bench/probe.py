@@ -79,6 +79,7 @@ from torch.nn import functional as F
 
 from probing.config import build
 from probing.devices import cpu_description, keep_freed_memory, timed
+from probing.probes.components.word_probes import first_layer_products
 from probing.probes.metrics import SClassMetrics
 from probing.probes.sclass_probe import SClassProbe
 from probing.tasks import probe as probe_task
@@ -177,9 +178,7 @@ def gemm_epoch(weight: Tensor, grads: dict[int, Tensor], train: Split, batches: 
     """The two big products of every step (module docstring), in the dtype of `weight`; `grads[B]`: G for a batch
     of B rows."""
     for index in batches:
-        x = train.features[index].to(weight.dtype)
-        torch.bmm(weight, x.T.contiguous().expand(len(weight), *x.T.shape))
-        torch.bmm(grads[len(index)], x.expand(len(weight), *x.shape))
+        first_layer_products(weight, train.features[index].to(weight.dtype), grads[len(index)])
 
 
 def separate_epoch(probe: nn.Sequential, k: int, optimizer: torch.optim.Optimizer, train: Split,

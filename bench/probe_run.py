@@ -41,7 +41,7 @@ import h5py
 import torch
 
 from probing.devices import cpu_description, keep_freed_memory, timed
-from probing.probes.components.word_probes import layer_sizes
+from probing.probes.components.word_probes import first_layer_products, layer_sizes
 
 PRECISIONS = {"32": ("32-true", torch.float32), "bf16": ("bf16-mixed", torch.bfloat16)}
 REPO = Path(__file__).resolve().parents[1]
@@ -83,8 +83,7 @@ def gemm_rate(dtype: torch.dtype, batch: int, dim: int, probes: int, hidden: int
 
     def products() -> None:
         for _ in range(steps):
-            torch.bmm(weight, x.T.contiguous().expand(probes, dim, batch))
-            torch.bmm(grad, x.expand(probes, batch, dim))
+            first_layer_products(weight, x, grad)
 
     products()  # warm-up
     seconds = timed(products, torch.device("cpu"))

@@ -14,7 +14,7 @@ from torch.nn import functional as F
 from torch.utils.data import DataLoader
 
 from probing.errors import ConfigError, ProbingError
-from probing.probes.components.word_probes import BatchedWordProbes, WordProbeHead
+from probing.probes.components.word_probes import BatchedWordProbes, WordProbeHead, first_layer_products
 from probing.probes.mdl import block_ends
 from probing.probes.word_probe import WordProbe
 
@@ -76,6 +76,21 @@ def test_a_bf16_module_computes_as_its_standalone_bf16_sequentials():
     assert logits.dtype == torch.bfloat16
     for head in range(2):
         torch.testing.assert_close(logits[:, head], probes.as_sequential(head)(x), rtol=2e-2, atol=2e-2)
+
+
+def test_first_layer_products_are_those_of_the_module():
+    """The products the benches time as the limit are the module's own: its first layer's output (bias zero) and the
+    weight gradient autograd computes for it from a given output gradient."""
+    torch.manual_seed(0)
+    probes = BatchedWordProbes(3, 5, 4, family="linear")
+    with torch.no_grad():
+        probes.b1.zero_()
+    x, output_grad = torch.randn(6, 5), torch.randn(3, 4, 6)  # (B, D); (P, K, B), the layout of the products
+    logits = probes(x)  # (B, P, K)
+    (logits * output_grad.permute(2, 0, 1)).sum().backward()
+    forward, weight_grad = first_layer_products(probes.w1.detach(), x, output_grad)
+    torch.testing.assert_close(forward, logits.detach().permute(1, 2, 0))
+    torch.testing.assert_close(weight_grad, probes.w1.grad)
 
 
 def test_standalone_layers_of_each_family():

@@ -49,6 +49,15 @@ def layer_sizes(family: str, input_dim: int, num_labels: int, hidden_dim: int, r
     return [input_dim, *[hidden_dim] * (1 if family == "mlp1" else 2), num_labels]
 
 
+def first_layer_products(weight: Tensor, x: Tensor, hidden_grad: Tensor) -> tuple[Tensor, Tensor]:
+    """The two big products of a training step of P probes, alone, in `BatchedWordProbes`' layout: the first layer's
+    forward W1 · xᵀ, (P, H, D) x (D, B), and its weight gradient G · x, (P, H, B) x (B, D); 4·P·H·D·B FLOPs. What
+    the benches time as the machine's limit for a step."""
+    probes = len(weight)
+    return (torch.bmm(weight, x.T.contiguous().expand(probes, *x.T.shape)),
+            torch.bmm(hidden_grad, x.expand(probes, *x.shape)))
+
+
 class BatchedWordProbes(nn.Module):
     """`num_heads` independent multi-class probes of one family with stacked parameters.
 
