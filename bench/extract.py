@@ -166,9 +166,10 @@ def main() -> None:
               "end_to_end/naive": round(e2e / results["naive"]["tokens_per_s"], 3),
               "bf16/fp32": round(results["bf16"]["tokens_per_s"] / e2e, 3)}
     native = "bf16 units" if has_native_bf16(bf16.device) else "no bf16 units: bf16 emulated"
+    cpu = cpu_description()
     print(f"\n{encoder.info.model_name} on {encoder.device} ({native}), {len(records)} records, {args.dtype} "
           f"storage, max {args.max_tokens_per_batch} tokens per batch, torch threads {torch.get_num_threads()}: "
-          f"{cpu_description()}")
+          f"{cpu}")
     print(f"{'stage':<14}{'rows':>7}{'tokens':>9}{'seconds':>10}{'tokens/s':>11}")
     for stage, row in results.items():
         print(f"{stage:<14}{row['rows']:>7}{row['tokens']:>9}{row['seconds']:>10.2f}{row['tokens_per_s']:>11.0f}")
@@ -182,7 +183,7 @@ def main() -> None:
     if args.json:
         args.json.write_text(json.dumps({
             "model": encoder.info.model_name, "device": str(encoder.device), "native_bf16": native == "bf16 units",
-            "cpu": cpu_description(), "torch_threads": torch.get_num_threads(),
+            "cpu": cpu, "torch_threads": torch.get_num_threads(),
             "max_tokens_per_batch": args.max_tokens_per_batch,
             "dtype": args.dtype, **results, "bf16_relative_error": errors, "ratios": ratios,
         }, indent=2) + "\n", encoding="utf-8")

@@ -90,7 +90,7 @@ def main() -> None:
                "window_over_full_fp32": median["fp32 window"] / median["fp32 full"],
                "window_over_full_bf16": median["bf16 window"] / median["bf16 full"]}
     print(f"# {args.model}, batch {args.batch_size}, {args.steps} timed steps, {args.accelerator}, torch threads "
-          f"{torch.get_num_threads()}: {cpu_description()}")
+          f"{torch.get_num_threads()}: {figures['cpu']}")
     for name, value in median.items():
         print(f"{name:12s} {value:8.1f} sentences/s  (runs: {', '.join(f'{v:.1f}' for v in rates[name])})")
     print(f"bf16-mixed / fp32: {figures['bf16_over_fp32']:.2f}x;  window k={args.window} / full attention: "

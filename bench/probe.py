@@ -298,15 +298,16 @@ def benchmark_models(args: argparse.Namespace) -> None:
     rows = [compare(splits, class_names, batch_size, args) for batch_size in args.batch_size]
     load = {"before": round(load_before, 2), "after": round(os.getloadavg()[0], 2)}
     train = splits["train"]
+    on = machine(train.features.device)
     header = (f"{args.model} layer {layer}: {len(train.labels)} train / {len(splits['dev'].labels)} dev / "
               f"{len(splits['test'].labels)} test contexts, D={train.features.shape[1]}, C={len(class_names)} probes, "
               f"H={args.hidden_dim}, precision {args.precision}, {args.epochs} epochs (median of epochs "
               f"2..{args.epochs}), device {train.features.device}, torch threads {torch.get_num_threads()}, "
-              f"1-min load average {load['before']} -> {load['after']} on {os.cpu_count()} CPUs: {cpu_description()}")
+              f"1-min load average {load['before']} -> {load['after']} on {os.cpu_count()} CPUs: {on['cpu']}")
     print_table(rows, header)
     if args.json:
         args.json.write_text(json.dumps({
-            "model": args.model, "layer": layer, **machine(train.features.device), "load_average_1min": load,
+            "model": args.model, "layer": layer, **on, "load_average_1min": load,
             "epochs": args.epochs, "precision": args.precision,
             "num_probes": len(class_names), "input_dim": train.features.shape[1], "hidden_dim": args.hidden_dim,
             "rows": {split: len(data.labels) for split, data in splits.items()}, "seed": args.seed,

@@ -146,7 +146,7 @@ def main() -> None:
           f"{PRECISIONS[args.precision][0]}: {len(runs)} run(s), {first['epochs']} epochs, {first['train']} train / "
           f"{first['dev']} dev examples, probe layers {first['sizes']} x {first['targets']} probes, "
           f"{first['prefix_probes']} MDL prefix probes; bare products {first['gemm_flop_per_s'] / 1e9:.0f} GFLOP/s "
-          f"on {os.cpu_count()} CPUs: {cpu_description()}")
+          f"on {os.cpu_count()} CPUs: {figures['cpu']}")
     for run in runs:
         score = run["test"].get("micro_f1", run["test"].get("accuracy"))
         print(f"  layer {run['layer']}: floor {run['floor_s']:.1f} s, the run's own duration_s {run['duration_s']} s, "
