@@ -90,9 +90,9 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     if words:
         log_word_results(results, out)
         return results
-    selectivity = f" (selectivity {results['test']['selectivity']:+.3f})" if "selectivity" in results["test"] else ""
     log.info("%s: dev micro-F1 %.3f, test micro-F1 %.3f%s%s -> %s", results["representation"],
-             results["dev"]["micro_f1"], results["test"]["micro_f1"], selectivity, online_code.describe(results), out)
+             results["dev"]["micro_f1"], results["test"]["micro_f1"], selectivity_note(results),
+             online_code.describe(results), out)
     return results
 
 
@@ -272,7 +272,11 @@ def probe_words(cfg: DictConfig, control: ControlTask, config: dict[str, Any], r
 
 
 def log_word_results(results: dict[str, Any], out: Path) -> None:
-    control = f" (selectivity {results['test']['selectivity']:+.3f})" if "selectivity" in results["test"] else ""
     log.info("%s %s %s: dev accuracy %.3f, test accuracy %.3f%s%s -> %s", results["task"], results["probe_family"],
-             results["representation"], results["dev"]["accuracy"], results["test"]["accuracy"], control,
-             online_code.describe(results), out)
+             results["representation"], results["dev"]["accuracy"], results["test"]["accuracy"],
+             selectivity_note(results), online_code.describe(results), out)
+
+
+def selectivity_note(results: dict[str, Any]) -> str:
+    """' (test selectivity +0.290)' where the control task ran beside the probe, else ''."""
+    return f" (test selectivity {results['test']['selectivity']:+.3f})" if "selectivity" in results["test"] else ""
