@@ -21,6 +21,7 @@ import json
 import logging
 import pickle
 import random
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -169,6 +170,13 @@ class ResumePolicy:
 
 class HashedCheckpoint(ModelCheckpoint):
     """ModelCheckpoint that records the SHA-256 of each file it writes (and removes it with the file)."""
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        # Lightning warns when the folder is not empty; ours always holds config.json, and on a resume the checkpoints
+        # that ResumePolicy checked and logged: the warning would only alarm.
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r"Checkpoint directory .* exists and is not empty")
+            super().setup(trainer, pl_module, stage)
 
     def _save_checkpoint(self, trainer: L.Trainer, filepath: str) -> None:
         super()._save_checkpoint(trainer, filepath)

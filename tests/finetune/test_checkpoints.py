@@ -6,6 +6,7 @@ import json
 import os
 import random
 
+import lightning as L
 import numpy as np
 import pytest
 import torch
@@ -15,6 +16,7 @@ from omegaconf import OmegaConf
 from probing.errors import CheckpointError, ConfigError
 from probing.finetune.checkpoints import (
     CHECKPOINT_CONFIG,
+    HashedCheckpoint,
     RandomStates,
     ResumePolicy,
     hash_file,
@@ -113,6 +115,17 @@ def test_a_restart_deletes_the_checkpoints_and_their_hashes(tmp_path):
     saved(folder, "best.ckpt", "last.ckpt", "step.ckpt")
     ResumePolicy("restart").checkpoint(str(folder), CONFIG, is_rank_zero=True)
     assert sorted(path.name for path in folder.iterdir()) == [CHECKPOINT_CONFIG]
+
+
+def test_a_new_run_is_not_warned_of_its_own_configuration_record(tmp_path, recwarn):
+    """The folder holds config.json before the first checkpoint: Lightning's 'not empty' warning would alarm."""
+    folder = tmp_path / "checkpoints"
+    ResumePolicy("auto").checkpoint(str(folder), CONFIG, is_rank_zero=True)
+    trainer = L.Trainer(default_root_dir=tmp_path, logger=False, enable_progress_bar=False)
+    HashedCheckpoint(dirpath=folder).setup(trainer, None, "fit")
+    assert not [warning for warning in recwarn if "not empty" in str(warning.message)]
+    with pytest.warns(UserWarning, match="exists and is not empty"):  # what it would say otherwise
+        ModelCheckpoint(dirpath=folder).setup(trainer, None, "fit")
 
 
 def test_resuming_from_best_without_a_best_checkpoint_is_refused(tmp_path):
