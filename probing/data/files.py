@@ -1,30 +1,46 @@
 """Files written whole or not at all: a job stopped mid-write leaves the previous file (or none), never half of one
-(results.json, checkpoint hashes, the configuration beside checkpoints)."""
+(results.json, checkpoint hashes, the configuration beside checkpoints, reports, CSV tables, plots)."""
 
 from __future__ import annotations
 
 import json
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 
-def write_atomically(target: Path, text: str) -> None:
-    """Write `text` to `target` under a temporary name in its folder (created if needed), then rename it into
-    place."""
+@contextmanager
+def replaced_atomically(target: Path) -> Iterator[Path]:
+    """A temporary path in `target`'s folder (created if needed), with `target`'s suffix (matplotlib picks the format
+    from it), renamed onto `target` when the block ends without an error and removed when it fails."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.stem}.", suffix=f".tmp{target.suffix}")
+    os.close(handle)
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as file:
-            file.write(text)
-            file.flush()
-            os.fsync(file.fileno())
+        yield Path(temporary)
         os.replace(temporary, target)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+@contextmanager
+def open_atomically(target: Path, newline: str | None = None) -> Iterator[IO[str]]:
+    """A UTF-8 text file written in the block and in place at `target` only once complete (synced to disk)."""
+    with replaced_atomically(target) as temporary, open(temporary, "w", newline=newline, encoding="utf-8") as file:
+        yield file
+        file.flush()
+        os.fsync(file.fileno())
+
+
+def write_atomically(target: Path, text: str) -> None:
+    """Write `text` to `target` whole or not at all."""
+    with open_atomically(target) as file:
+        file.write(text)
 
 
 def write_json_atomically(path: Path, content: dict[str, Any]) -> None:

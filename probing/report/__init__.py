@@ -24,6 +24,7 @@ from pathlib import Path
 
 from hydra.experimental.callback import Callback
 
+from probing.data.files import write_atomically
 from probing.report import attention, contextuality, isotropy, static_pc, word_probes
 from probing.report.aggregate import RESULTS_FILE, aggregate, distinct_runs, find_results
 from probing.report.finetuned_probing import has_finetuned_runs, write_finetuned_probing_report
@@ -75,7 +76,7 @@ def write_report(folder: Path, out_dir: Path | None = None) -> list[dict] | None
             files += written
             sections.append(f"# {heading}\n\n{len(chosen)} runs from `{folder}`.\n\n{text}")
     report = "\n\n".join(sections)
-    (out_dir / "report.md").write_text(report + "\n", encoding="utf-8")
+    write_atomically(out_dir / "report.md", report + "\n")
     print(f"\n{report}\n")
     print(f"Report written to {out_dir}: " + ", ".join(["report.md", *files]))
     return rows

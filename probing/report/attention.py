@@ -90,9 +90,7 @@ def plot_side_by_side(results: list[dict[str, Any]], path: Path) -> bool:
     fig.colorbar(image, ax=axes[0].tolist(), label="cosine similarity")
     fig.suptitle("Cosine similarity of flattened self-attention weights (Zhao et al. 2020, Fig. 7)\n"
                  "darker = larger change", fontsize=9)
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(fig)
-    return True
+    return save_figure(fig, path)
 
 
 def layer_means_table(results: list[dict[str, Any]]) -> str:

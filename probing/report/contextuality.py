@@ -9,6 +9,7 @@ import csv
 from pathlib import Path
 from typing import Any
 
+from probing.data.files import open_atomically
 from probing.report.plots import pyplot, save_figure
 from probing.report.tables import markdown
 from probing.vocabulary import CONTEXTUALITY
@@ -38,8 +39,7 @@ def label(result: dict[str, Any]) -> str:
 
 def write_layer_csv(result: dict[str, Any], path: Path) -> None:
     """One row per layer: the layer and every measure."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="", encoding="utf-8") as handle:
+    with open_atomically(path, newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["layer", *MEASURES])
         writer.writerows([row["layer"], *(f"{row[key]:.6f}" for key in MEASURES)] for row in result["layers"])

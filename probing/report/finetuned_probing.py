@@ -17,6 +17,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from probing.data.files import open_atomically
 from probing.report.aggregate import SPLITS, mean_std, representation_layer
 from probing.report.plots import pyplot, save_figure
 from probing.report.tables import markdown
@@ -127,7 +128,7 @@ def plot_comparisons(items: list[dict[str, Any]], path: Path) -> bool:
 
 
 def write_csv(items: list[dict[str, Any]], path: Path) -> None:
-    with open(path, "w", newline="", encoding="utf-8") as handle:
+    with open_atomically(path, newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=CSV_FIELDS)
         writer.writeheader()
         for item in items:

@@ -9,6 +9,7 @@ import csv
 from pathlib import Path
 from typing import Any
 
+from probing.data.files import open_atomically
 from probing.report.aggregate import config_values, group_by, mean_std, value_sort_key, variant_keys
 from probing.report.plots import pyplot, save_figure
 from probing.report.tables import format_score, markdown
@@ -151,7 +152,7 @@ def write_finetuning_report(results: list[dict[str, Any]], out_dir: Path) -> tup
     sweeps = window_sweeps(rows)
     if sweeps:
         parts += ["## By attention window (Zhao et al. 2020, Table 7)", *(window_table(group) for group in sweeps)]
-    with open(out_dir / "finetuning.csv", "w", newline="", encoding="utf-8") as handle:
+    with open_atomically(out_dir / "finetuning.csv", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=CSV_FIELDS)
         writer.writeheader()
         writer.writerows({**{key: row[key] for key in CSV_FIELDS}, "seeds": " ".join(map(str, row["seeds"]))}

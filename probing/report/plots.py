@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from probing.data.files import replaced_atomically
 from probing.report.aggregate import (
     DISPLAY_KEYS,
     SETTING_KEYS,
@@ -42,8 +43,10 @@ def pyplot():
 
 
 def save_figure(fig, path: Path) -> bool:
-    fig.tight_layout()
-    fig.savefig(path, dpi=120, bbox_inches="tight")  # "tight" keeps the legend drawn beside the axes
+    if fig.get_layout_engine() is None:  # a figure made with layout="constrained" keeps its own
+        fig.tight_layout()
+    with replaced_atomically(path) as temporary:
+        fig.savefig(temporary, dpi=120, bbox_inches="tight")  # "tight" keeps the legend drawn beside the axes
     pyplot().close(fig)
     return True
 

@@ -8,6 +8,7 @@ import re
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from probing.data.files import open_atomically
 from probing.report.aggregate import (
     DISPLAY_KEYS,
     SETTING_KEYS,
@@ -167,7 +168,7 @@ def summary(rows: list[dict]) -> str:
 
 
 def write_csv(rows: list[dict], path: Path) -> None:
-    with open(path, "w", newline="", encoding="utf-8") as handle:
+    with open_atomically(path, newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=CSV_FIELDS)
         writer.writeheader()
         for row in rows:

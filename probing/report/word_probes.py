@@ -20,6 +20,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from probing.data.files import open_atomically
 from probing.report.aggregate import (
     SPLITS,
     config_values,
@@ -233,7 +234,7 @@ def write_word_csv(rows: list[dict], path: Path) -> None:
     def label_scores(scores: dict[str, float | None]) -> str:
         return " ".join(f"{label}={'' if f1 is None else f'{f1:.4f}'}" for label, f1 in scores.items())
 
-    with open(path, "w", newline="", encoding="utf-8") as handle:
+    with open_atomically(path, newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=CSV_FIELDS)
         writer.writeheader()
         for row in rows:

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from probing.data.files import open_atomically
 from probing.data.settings import require_int
 from probing.errors import ConfigError, ModelLoadError
 from probing.features.finetuned import finetuned_task
@@ -105,8 +106,7 @@ def load_compared_model(compare_to: str) -> attention.Loaded:
 
 def write_similarity_csv(cosine: np.ndarray, path: Path) -> None:
     """One row per (layer, head), both counted from 1."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="", encoding="utf-8") as handle:
+    with open_atomically(path, newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["layer", "head", "cosine"])
         writer.writerows([layer + 1, head + 1, f"{value:.6f}"] for (layer, head), value in np.ndenumerate(cosine))

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
+from probing.data.files import open_atomically
 from probing.data.settings import choose, require_int
 from probing.data.word_benchmarks import read_similarity
 from probing.features.encoder import load_pretrained
@@ -110,7 +111,7 @@ class Isotropy(Analysis):
 
 
 def write_rows(rows: list[dict[str, Any]], path: Path) -> None:
-    with open(path, "w", newline="", encoding="utf-8") as handle:
+    with open_atomically(path, newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)

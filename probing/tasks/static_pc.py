@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from probing.data.files import open_atomically
 from probing.data.settings import choose, require_bool, require_int
 from probing.data.word_benchmarks import read_analogies, read_categorization, read_similarity
 from probing.features.finetuned import finetuned_task
@@ -31,6 +32,8 @@ from probing.tasks.contextuality import OccurrenceAnalysis, require_contexts, st
 from probing.vocabulary import STATIC_PC
 
 log = logging.getLogger(__name__)
+
+STATIC_VECTORS = "static_pc_vectors.txt"  # word2vec text format, in the run folder
 
 # analysis.<key> -> the reader of its files
 READERS = {"benchmarks": read_similarity, "analogies": read_analogies, "categorization": read_categorization}
@@ -80,8 +83,11 @@ class StaticPC(OccurrenceAnalysis):
             "static_pc": block,
         }
         write_static_pc_files(results, space, run_dir)
-        log.info("static PC of %s, layer %d (%d words): %s", model.name, layer, len(space), "; ".join(
-            f"{row['benchmark']} {score_text(row['score'])} ({row['covered']})" for row in all_rows(block)))
+        scores = "; ".join(f"{row['benchmark']} {score_text(row['score'])} ({row['covered']})"
+                           for row in all_rows(block))
+        log.info("static PC of %s, layer %d (%d words): %s", model.name, layer, len(space), scores or (
+            f"vectors in {STATIC_VECTORS}, no benchmark scored (analysis.benchmarks, analysis.analogies, "
+            "analysis.categorization name the files)"))
         return results
 
     def metrics(self, results: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
@@ -120,13 +126,13 @@ def write_static_pc_files(results: dict[str, Any], space: dict[str, np.ndarray],
     """static_pc.csv (a row per benchmark: kind, score, coverage) and static_pc_vectors.txt."""
     run_dir.mkdir(parents=True, exist_ok=True)
     rows = all_rows(results["static_pc"])
-    with open(run_dir / "static_pc.csv", "w", newline="", encoding="utf-8") as handle:
+    with open_atomically(run_dir / "static_pc.csv", newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["layer", "benchmark", "task", "score", "covered", "of", "missing_words"])
         writer.writerows([results["layer"], row["benchmark"], row.get("task", "similarity"),
                           "" if row["score"] is None else f"{row['score']:.6f}", row["covered"],
                           row.get("pairs", row.get("questions", row.get("items"))), row["missing_words"]]
                          for row in rows)
-    with open(run_dir / "static_pc_vectors.txt", "w", encoding="utf-8") as handle:
+    with open_atomically(run_dir / STATIC_VECTORS) as handle:
         handle.write(f"{len(space)} {len(next(iter(space.values())))}\n")
         handle.writelines(f"{word} {' '.join(f'{value:.6f}' for value in vector)}\n" for word, vector in space.items())
