@@ -23,7 +23,6 @@ relative error of the bf16 vectors, |v_bf16 - v_fp32| / |v_fp32| per vector, its
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -33,6 +32,7 @@ import numpy as np
 import torch
 from torch.nn.utils.rnn import pad_sequence
 
+from probing.data.files import write_json_atomically
 from probing.data.sources import packaged_streusle_paths
 from probing.data.streusle import read_streusle, streusle_classes
 from probing.devices import cpu_description, has_native_bf16
@@ -181,12 +181,12 @@ def main() -> None:
     print(f"end-to-end / naive        = {ratios['end_to_end/naive']:.2f} (target >= 5)")
     print(f"bf16 / fp32 end-to-end    = {ratios['bf16/fp32']:.2f} ({native})")
     if args.json:
-        args.json.write_text(json.dumps({
+        write_json_atomically(args.json, {
             "model": encoder.info.model_name, "device": str(encoder.device), "native_bf16": native == "bf16 units",
             "cpu": cpu, "torch_threads": torch.get_num_threads(),
             "max_tokens_per_batch": args.max_tokens_per_batch,
             "dtype": args.dtype, **results, "bf16_relative_error": errors, "ratios": ratios,
-        }, indent=2) + "\n", encoding="utf-8")
+        })
     print(f"ratio_vs_bare={ratios['end_to_end/bare_forward']:.2f} ratio_vs_naive={ratios['end_to_end/naive']:.2f} "
           f"bf16_vs_fp32={ratios['bf16/fp32']:.2f}")
 

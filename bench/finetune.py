@@ -15,7 +15,6 @@ interleaved round by round (fp32, bf16, window, ...), so that a change in the ma
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import time
 from pathlib import Path
@@ -23,6 +22,7 @@ from pathlib import Path
 import lightning as L
 import torch
 
+from probing.data.files import write_json_atomically
 from probing.data.task_sources import PosSource
 from probing.devices import cpu_description, keep_freed_memory
 from probing.finetune.datamodule import TaskDataModule
@@ -96,7 +96,7 @@ def main() -> None:
     print(f"bf16-mixed / fp32: {figures['bf16_over_fp32']:.2f}x;  window k={args.window} / full attention: "
           f"{figures['window_over_full_fp32']:.2f}x (fp32), {figures['window_over_full_bf16']:.2f}x (bf16)")
     if args.json:
-        args.json.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
+        write_json_atomically(args.json, figures)
 
 
 if __name__ == "__main__":

@@ -60,7 +60,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
-import json
 import os
 import statistics
 import tempfile
@@ -78,6 +77,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from probing.config import build
+from probing.data.files import write_json_atomically
 from probing.devices import cpu_description, keep_freed_memory, timed
 from probing.probes.components.word_probes import first_layer_products
 from probing.probes.metrics import SClassMetrics
@@ -306,13 +306,13 @@ def benchmark_models(args: argparse.Namespace) -> None:
               f"1-min load average {load['before']} -> {load['after']} on {os.cpu_count()} CPUs: {on['cpu']}")
     print_table(rows, header)
     if args.json:
-        args.json.write_text(json.dumps({
+        write_json_atomically(args.json, {
             "model": args.model, "layer": layer, **on, "load_average_1min": load,
             "epochs": args.epochs, "precision": args.precision,
             "num_probes": len(class_names), "input_dim": train.features.shape[1], "hidden_dim": args.hidden_dim,
             "rows": {split: len(data.labels) for split, data in splits.items()}, "seed": args.seed,
             "target_speedup": TARGET_SPEEDUP, "target_gemm_limit": TARGET_GEMM_LIMIT, "comparisons": rows,
-        }, indent=2) + "\n", encoding="utf-8")
+        })
     last = rows[-1]
     print(f"step_vs_gemm_limit={last['step_vs_gemm_limit']} ratio_vs_separate={last['speedup']}")
 

@@ -40,6 +40,7 @@ from pathlib import Path
 import h5py
 import torch
 
+from probing.data.files import write_json_atomically
 from probing.devices import cpu_description, keep_freed_memory, timed
 from probing.probes.components.word_probes import first_layer_products, layer_sizes
 
@@ -153,7 +154,7 @@ def main() -> None:
               f"test {score:.3f}")
     print(f"run_s={run_s:.1f} flop_floor_s={floor_s:.1f} run_vs_flop_floor={run_s / floor_s:.2f}")
     if args.json:
-        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+        write_json_atomically(args.json, figures)
 
 
 def feature_dim(results: dict) -> int:

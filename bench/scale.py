@@ -34,6 +34,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from probing.data.files import write_json_atomically
+
 REPO = Path(__file__).resolve().parents[1]
 SIZES = (20_000, 80_000, 320_000)
 NAMES, FILLERS = 200_000, 5_000
@@ -167,7 +169,7 @@ def main() -> None:
     figures = slopes(rows)
     print(" ".join(f"{key}={value:.2f}" for key, value in figures.items()))
     if args.json:
-        args.json.write_text(json.dumps({"sizes": rows, **figures}, indent=2) + "\n", encoding="utf-8")
+        write_json_atomically(args.json, {"sizes": rows, **figures})
 
 
 if __name__ == "__main__":

@@ -27,7 +27,6 @@ layers measured.
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 import time
 import tracemalloc
@@ -36,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from probing.data.files import write_json_atomically
 from probing.data.records import WordInContext
 from probing.features.extraction import window_rows
 from probing.features.store import FeatureStore, StoreWriter
@@ -149,7 +149,7 @@ def measure_store(args: argparse.Namespace) -> None:
 def write_json(args: argparse.Namespace, results: list[dict]) -> None:
     if args.json:
         options = {key: str(value) if isinstance(value, Path) else value for key, value in vars(args).items()}
-        args.json.write_text(json.dumps({"args": options, "results": results}, indent=2) + "\n", encoding="utf-8")
+        write_json_atomically(args.json, {"args": options, "results": results})
 
 
 def main() -> None:
