@@ -75,6 +75,10 @@ class Isotropy(Analysis):
         self.write_files(results, run_dir)
         log.info("isotropy of %s (%s): %s", model.name, source, " ".join(
             f"{key}={value:.3f}" for key, value in results["isotropy"].items() if key.startswith("I_W")))
+        if rows:
+            log.info("word similarity, %s correlation averaged over %d benchmark(s) (isotropy_benchmarks.csv): %s",
+                     self.correlation, len({row["benchmark"] for row in rows}),
+                     averages_text(results["benchmark_average"]))
         return results
 
     def vectors(self, encoder: PreTrainedModel, tokenizer: PreTrainedTokenizerFast, layer: int | None,
@@ -108,6 +112,13 @@ class Isotropy(Analysis):
         scores = {f"{row['benchmark']}/{row['transform']}/{row['measure']}": row["score"]
                   for row in results["benchmarks"]}
         return [(results["layer"] or 0, {**block, **scores})]
+
+
+def averages_text(averages: dict[str, dict[str, float | None]]) -> str:
+    """'original cosine 0.658 dot 0.645; centered ...': the benchmark average of each transform and measure."""
+    return "; ".join(f"{transform} " + " ".join(f"{measure} {'-' if score is None else f'{score:.3f}'}"
+                                                for measure, score in measures.items())
+                     for transform, measures in averages.items())
 
 
 def write_rows(rows: list[dict[str, Any]], path: Path) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -33,7 +34,8 @@ def benchmark(tmp_path) -> Path:
     return path
 
 
-def test_input_embeddings_table_1_and_the_benchmark_rows(tmp_path, tiny, tiny_bert_path, benchmark):
+def test_input_embeddings_table_1_and_the_benchmark_rows(tmp_path, tiny, tiny_bert_path, benchmark, caplog):
+    caplog.set_level(logging.INFO, logger="probing.tasks.isotropy")
     results = analyze.run(compose_job("analyze", tmp_path, *tiny, f"analysis.benchmarks=[{benchmark}]"))
     assert json.loads((tmp_path / "run" / "results.json").read_text()) == json.loads(json.dumps(results))
     assert results["analysis"] == "isotropy" and results["layer"] is None and results["source"] == "input embeddings"
@@ -54,6 +56,9 @@ def test_input_embeddings_table_1_and_the_benchmark_rows(tmp_path, tiny, tiny_be
                                         "bins": []}  # 45 ids: no unused tokens, and too few for the last 1,000
     assert (tmp_path / "run" / "isotropy_benchmarks.csv").is_file()
     assert not (tmp_path / "run" / "isotropy_unused_cosine.csv").exists()
+    original = results["benchmark_average"]["original"]
+    assert (f"pearson correlation averaged over 1 benchmark(s) (isotropy_benchmarks.csv): original cosine "
+            f"{original['cosine']:.3f} dot {original['dot']:.3f}; centered") in caplog.text
 
 
 def test_contextual_vectors_of_a_layer(tmp_path, tiny, benchmark):
