@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from probing.data.files import open_atomically
-from probing.report.plots import pyplot, save_figure
+from probing.report.plots import layer_axis, pyplot, save_figure
 from probing.report.tables import markdown
 from probing.vocabulary import CONTEXTUALITY
 
@@ -54,7 +54,7 @@ def plot_contextuality(results: list[dict[str, Any]], path: Path) -> bool:
             rows = result["layers"]
             ax.plot([row["layer"] for row in rows], [row[key] for row in rows], marker="o", label=label(result))
         ax.set_title(heading, fontsize=9)
-        ax.set_xlabel("layer")
+        layer_axis(ax)
         ax.grid(alpha=0.3)
     axes[-1].legend(fontsize=8)
     return save_figure(fig, path)

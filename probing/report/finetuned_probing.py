@@ -19,7 +19,7 @@ from typing import Any
 
 from probing.data.files import open_atomically
 from probing.report.aggregate import SPLITS, mean_std, representation_layer
-from probing.report.plots import pyplot, save_figure
+from probing.report.plots import layer_axis, pyplot, save_figure
 from probing.report.tables import markdown
 
 SETUPS = ("pretrained", "(a)", "(b)")
@@ -118,7 +118,7 @@ def plot_comparisons(items: list[dict[str, Any]], path: Path) -> bool:
                 label = setup if setup == "pretrained" else f"{item['label']}-{setup}"
                 ax.plot(*zip(*points), style, color=colour, label=label)
         ax.set_title(f"Fine-tuned on {item['label']}", fontsize=9)
-        ax.set_xlabel("layer")
+        layer_axis(ax)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     axes[0][0].set_ylabel("s-class test micro-F1")

@@ -42,6 +42,14 @@ def pyplot():
     return plt
 
 
+def layer_axis(ax, label: str = "layer") -> None:
+    """An x axis of layers: integer ticks only (matplotlib would mark 0.2, 0.4, ... between two layers)."""
+    from matplotlib.ticker import MaxNLocator
+
+    ax.set_xlabel(label)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
 def save_figure(fig, path: Path) -> bool:
     if fig.get_layout_engine() is None:  # a figure made with layout="constrained" keeps its own
         fig.tight_layout()

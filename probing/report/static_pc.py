@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from probing.report.plots import pyplot, save_figure
+from probing.report.plots import layer_axis, pyplot, save_figure
 from probing.report.tables import markdown
 from probing.vocabulary import STATIC_PC
 
@@ -63,7 +63,7 @@ def plot_by_layer(results: list[dict[str, Any]], path: Path) -> bool:
     for (model, benchmark), points in sorted(lines.items()):
         points.sort()
         ax.plot([x for x, _ in points], [y for _, y in points], marker="o", label=f"{model}: {benchmark}")
-    ax.set_xlabel("layer")
+    layer_axis(ax)
     ax.set_ylabel("score (Spearman ρ / accuracy / purity)")
     ax.set_title("PC static embeddings by layer (Ethayarajh 2019, Table 1)", fontsize=9)
     ax.grid(alpha=0.3)

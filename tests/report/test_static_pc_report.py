@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from probing.report import write_report
+from probing.report.plots import layer_axis, pyplot
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -32,3 +33,15 @@ def test_a_row_per_layer_with_coverage_and_the_plot(tmp_path):
                      "| minilm | 1 | 101 | - (962/999) | 0.250 (4/10) |",
                      "| minilm | 2 | 102 | 0.100 (961/999) | 0.250 (4/10) |"]
     assert (tmp_path / "static_pc_by_layer.png").read_bytes().startswith(PNG_MAGIC)
+
+
+def test_a_layer_axis_marks_whole_layers_only():
+    """Two layers (0 and 1) would get ticks at 0.2, 0.4, ... from matplotlib's default locator."""
+    fig, ax = pyplot().subplots()
+    ax.plot([0, 1], [0.5, 0.6])
+    default_ticks = [tick for tick in ax.get_xticks() if 0 <= tick <= 1]
+    layer_axis(ax)
+    ticks = [tick for tick in ax.get_xticks() if 0 <= tick <= 1]
+    pyplot().close(fig)
+    assert any(tick != int(tick) for tick in default_ticks)
+    assert ticks == [0, 1] and ax.get_xlabel() == "layer"
