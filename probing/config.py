@@ -56,12 +56,33 @@ def layer_list(num_layers: int, *extra: str) -> str:
 
 def job_dir_name(overrides: str, max_length: int = 100) -> str:
     """A sweep job's folder, named after its overrides (`hydra.job.override_dirname`, e.g. "layer=3,seed=1"), so that
-    a relaunched sweep finds each configuration's results where it left them: characters that are unsafe in a folder
-    name become "_", and a long name is cut and tagged with a hash of the whole."""
-    name = re.sub(r"[^A-Za-z0-9._=,+-]", "_", overrides) or "defaults"
+    a relaunched sweep finds each configuration's results where it left them; characters that are unsafe in a folder
+    name become "_". A name over `max_length` keeps its short overrides ("layer=3", not the file lists beside it) and
+    is tagged with a hash of the whole, which keeps the folders of different configurations apart."""
+    name = folder_safe(overrides) or "defaults"
     if len(name) <= max_length:
         return name
-    return f"{name[:max_length - 11]}-{hashlib.sha256(overrides.encode()).hexdigest()[:10]}"
+    tag = hashlib.sha256(overrides.encode()).hexdigest()[:10]
+    short = folder_safe(",".join(item for item in override_items(overrides) if len(item) <= SHORT_OVERRIDE))
+    return f"{short[:max_length - 11]}-{tag}" if short else tag
+
+
+SHORT_OVERRIDE = 32  # characters of an override that a shortened job folder name keeps whole
+
+
+def folder_safe(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._=,+-]", "_", text)
+
+
+def override_items(overrides: str) -> list[str]:
+    """The overrides of an override_dirname, split at the commas outside brackets (`paths=[a,b],layer=3`)."""
+    items, depth, start = [], 0, 0
+    for index, char in enumerate(overrides):
+        depth += {"[": 1, "{": 1, "]": -1, "}": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            items.append(overrides[start:index])
+            start = index + 1
+    return [*items, overrides[start:]]
 
 
 def register_resolvers(**extra: Callable[..., Any]) -> None:
