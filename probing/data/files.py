@@ -12,6 +12,23 @@ from pathlib import Path
 from typing import IO, Any
 
 
+def file_mode() -> int:
+    """The permissions `open()` gives a new file under this process's umask (mkstemp's are 0600: a report that the
+    rest of a group could not read)."""
+    return 0o666 & ~current_umask()
+
+
+def current_umask() -> int:
+    """Read from /proc where it can be: setting the umask to learn it is process-wide, racing other threads."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            return next(int(line.split()[1], 8) for line in status if line.startswith("Umask:"))
+    except (OSError, StopIteration, ValueError, IndexError):
+        umask = os.umask(0o022)
+        os.umask(umask)
+        return umask
+
+
 @contextmanager
 def replaced_atomically(target: Path) -> Iterator[Path]:
     """A temporary path in `target`'s folder (created if needed), with `target`'s suffix (matplotlib picks the format
@@ -20,6 +37,7 @@ def replaced_atomically(target: Path) -> Iterator[Path]:
     target.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.stem}.", suffix=f".tmp{target.suffix}")
     os.close(handle)
+    os.chmod(temporary, file_mode())
     try:
         yield Path(temporary)
         os.replace(temporary, target)

@@ -68,3 +68,15 @@ def test_a_figure_is_saved_in_the_format_its_name_asks_for(tmp_path, layout):
     assert (tmp_path / "plot.png").read_bytes().startswith(b"\x89PNG")
     assert b"<svg" in (tmp_path / "plot.svg").read_bytes()[:500]
     assert sorted(entry.name for entry in tmp_path.iterdir()) == ["plot.png", "plot.svg"]
+
+
+def test_a_file_gets_the_permissions_open_would_give(tmp_path):
+    """Not mkstemp's 0600: results and reports stay readable to whoever may read the run folder."""
+    old = os.umask(0o022)
+    try:
+        write_atomically(tmp_path / "report.md", "# report\n")
+        with open(tmp_path / "plain.md", "w") as handle:
+            handle.write("# report\n")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "report.md").stat().st_mode & 0o777 == (tmp_path / "plain.md").stat().st_mode & 0o777 == 0o644
