@@ -18,6 +18,11 @@ def file_mode() -> int:
     return 0o666 & ~current_umask()
 
 
+def give_default_permissions(path: Path) -> None:
+    """Give a file the permissions `open()` would have (safetensors writes its files 0600)."""
+    os.chmod(path, file_mode())
+
+
 def current_umask() -> int:
     """Read from /proc where it can be: setting the umask to learn it is process-wide, racing other threads."""
     try:
@@ -37,7 +42,7 @@ def replaced_atomically(target: Path) -> Iterator[Path]:
     target.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.stem}.", suffix=f".tmp{target.suffix}")
     os.close(handle)
-    os.chmod(temporary, file_mode())
+    give_default_permissions(temporary)
     try:
         yield Path(temporary)
         os.replace(temporary, target)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from safetensors.torch import save_file
 
+from probing.data.files import give_default_permissions
 from probing.features.finetuned import TASK_FILE
 from probing.finetune.module import FineTuner
 
@@ -44,3 +45,5 @@ def write_model(module: FineTuner, folder: Path, task: str) -> None:
               folder / "task_head.safetensors")
     about = {"task": task, "kind": module.kind, "labels": module.labels}
     (folder / TASK_FILE).write_text(json.dumps(about, indent=2) + "\n", encoding="utf-8")
+    for path in folder.iterdir():
+        give_default_permissions(path)

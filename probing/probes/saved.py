@@ -29,6 +29,7 @@ import xxhash
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
+from probing.data.files import give_default_permissions
 from probing.errors import ConfigError, ProbingError
 from probing.features.finetuned import finetuned_task
 
@@ -82,6 +83,7 @@ def save_probes(module: torch.nn.Module, path: Path, about: Mapping[str, Any],
     about = {**about, "storage_dtype": str(dtype).removeprefix("torch.")}
     metadata = {METADATA_KEY: json.dumps({"format": FORMAT, **about}), HASH_KEY: tensors_hash(tensors)}
     save_file(tensors, partial, metadata=metadata)
+    give_default_permissions(partial)
     os.replace(partial, path)
     return path
 

@@ -8,6 +8,7 @@ import pytest
 import torch
 from transformers import AutoModel
 
+from probing.data.files import file_mode
 from probing.data.records import SkipCounter
 from probing.data.task_records import TaggedSentence, TaskData
 from probing.errors import ConfigError, ProbingError
@@ -104,6 +105,8 @@ def test_the_export_loads_as_a_plain_encoder_with_the_trained_weights(tagger, tm
     assert torch.allclose(ours, theirs, atol=1e-6)
     assert (folder / "model.safetensors").is_file() and (folder / "tokenizer.json").is_file()
     assert json.loads((folder / "task.json").read_text()) == {"task": "pos", "kind": "token", "labels": TAGS}
+    assert {path.name: path.stat().st_mode & 0o777 for path in folder.iterdir()} == {
+        path.name: file_mode() for path in folder.iterdir()}  # safetensors alone writes 0600
 
 
 def test_checkpoint_weights_load_with_weights_only(tagger, tiny_bert_path, tmp_path):

@@ -10,6 +10,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
+from probing.data.files import file_mode
 from probing.errors import ConfigError, ProbingError
 from probing.probes.saved import (
     HASH_KEY,
@@ -190,6 +191,7 @@ def test_probes_stored_in_bf16_take_half_the_bytes_and_load_as_their_rounded_wei
         return sum(tensor.numel() * tensor.element_size() for tensor in probes.state_dict.values())
 
     assert 2 * tensor_bytes(saved) == tensor_bytes(load_probes(full))
+    assert full.stat().st_mode & 0o777 == half.stat().st_mode & 0o777 == file_mode()  # not safetensors' 0600
     loaded = SClassProbe(input_dim=8, class_names=CLASSES, hidden_dim=4, control=True)
     load_into(loaded, saved)
     for name, tensor in loaded.state_dict().items():
