@@ -54,6 +54,9 @@ def layer_list(num_layers: int, *extra: str) -> str:
     return ",".join([str(layer) for layer in range(int(num_layers))] + [str(item) for item in extra])
 
 
+SHORT_OVERRIDE = 32  # characters of an override that a shortened job folder name keeps whole
+
+
 def job_dir_name(overrides: str, max_length: int = 100) -> str:
     """A sweep job's folder, named after its overrides (`hydra.job.override_dirname`, e.g. "layer=3,seed=1"), so that
     a relaunched sweep finds each configuration's results where it left them; characters that are unsafe in a folder
@@ -65,9 +68,6 @@ def job_dir_name(overrides: str, max_length: int = 100) -> str:
     tag = hashlib.sha256(overrides.encode()).hexdigest()[:10]
     short = folder_safe(",".join(item for item in override_items(overrides) if len(item) <= SHORT_OVERRIDE))
     return f"{short[:max_length - 11]}-{tag}" if short else tag
-
-
-SHORT_OVERRIDE = 32  # characters of an override that a shortened job folder name keeps whole
 
 
 def folder_safe(text: str) -> str:
