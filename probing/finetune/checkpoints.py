@@ -12,11 +12,15 @@
   states of the process of rank 0 are the ones saved.
 - `ResumePolicy` (`finetune.resume`) chooses the checkpoint that a run relaunched into its folder resumes from, and
   refuses the checkpoints of a run of another configuration (the folder records its configuration, config.json).
+- `ContinuedCSVLog` keeps the CSV log of a resumed run: Lightning's CSVLogger deletes the metrics.csv it finds, so a
+  resumed run would lose the rows of every epoch before the interruption. The rows logged before the checkpoint's
+  global step are kept, and the resumed run logs the others again.
 """
 
 from __future__ import annotations
 
 import copy
+import csv
 import json
 import logging
 import pickle
@@ -29,6 +33,8 @@ import lightning as L
 import numpy as np
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.loggers import CSVLogger, Logger
+from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, open_dict
 
 from probing.data.files import write_atomically
@@ -217,6 +223,64 @@ class RandomStates(L.Callback):
         np.random.set_state(("MT19937", keys.numpy().astype(np.uint32), position, has_gauss, gauss))
         if "cuda" in states and torch.cuda.is_available() and len(states["cuda"]) == torch.cuda.device_count():
             torch.cuda.set_rng_state_all(states["cuda"])
+
+
+class ContinuedCSVLog(L.Callback):
+    """The CSV log (metrics.csv) of a run resumed from a checkpoint keeps the rows logged before the checkpoint's
+    step; the resumed run logs the rest, as an uninterrupted run would have. Made before anything opens the loggers:
+    it moves the log it finds to metrics.previous.csv (nothing is lost if the relaunch dies too) and holds its rows;
+    a resumed run writes them back, a run that starts over drops them. Every checkpoint flushes the log first, so that
+    the rows before it are on disk."""
+
+    PREVIOUS = "metrics.previous.csv"
+
+    def __init__(self, loggers: list[Logger]) -> None:
+        self.loggers = [logger for logger in loggers if isinstance(logger, CSVLogger)]
+        # Rank 0 alone writes the CSV log (Lightning's rank, set from the launcher's environment before the trainer).
+        self.previous_rows = {id(logger): self.take_previous_rows(logger) for logger in self.loggers} \
+            if rank_zero_only.rank == 0 else {}
+
+    def take_previous_rows(self, logger: CSVLogger) -> list[dict[str, str]]:
+        """The rows of the log in logger's folder, moved to metrics.previous.csv; the logger opened on an empty log."""
+        log, previous = Path(logger.log_dir) / "metrics.csv", Path(logger.log_dir) / self.PREVIOUS
+        if log.is_file():
+            log.replace(previous)
+        rows = []
+        if previous.is_file():
+            with open(previous, newline="", encoding="utf-8") as handle:
+                rows = list(csv.DictReader(handle))
+        with warnings.catch_warnings():  # "... will be deleted": there is nothing left for it to delete
+            warnings.filterwarnings("ignore", message=r"Experiment logs directory .* exists and is not empty")
+            logger.experiment  # noqa: B018 (opened here, under the filter, rather than by the first log)
+        return rows
+
+    def on_save_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]) -> None:
+        if trainer.is_global_zero:
+            for logger in self.loggers:
+                logger.save()
+
+    def on_load_checkpoint(self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]) -> None:
+        if not trainer.is_global_zero:
+            return
+        resumed_step = int(checkpoint.get("global_step", 0))
+        for logger in self.loggers:
+            kept = [row for row in self.previous_rows.get(id(logger), []) if logged_before(row, resumed_step)]
+            logger.experiment.metrics[:0] = kept
+            logger.save()
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.is_global_zero:
+            for logger in self.loggers:
+                (Path(logger.log_dir) / self.PREVIOUS).unlink(missing_ok=True)
+        self.previous_rows = {}
+
+
+def logged_before(row: dict[str, str], step: int) -> bool:
+    """Whether a CSV log row was logged at a global step before `step` (the resumed run logs the rest again)."""
+    try:
+        return int(float(row.get("step") or "nan")) < step
+    except ValueError:
+        return False
 
 
 def as_tuple(value: Any) -> Any:

@@ -25,7 +25,14 @@ from probing.data.settings import require_int
 from probing.data.task_records import TASK_NAMES as FINETUNING_TASKS
 from probing.errors import ConfigError
 from probing.features.finetuned import MODEL_DIR
-from probing.finetune.checkpoints import RandomStates, ResumePolicy, best_checkpoint, load_best_weights, run_identity
+from probing.finetune.checkpoints import (
+    ContinuedCSVLog,
+    RandomStates,
+    ResumePolicy,
+    best_checkpoint,
+    load_best_weights,
+    run_identity,
+)
 from probing.finetune.datamodule import TaskDataModule, load_task_data
 from probing.finetune.export import export_model
 from probing.finetune.module import KINDS
@@ -80,7 +87,8 @@ def finetune(cfg: DictConfig, config: dict[str, Any], resume: ResumePolicy,
                                                            kind="token" if data.token_level else "sentence")
     datamodule = TaskDataModule(data, module.tokenizer, max_length=cfg.task.max_length,
                                 batch_size=cfg.task.batch_size, seed=cfg.seed, max_positions=module.max_positions)
-    trainer = build_trainer(cfg, extra_callbacks=[RandomStates()], loggers=loggers)
+    csv_log = ContinuedCSVLog(loggers)  # before anything opens the CSV log, which Lightning would empty
+    trainer = build_trainer(cfg, extra_callbacks=[RandomStates(), csv_log], loggers=loggers)
     best = best_checkpoint(trainer)
     for logger in trainer.loggers:
         logger.log_hyperparams(config)

@@ -3,8 +3,10 @@ a crash, DDP under a multirun, and bad settings as one error line."""
 
 from __future__ import annotations
 
+import csv
 import json
 import logging
+from functools import partial
 from pathlib import Path
 
 import h5py
@@ -12,6 +14,7 @@ import pytest
 import torch
 
 from probing.errors import CheckpointError, ConfigError
+from probing.finetune.checkpoints import ContinuedCSVLog
 from probing.finetune.module import FineTuner
 from probing.tasks import extract, train
 from tests.helpers import FIXTURE_STREUSLE, FIXTURES, run_script
@@ -142,16 +145,41 @@ def final_state(run: Path) -> dict:
 def uninterrupted(tmp_path_factory, tiny_bert_path):
     folder = tmp_path_factory.mktemp("uninterrupted")
     results = train.run(compose_job("train", folder, f"model.name_or_path={tiny_bert_path}", "logger=csv", *EXACT))
-    return results, final_state(folder / "run"), (folder / "run" / "model" / "model.safetensors").read_bytes()
+    return (results, final_state(folder / "run"), (folder / "run" / "model" / "model.safetensors").read_bytes(),
+            csv_log(folder / "run"))
 
 
-@pytest.mark.parametrize("hook,when,resumed_from", [
-    ("training_step", lambda m: m.global_step == 9, "step.ckpt"),  # mid-epoch: step.ckpt after 8 steps, 2 of epoch 1
-    ("training_step", lambda m: m.global_step == 6, "last.ckpt"),  # epoch 1's first step: last.ckpt of epoch 0's end
-    ("validation_step", lambda m: not m.trainer.sanity_checking, "step.ckpt"),  # epoch 0 trained, not validated
+def csv_log(run: Path) -> list[dict[str, str]]:
+    with open(run / "csv" / "metrics.csv", newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+EPOCH_MEANS = ("train/loss_epoch", "train/task_loss_epoch")
+
+
+def without_epoch_means_of(epoch: str, rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    """Lightning does not checkpoint its running means: an epoch resumed mid-way averages the steps after the resume."""
+    return [{key: "" if key in EPOCH_MEANS and row["epoch"] == epoch else value for key, value in row.items()}
+            for row in rows]
+
+
+def without_end_of_epoch(epoch: str, rows: list[dict[str, str]]) -> list[dict[str, str]]:
+    """Resumed from the checkpoint of an epoch's last step, Lightning goes on to the next epoch without validating
+    that one or logging its means (the weights are still those of an uninterrupted run)."""
+    return [row for row in rows if not (row["epoch"] == epoch and not row["train/loss_step"])]
+
+
+@pytest.mark.parametrize("hook,when,resumed_from,lightning_differences", [
+    # mid-epoch: step.ckpt after 8 steps, 2 of epoch 1
+    ("training_step", lambda m: m.global_step == 9, "step.ckpt", partial(without_epoch_means_of, "1")),
+    # epoch 1's first step: last.ckpt of epoch 0's end
+    ("training_step", lambda m: m.global_step == 6, "last.ckpt", lambda rows: rows),
+    # epoch 0 trained, not validated: step.ckpt of its last step
+    ("validation_step", lambda m: not m.trainer.sanity_checking, "step.ckpt", partial(without_end_of_epoch, "0")),
 ])
 def test_a_resumed_run_ends_with_the_weights_of_an_uninterrupted_one(tmp_path, tiny, monkeypatch, caplog,
-                                                                       uninterrupted, hook, when, resumed_from):
+                                                                       uninterrupted, hook, when, resumed_from,
+                                                                       lightning_differences):
     caplog.set_level(logging.INFO, logger="probing")
     cfg = compose_job("train", tmp_path, *tiny, *EXACT)
     interrupted(monkeypatch, hook, when)
@@ -160,11 +188,14 @@ def test_a_resumed_run_ends_with_the_weights_of_an_uninterrupted_one(tmp_path, t
     monkeypatch.undo()
     results = train.run(cfg)
     assert f"resuming from {tmp_path / 'run' / 'checkpoints' / resumed_from}" in caplog.text
-    expected, weights, exported = uninterrupted
+    expected, weights, exported, log = uninterrupted
     assert results["dev"] == expected["dev"] and results["best_epoch"] == expected["best_epoch"]
     state = final_state(tmp_path / "run")
     assert state.keys() == weights.keys() and all(torch.equal(state[name], weights[name]) for name in weights)
     assert (tmp_path / "run" / "model" / "model.safetensors").read_bytes() == exported
+    # The CSV log keeps the rows logged before the interruption: the same rows as the uninterrupted run's.
+    assert lightning_differences(csv_log(tmp_path / "run")) == lightning_differences(log)
+    assert not (tmp_path / "run" / "csv" / ContinuedCSVLog.PREVIOUS).exists()
 
 
 def test_a_truncated_checkpoint_is_one_error_and_the_run_can_resume_from_best(tmp_path, tiny, monkeypatch, caplog):
