@@ -34,6 +34,7 @@ import numpy as np
 import torch
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger, Logger
+from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, open_dict
 
@@ -237,12 +238,12 @@ class ContinuedCSVLog(L.Callback):
     def __init__(self, loggers: list[Logger]) -> None:
         self.loggers = [logger for logger in loggers if isinstance(logger, CSVLogger)]
         # Rank 0 alone writes the CSV log (Lightning's rank, set from the launcher's environment before the trainer).
-        self.previous_rows = {id(logger): self.take_previous_rows(logger) for logger in self.loggers} \
-            if rank_zero_only.rank == 0 else {}
+        self.previous_rows = [self.take_previous_rows(logger) if rank_zero_only.rank == 0 else []
+                              for logger in self.loggers]
 
     def take_previous_rows(self, logger: CSVLogger) -> list[dict[str, str]]:
         """The rows of the log in logger's folder, moved to metrics.previous.csv; the logger opened on an empty log."""
-        log, previous = Path(logger.log_dir) / "metrics.csv", Path(logger.log_dir) / self.PREVIOUS
+        log, previous = Path(logger.log_dir) / ExperimentWriter.NAME_METRICS_FILE, Path(logger.log_dir) / self.PREVIOUS
         if log.is_file():
             log.replace(previous)
         rows = []
@@ -263,16 +264,15 @@ class ContinuedCSVLog(L.Callback):
         if not trainer.is_global_zero:
             return
         resumed_step = int(checkpoint.get("global_step", 0))
-        for logger in self.loggers:
-            kept = [row for row in self.previous_rows.get(id(logger), []) if logged_before(row, resumed_step)]
-            logger.experiment.metrics[:0] = kept
+        for logger, rows in zip(self.loggers, self.previous_rows):
+            logger.experiment.metrics[:0] = [row for row in rows if logged_before(row, resumed_step)]
             logger.save()
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.is_global_zero:
             for logger in self.loggers:
                 (Path(logger.log_dir) / self.PREVIOUS).unlink(missing_ok=True)
-        self.previous_rows = {}
+        self.previous_rows = [[] for _ in self.loggers]
 
 
 def logged_before(row: dict[str, str], step: int) -> bool:
