@@ -7,7 +7,9 @@ rank 0 logs below warnings: the other ranks would repeat every line.
 
 from __future__ import annotations
 
+import argparse
 import copy
+import difflib
 import functools
 import importlib.util
 import logging
@@ -17,16 +19,20 @@ import warnings
 from collections.abc import Callable, Iterator
 from typing import NoReturn
 
+from hydra._internal.config_loader_impl import ConfigLoaderImpl
 from hydra._internal.config_repository import ConfigRepository
 from hydra._internal.config_search_path_impl import ConfigSearchPathImpl
+from hydra._internal.utils import create_config_search_path, get_args_parser
 from hydra.core.object_type import ObjectType
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.core.override_parser.types import IntervalSweep
+from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, Override, ValueType
 from hydra.core.plugins import Plugins
+from hydra.errors import HydraException, OverrideParseException
 from hydra.experimental.callback import Callback
+from hydra.types import RunMode
 from lightning.fabric.utilities.rank_zero import rank_zero_only
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict, read_write
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
 from probing.errors import ConfigError, ProbingError
 
@@ -56,16 +62,16 @@ LAUNCHER_PLUGINS = {
 }
 
 
-def launcher_installed(config_path: str) -> Callable[[Callable], Callable]:
-    """Run the Hydra app `main` after checking that a launcher named on the command line (hydra/launcher=<name>) is
-    installed: without its plugin Hydra would fail with a page of "Could not find" instead of one `error:` line.
-    `config_path`: the app's configs, as Hydra's main decorator takes them (a folder or `pkg://<package>`)."""
+def command_line_checked(config_path: str, config_name: str) -> Callable[[Callable], Callable]:
+    """Run the Hydra app `main` after checking its command line (`check_command_line`): Hydra would report a
+    misspelt key or config name with a page of text, and exit status 1. `config_path`: the app's configs, as Hydra's
+    main decorator takes them (a folder or `pkg://<package>`); `config_name`: its primary config."""
 
     def decorate(main: Callable) -> Callable:
         @functools.wraps(main)
         def wrapper(*args, **kwargs):
             try:
-                check_launcher(sys.argv[1:], config_path)
+                check_command_line(sys.argv[1:], config_path, config_name)
             except ProbingError as error:
                 exit_with(error)
             return main(*args, **kwargs)
@@ -73,6 +79,30 @@ def launcher_installed(config_path: str) -> Callable[[Callable], Callable]:
         return wrapper
 
     return decorate
+
+
+# Hydra's flags under which it does not compose the app's config as given (help, another config or search path):
+# the command line is then left to Hydra.
+HYDRA_OWN_FLAGS = ("help", "hydra_help", "info", "shell_completion", "config_path", "config_name", "config_dir",
+                   "experimental_rerun")
+
+
+def check_command_line(arguments: list[str], config_path: str, config_name: str) -> None:
+    """Refuse, as one ConfigError, what Hydra would refuse with a page of text: a launcher that is not installed, an
+    option that a config group does not have (`probe=mlp3`, also within a sweep), a key the config does not have
+    (`trainer.max_epoch=3`, with the closest key named), and any other override that does not parse or compose.
+    A multirun is checked with each sweep at its first value (the jobs' own configs are checked by SweepCheck)."""
+    check_launcher(arguments, config_path)
+    options, _ = get_args_parser().parse_known_args(arguments)
+    if any(getattr(options, flag, None) for flag in HYDRA_OWN_FLAGS):
+        return
+    try:
+        overrides = OverridesParser.create().parse_overrides(options.overrides)
+    except OverrideParseException as error:
+        raise ConfigError(f"the command line does not parse: {one_line(str(error))}") from None
+    if not any(override.get_key_element() == "hydra.searchpath" for override in overrides):
+        check_config_group_options(overrides, app_configs(config_path))
+    check_composition(overrides, options, config_path, config_name)
 
 
 def check_launcher(arguments: list[str], config_path: str) -> None:
@@ -94,10 +124,110 @@ def check_launcher(arguments: list[str], config_path: str) -> None:
 def own_launcher_configs(config_path: str) -> list[str]:
     """The launcher configs (hydra/launcher/<name>) of the app whose configs are at `config_path`, as Hydra's config
     repository finds them there (a folder or a package; other sources, such as plugins, are left out)."""
+    return app_configs(config_path).get_group_options("hydra/launcher", ObjectType.CONFIG)
+
+
+def app_configs(config_path: str) -> ConfigRepository:
+    """The configs of the app at `config_path` (a folder or a package), as Hydra's config repository reads them."""
     Plugins.instance()  # registers Hydra's config sources (file://, pkg://), as a Hydra app does when it starts
     search_path = ConfigSearchPathImpl()
     search_path.append("main", config_path)
-    return ConfigRepository(search_path).get_group_options("hydra/launcher", ObjectType.CONFIG)
+    return ConfigRepository(search_path)
+
+
+def check_config_group_options(overrides: list[Override], configs: ConfigRepository) -> None:
+    """Refuse an option that a config group of the app does not have (`probe=mlp3`, also within a sweep
+    `probe=mlp1,mlp3`), naming the group's options. Hydra's own groups (hydra/...) are left to Hydra."""
+    for override in overrides:
+        group = override.key_or_group
+        if override.is_delete() or group.startswith("hydra/") or not configs.group_exists(group):
+            continue
+        options = configs.get_group_options(group, ObjectType.CONFIG)
+        for name in chosen_names(override.value()):
+            if name not in options:
+                raise ConfigError(f"{group}={name}: {group} has no config {name!r}. Fix: one of {', '.join(options)}")
+
+
+def chosen_names(value: object) -> list[str]:
+    """The config names an override's value chooses: one (`mlp1`), a list (`[a,b]`) or a sweep's choices (`a,b`).
+    A value that chooses none (null) or that only Hydra can expand (glob) gives none."""
+    if isinstance(value, ChoiceSweep):
+        value = value.list
+    values = value if isinstance(value, list) else [value]
+    return [str(item) for item in values if isinstance(item, str | int | float) and not isinstance(item, bool)]
+
+
+def first_job_override(override: Override) -> str | None:
+    """The override as the first job of a multirun gets it: a listed sweep (`layer=0,1`, `seed=range(3)`) at its
+    first value, an interval or glob left out (Hydra's sweeper expands those), anything else as given."""
+    if override.value_type in (ValueType.INTERVAL_SWEEP, ValueType.GLOB_CHOICE_SWEEP):
+        return None
+    if not override.is_sweep_override():
+        return override.input_line
+    first = next(iter(override.sweep_string_iterator()), None)
+    return None if first is None else f"{override.get_key_element()}={first}"
+
+
+def check_composition(overrides: list[Override], options: argparse.Namespace, config_path: str,
+                      config_name: str) -> None:
+    """Compose `config_name` with `overrides` as Hydra is about to: first as a multirun, to learn the mode (`-m`, or
+    a preset's `hydra.mode: MULTIRUN`), then as the job runs (a multirun: its first job, each sweep at its first
+    value). What fails is one ConfigError; a key the config lacks names the closest keys."""
+    loader = ConfigLoaderImpl(config_search_path=create_config_search_path(config_path))
+    lines = [override.input_line for override in overrides]
+    config = composed(loader, config_name, lines, RunMode.MULTIRUN)
+    if options.multirun or (not options.run and config.hydra.mode == RunMode.MULTIRUN):
+        lines = [line for line in map(first_job_override, overrides) if line is not None]
+    composed(loader, config_name, lines, RunMode.RUN)
+
+
+def composed(loader: ConfigLoaderImpl, config_name: str, lines: list[str], mode: RunMode) -> DictConfig:
+    """The config composed from `config_name` and the override `lines` in `mode`, or a ConfigError."""
+    try:
+        return loader.load_configuration(config_name, lines, mode)
+    except (HydraException, ValueError) as error:
+        missing = error.__cause__
+        if not isinstance(missing, ConfigAttributeError | ConfigKeyError) or not missing.full_key:
+            raise ConfigError(f"the command line does not compose: {one_line(str(error))}") from None
+        raise ConfigError(unknown_key_message(missing.full_key, lines, loader, config_name, mode)) from None
+
+
+def unknown_key_message(key: str, lines: list[str], loader: ConfigLoaderImpl, config_name: str,
+                        mode: RunMode) -> str:
+    """The error for an override (one of `lines`) of `key`, which the config lacks: the closest keys at that place
+    (a misspelling), else all of them, as the config composed without that override has them."""
+    parent, _, name = key.rpartition(".")
+    try:
+        config = loader.load_configuration(config_name, [line for line in lines if key_of(line) != key], mode)
+    except (HydraException, ValueError):
+        config = None
+    place = OmegaConf.select(config, parent, default=None) if parent and config is not None else config
+    siblings = [str(sibling) for sibling in place if sibling != "hydra"] if isinstance(place, DictConfig) else []
+    closest = [f"{parent}.{other}" if parent else other for other in difflib.get_close_matches(name, siblings, n=3)]
+    if closest:
+        fix = f"{' or '.join(closest)} (the closest {'names' if len(closest) > 1 else 'name'})"
+    elif siblings:
+        fix = f"one of {', '.join(siblings)}"
+    else:
+        fix = "`--cfg job` shows the settings"
+    if "_target_" in siblings:  # an object built from this section takes any argument its class takes
+        fix += f", or +{key}=... to pass {place['_target_']} an argument that {parent} does not list"
+    return f"{key}={value_of(key, lines)}: {parent or 'the config'} has no setting {name!r}. Fix: {fix}"
+
+
+def value_of(key: str, lines: list[str]) -> str:
+    """The value that the override lines set `key` to."""
+    return next((line.partition("=")[2] for line in lines if key_of(line) == key), "...")
+
+
+def key_of(line: str) -> str:
+    """The key an override line sets, adds or deletes (`+a.b=1` -> a.b)."""
+    return line.lstrip("~+").partition("=")[0]
+
+
+def one_line(message: str) -> str:
+    """A multi-line message (Hydra's) as one line."""
+    return "; ".join(line.strip() for line in message.splitlines() if line.strip())
 
 
 def user_errors_exit_cleanly(main: Callable) -> Callable:

@@ -14,7 +14,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig
 
-from probing.cli import launcher_installed, user_errors_exit_cleanly
+from probing.cli import command_line_checked, user_errors_exit_cleanly
 from probing.devices import keep_freed_memory
 from probing.tasks import analyze, extract, probe, train
 from probing.tasks.common import optimized_value
@@ -24,11 +24,11 @@ PACKAGE_CONFIGS = "pkg://probing.conf"
 
 def entry_point(config_name: str, job: Callable[[DictConfig], Any],
                 config_path: str = PACKAGE_CONFIGS) -> Callable[[], Any]:
-    """The Hydra app that composes `config_name` from `config_path` and runs `job` on it: a launcher named on the
-    command line is checked first, and a user error ends as one `error:` line with exit status 2. The process keeps its
-    freed memory for reuse (`keep_freed_memory`: a training step's large tensors are not page-faulted afresh)."""
+    """The Hydra app that composes `config_name` from `config_path` and runs `job` on it: the command line is checked
+    first (`cli.check_command_line`), and a user error ends as one `error:` line with exit status 2. The process keeps
+    its freed memory for reuse (`keep_freed_memory`: a training step's large tensors are not page-faulted afresh)."""
 
-    @launcher_installed(config_path)
+    @command_line_checked(config_path, config_name)
     @hydra.main(version_base="1.3", config_path=config_path, config_name=config_name)
     @user_errors_exit_cleanly
     def main(cfg: DictConfig) -> Any:

@@ -1,6 +1,6 @@
-"""probing/cli.py: user errors as one `error:` line (rank 0 only) and exit status 2, the launcher check, the sweep
-check (SweepCheck and its helpers) and quiet non-zero ranks. The entry scripts run end to end in
-tests/tasks/test_entry_scripts.py."""
+"""probing/cli.py: user errors as one `error:` line (rank 0 only) and exit status 2, the command-line check
+(launchers, config names, keys), the sweep check (SweepCheck and its helpers) and quiet non-zero ranks. The entry
+scripts run end to end in tests/tasks/test_entry_scripts.py."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from omegaconf import OmegaConf
 
 from probing import cli
 from probing.cli import (
+    check_command_line,
     check_launcher,
     command_line_axes,
     exit_with,
@@ -156,6 +157,60 @@ def test_launcher_names_are_checked_against_the_installed_plugins(monkeypatch):
     with pytest.raises(ConfigError, match="pip install hydra-joblib-launcher"):
         check_launcher(["+hydra/launcher=joblib"], CONFIG_DIR)
     check_launcher(["hydra/launcher=slurm_gpu"], CONFIG_DIR)  # the project's own config needs no plugin check
+
+
+# --- check_command_line ----------------------------------------------------------------------------------------------
+
+def refusal(*arguments: str, config_name: str = "probe") -> str:
+    """The one-line message check_command_line refuses `arguments` with."""
+    with pytest.raises(ConfigError) as refused:
+        check_command_line(list(arguments), CONFIG_DIR, config_name)
+    assert "\n" not in str(refused.value)
+    return str(refused.value)
+
+
+@pytest.mark.parametrize("arguments, config_name", [
+    (["layer=3", "probe=linear", "trainer.max_epochs=2", "+trainer.gradient_clip_val=1.0"], "probe"),
+    (["-m", "layer=0,1", "seed=range(2)", "probe=mlp1,mlp2", "probe.module.optimizer.lr=interval(0,1)"], "probe"),
+    (["analysis=isotropy", "analysis/sentences=sts", "analysis.batch_size=8"], "analyze"),
+    (["task=mrpc", "trainer=ddp", "trainer.devices=2", "hydra.run.dir=x", "hydra.output_subdir=null"], "train"),
+    (["--help", "trainer.max_epoch=3"], "probe"),  # Hydra's help, and other configs (-cn, -cd), are Hydra's business
+])
+def test_a_command_line_that_composes_passes(arguments, config_name):
+    check_command_line(arguments, CONFIG_DIR, config_name)
+
+
+def test_a_config_name_that_its_group_lacks_is_refused_with_the_groups_options():
+    expected = "probe=mlp3: probe has no config 'mlp3'. Fix: one of linear, mlp1, mlp2, sclass_mlp"
+    assert refusal("probe=mlp3") == refusal("-m", "probe=mlp1,mlp3") == refusal("probe=[mlp1,mlp3]") == expected
+    assert refusal("analysis/sentences=nope", config_name="analyze").startswith(
+        "analysis/sentences=nope: analysis/sentences has no config 'nope'. Fix: one of mrpc, pos, sst2, streusle, sts")
+
+
+def test_a_misspelt_key_is_refused_naming_the_closest_keys_at_its_place():
+    assert refusal("trainer.max_epoch=3") == (
+        "trainer.max_epoch=3: trainer has no setting 'max_epoch'. Fix: trainer.max_epochs (the closest name), or "
+        "+trainer.max_epoch=... to pass lightning.Trainer an argument that trainer does not list")
+    assert refusal("task.batchsize=3", config_name="train").endswith(
+        "Fix: task.batch_size or task.table4_batch_size (the closest names)")
+    assert refusal("-m", "layer=0,1", "probe.mix.lrr=0.1,1") == (  # a multirun's sweeps at their first value
+        "probe.mix.lrr=0.1: probe.mix has no setting 'lrr'. Fix: probe.mix.lr (the closest name)")
+
+
+def test_a_key_with_no_close_match_is_refused_listing_the_keys_at_its_place():
+    message = refusal("nokey=3")
+    assert message.startswith("nokey=3: the config has no setting 'nokey'. Fix: one of task_name, layer, ")
+    assert "hydra" not in message and "+nokey" not in message  # the top level takes no setting it does not declare
+
+
+@pytest.mark.parametrize("arguments, expected", [
+    (["layer=[1,2"], "the command line does not parse: no viable alternative at input '[1,2'; See https://hydra.cc"),
+    (["probe=linear,mlp1"], "the command line does not compose: Ambiguous value for argument 'probe=linear,mlp1'"),
+    (["+trainer.max_epochs=3"], "the command line does not compose: Could not append to config. An item is already"),
+    (["~trainer.nokey"], "the command line does not compose: Could not delete from config. 'trainer.nokey' does not"),
+])
+def test_any_other_override_that_hydra_refuses_is_its_message_on_one_line(arguments, expected):
+    assert refusal(*arguments).startswith(expected)
 
 
 # --- the sweep check -------------------------------------------------------------------------------------------------

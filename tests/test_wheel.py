@@ -80,3 +80,8 @@ def test_an_installed_command_composes_its_config_from_another_folder(installed,
     assert f"task_name: {COMMANDS[command]}" in result.stdout
     assert f"root_dir: {elsewhere}" in result.stdout or "root_dir: ${launch_dir:}" in result.stdout
     assert not list(elsewhere.iterdir())  # composing only: no run folder, no store
+    for override, message in (("probe=mlp3", "probe has no config 'mlp3'"),
+                              ("trainer.max_epoch=3", "Fix: trainer.max_epochs (the closest name)")):
+        refused = subprocess.run([installed / "bin" / command, override], cwd=elsewhere, env=env, capture_output=True,
+                                 text=True, timeout=300)  # the command-line check reads the package's configs
+        assert refused.returncode == 2 and message in refused.stderr and len(refused.stderr.splitlines()) == 1

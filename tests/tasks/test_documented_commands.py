@@ -1,6 +1,7 @@
-"""Every command the README and docs/ show composes and resolves completely, with the default logger (W&B offline):
-a renamed key, a broken interpolation or a top-level typo in a documented command fails here in seconds, not in a
-newcomer's terminal. Sweeps are expanded: each axis (command line or preset) at each of its representative values."""
+"""Every command the README and docs/ show passes the entry scripts' command-line check, composes and resolves
+completely, with the default logger (W&B offline): a renamed key, a broken interpolation or a top-level typo in a
+documented command fails here in seconds, not in a newcomer's terminal. Sweeps are expanded: each axis (command line
+or preset) at each of its representative values."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from hydra.types import RunMode
 from omegaconf import OmegaConf, open_dict
 from omegaconf.errors import InterpolationKeyError
 
+from probing.cli import check_command_line
 from probing.errors import ConfigError
 from probing.tasks import analyze, extract, probe, train
 from probing.tasks.common import check_config
@@ -64,6 +66,7 @@ def test_documented_command_resolves(command, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # relative paths of a command resolve against the launch folder, as for a user
     monkeypatch.delenv("WANDB_MODE", raising=False)
     overrides = with_placeholders_filled(command, tmp_path)
+    check_command_line(["-m"] * command.multirun + list(overrides), CONFIG_DIR, command.script.removesuffix(".py"))
     for variant in sweep_variants(overrides) if command.multirun else [overrides]:
         config = resolved(command.script, variant, tmp_path / "run", command.multirun)
         for preset_variant in sweep_variants(variant + tuple(preset_axes(config)))[1:] if command.multirun else []:

@@ -37,6 +37,14 @@ def test_layer_out_of_range_is_one_clear_line(tmp_path, tiny_bert_path):
     assert "Traceback" not in result.stderr
 
 
+def test_a_misspelt_key_is_one_clear_line_before_anything_runs(tmp_path):
+    result = run_script("train.py", "trainer.max_epoch=3", cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+        "error: trainer.max_epoch=3: trainer has no setting 'max_epoch'. Fix: trainer.max_epochs (the closest name), "
+        "or +trainer.max_epoch=... to pass lightning.Trainer an argument that trainer does not list"]
+    assert not (tmp_path / "logs").exists()
+
+
 def test_unknown_model_offline_is_one_clear_line(tmp_path):
     result = run_script("probe.py", "model=bert", "logger=none", cwd=tmp_path)
     assert result.returncode == 2
