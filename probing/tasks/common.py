@@ -147,6 +147,10 @@ def check_devices(trainer: DictConfig) -> None:
     available = torch.cuda.device_count() if on_gpu else os.cpu_count() or 1
     devices = trainer.get("devices", 1)
     where = "GPUs" if on_gpu else "CPU cores"
+    if on_gpu and available == 0:
+        build = "" if torch.version.cuda else " (this torch is a CPU-only build)"
+        raise ConfigError(f"trainer.accelerator={accelerator} asks for a GPU, but torch sees none on this "
+                          f"machine{build}. Fix: trainer=cpu, or run on a machine with a CUDA GPU")
     if devices_asked(devices, on_gpu, available) > available:
         raise ConfigError(f"trainer.devices={devices}, but this machine has {available} {where}. Fix: "
                           f"trainer.devices={available} or fewer")

@@ -46,6 +46,7 @@ def run(cfg: DictConfig) -> dict[str, Path]:
     check_config(cfg, KNOWN_KEYS)
     splits = requested_splits(cfg.splits)
     export_dir = export_folder(cfg)
+    check_devices(cfg.trainer)  # also in one process (the encoder on features.device): an impossible trainer is refused
     paths = extract(cfg, splits) if is_single_process(cfg.trainer) else extract_in_processes(cfg, splits)
     for split, path in paths.items():
         log.info("%s store: %s", split, path)

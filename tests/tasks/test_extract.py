@@ -80,6 +80,16 @@ def test_more_devices_than_the_machine_has_is_one_error_line(tmp_path, tiny):
     assert not (tmp_path / "stores").exists()
 
 
+def test_a_gpu_trainer_on_a_machine_without_a_gpu_is_one_error_line(tmp_path, tiny, monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 0)
+    with pytest.raises(ConfigError) as error:
+        extract.run(compose_job("extract", tmp_path, *tiny, "trainer=gpu"))  # one process: the encoder is on the CPU
+    assert_one_line_error(error.value, "trainer.accelerator=gpu asks for a GPU, but torch sees none on this machine",
+                          "Fix: trainer=cpu")
+    assert not (tmp_path / "stores").exists()
+
+
 @pytest.mark.parametrize("devices", ["0", "-1", "abc", "1.5"])
 def test_a_device_count_lightning_cannot_start_is_one_error_line(tmp_path, tiny, devices):
     cfg = compose_job("extract", tmp_path, *tiny, "trainer=ddp", f"trainer.devices={devices}",
