@@ -17,12 +17,14 @@ import os
 import sys
 import warnings
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import NoReturn
 
 from hydra._internal.config_loader_impl import ConfigLoaderImpl
 from hydra._internal.config_repository import ConfigRepository
 from hydra._internal.config_search_path_impl import ConfigSearchPathImpl
 from hydra._internal.utils import create_config_search_path, get_args_parser
+from hydra.core.hydra_config import HydraConfig
 from hydra.core.object_type import ObjectType
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, Override, ValueType
@@ -90,7 +92,8 @@ HYDRA_OWN_FLAGS = ("help", "hydra_help", "info", "shell_completion", "config_pat
 def check_command_line(arguments: list[str], config_path: str, config_name: str) -> None:
     """Refuse, as one ConfigError, what Hydra would refuse with a page of text: a launcher that is not installed, an
     option that a config group does not have (`probe=mlp3`, also within a sweep), a key the config does not have
-    (`trainer.max_epoch=3`, with the closest key named), and any other override that does not parse or compose.
+    (a misspelling of `trainer.max_epochs`: the closest keys are named), and any other override that does not parse
+    or compose.
     A multirun is checked with each sweep at its first value (the jobs' own configs are checked by SweepCheck)."""
     check_launcher(arguments, config_path)
     options, _ = get_args_parser().parse_known_args(arguments)
@@ -232,7 +235,7 @@ def one_line(message: str) -> str:
 
 def user_errors_exit_cleanly(main: Callable) -> Callable:
     """Run `main`; a ProbingError becomes its message on stderr and exit status 2 (bugs keep their traceback), also
-    when a config resolver raised it (OmegaConf wraps it)."""
+    when a config resolver raised it (OmegaConf wraps it); Ctrl-C becomes one line on how to go on, and status 130."""
 
     @functools.wraps(main)
     def wrapper(*args, **kwargs):
@@ -246,8 +249,35 @@ def user_errors_exit_cleanly(main: Callable) -> Callable:
             if cause is None:
                 raise
             exit_with(cause)
+        except KeyboardInterrupt:
+            exit_interrupted()
+        except SystemExit as exit_:
+            if isinstance(exit_.__context__, KeyboardInterrupt):  # Lightning's exit after its shutdown on Ctrl-C
+                exit_interrupted()
+            raise
 
     return wrapper
+
+
+INTERRUPTED_EXIT_STATUS = 130  # 128 + SIGINT: what a shell reports for a command stopped by Ctrl-C
+
+
+def exit_interrupted() -> NoReturn:
+    """After Ctrl-C: one line on what is kept and how to go on (rank 0 only), instead of a traceback."""
+    if process_rank() == 0:
+        print(f"interrupted. {how_to_go_on()}", file=sys.stderr)
+    sys.exit(INTERRUPTED_EXIT_STATUS)
+
+
+def how_to_go_on() -> str:
+    """How to take up an interrupted run where it stopped: relaunched into its folder (a sweep's or a run's)."""
+    if not HydraConfig.initialized():
+        return "Run the command again to go on"
+    hydra = HydraConfig.get()
+    output_dir = Path(hydra.runtime.output_dir)  # a multirun's job folder is <sweep folder>/<job>
+    folder = f"hydra.sweep.dir={output_dir.parent}" if hydra.mode == RunMode.MULTIRUN else f"hydra.run.dir={output_dir}"
+    return (f"To go on where it stopped, run the same command with {folder}: feature stores resume row by row, "
+            "train.py from its last checkpoint, and a sweep skips its finished jobs")
 
 
 def probing_cause(error: BaseException) -> ProbingError | None:

@@ -5,12 +5,14 @@ scripts run end to end in tests/tasks/test_entry_scripts.py."""
 from __future__ import annotations
 
 import logging
+import sys
 import warnings
 
 import pytest
 from hydra import initialize_config_dir
 from hydra._internal.callbacks import Callbacks
 from hydra.core.global_hydra import GlobalHydra
+from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import OmegaConf
 
@@ -112,6 +114,53 @@ def test_a_probing_error_becomes_one_line_and_status_2_and_a_bug_keeps_its_trace
     assert exit_.value.code == 2 and capsys.readouterr().err == "error: layer=9 is out of range. Fix: layer=0..2\n"
     with pytest.raises(ZeroDivisionError):
         main(ZeroDivisionError("a bug"))
+
+
+def interrupted_main(lightning_exit: bool):
+    """A job stopped by Ctrl-C: the KeyboardInterrupt itself, or Lightning's exit(1) after its graceful shutdown."""
+    @user_errors_exit_cleanly
+    def main():
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            if lightning_exit:
+                sys.exit(1)
+            raise
+    return main
+
+
+@pytest.mark.parametrize("lightning_exit", [False, True])
+def test_ctrl_c_is_one_line_on_how_to_go_on_and_status_130(rank, capsys, lightning_exit, monkeypatch):
+    rank(0)
+    monkeypatch.setattr(HydraConfig, "initialized", staticmethod(lambda: False))
+    with pytest.raises(SystemExit) as exit_:
+        interrupted_main(lightning_exit)()
+    assert exit_.value.code == 130 and capsys.readouterr().err == "interrupted. Run the command again to go on\n"
+
+
+@pytest.mark.parametrize("mode, folder", [(RunMode.RUN, "hydra.run.dir={out}"),
+                                          (RunMode.MULTIRUN, "hydra.sweep.dir={sweep}")])
+def test_after_ctrl_c_the_hint_names_the_folder_to_relaunch_into(rank, capsys, monkeypatch, tmp_path, mode, folder):
+    rank(0)
+    sweep, out = tmp_path / "multiruns" / "time", tmp_path / "multiruns" / "time" / "layer=1"
+    hydra = OmegaConf.create({"mode": mode.name, "runtime": {"output_dir": str(out)}})
+    monkeypatch.setattr(HydraConfig, "initialized", staticmethod(lambda: True))
+    monkeypatch.setattr(HydraConfig, "get", staticmethod(lambda: OmegaConf.merge(hydra, {"mode": mode})))
+    with pytest.raises(SystemExit):
+        interrupted_main(lightning_exit=True)()
+    assert capsys.readouterr().err.startswith(
+        f"interrupted. To go on where it stopped, run the same command with {folder.format(out=out, sweep=sweep)}: "
+        "feature stores resume row by row")
+
+
+def test_another_exit_passes_through(rank, capsys):
+    @user_errors_exit_cleanly
+    def main():
+        sys.exit(1)
+
+    with pytest.raises(SystemExit) as exit_:
+        main()
+    assert exit_.value.code == 1 and capsys.readouterr().err == ""
 
 
 def test_a_probing_error_inside_a_resolver_is_unwrapped(rank, capsys, failing_resolver):
