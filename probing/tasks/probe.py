@@ -131,6 +131,7 @@ def probe(cfg: DictConfig, control: ControlTask, config: dict[str, Any], run_dir
     representation, inputs = context_inputs(cfg, control, mdl)
     features = features_about(cfg, representation.level, inputs, control)
     reuse = cfg.probe.get("reuse")
+    untrained = None if reuse else new_probes(cfg, inputs, features, control, mdl)  # a bad setting starts no logger
     keepers = [] if reuse or control.seed is None else [control_keeper(SEEN in inputs.datamodule.splits)]
     trainer = build_trainer(cfg, keepers, loggers=loggers)
     for logger in trainer.loggers:  # the whole resolved config, so runs can be filtered by layer, model, data...
@@ -138,7 +139,7 @@ def probe(cfg: DictConfig, control: ControlTask, config: dict[str, Any], run_dir
     if reuse:
         module, outcome = reused_probes(cfg, features, control)
     else:
-        module, outcome = trained_probes(cfg, trainer, inputs, features, control, run_dir / PROBES_FILE, mdl)
+        module, outcome = trained_probes(cfg, trainer, untrained, inputs, features, run_dir / PROBES_FILE)
     trainer.validate(module, datamodule=inputs.datamodule, verbose=False)
     trainer.test(module, datamodule=inputs.datamodule, verbose=False)
     results = {
@@ -176,16 +177,20 @@ def reused_probes(cfg: DictConfig, features: dict[str, Any], control: ControlTas
     return module, {"best_epoch": None, "reused_probes": reused_summary(saved), "warnings": []}
 
 
-def trained_probes(cfg: DictConfig, trainer: L.Trainer, inputs: ProbeInputs, features: dict[str, Any],
-                   control: ControlTask, path: Path, mdl: MdlSettings) -> tuple[L.LightningModule, dict]:
-    """Fit the probes (and the control probes, and the MDL prefix probes), each head keeping its best-dev weights,
-    saved at `path` (the prefix probes are not: they are only needed for the codelength); the best epochs and the
-    warnings of the fit."""
+def new_probes(cfg: DictConfig, inputs: ProbeInputs, features: dict[str, Any], control: ControlTask,
+               mdl: MdlSettings) -> L.LightningModule:
+    """The untrained probes of `probe.module` for these inputs (and the control probes, and the MDL prefix probes)."""
     block_ends = mdl.block_ends(len(inputs.datamodule.splits["train"])) if mdl.enabled else None
-    module = build(cfg.probe.module, "probe.module")(
+    return build(cfg.probe.module, "probe.module")(
         input_dim=inputs.datamodule.feature_dim, class_names=inputs.classes, level=features["level"],
         num_layers=inputs.datamodule.num_layers, mix=OmegaConf.to_container(cfg.probe.mix, resolve=True),
         control=control.seed is not None, mdl_block_ends=block_ends)
+
+
+def trained_probes(cfg: DictConfig, trainer: L.Trainer, module: L.LightningModule, inputs: ProbeInputs,
+                   features: dict[str, Any], path: Path) -> tuple[L.LightningModule, dict]:
+    """Fit the untrained probes `module`, each head keeping its best-dev weights, saved at `path` (the MDL prefix
+    probes are not: they are only needed for the codelength); the best epochs and the warnings of the fit."""
     trainer.fit(module, datamodule=inputs.datamodule)
     epochs, best_dev = best_epochs(trainer.callbacks), best_weights_keeper(trainer.callbacks).best_score
     if trainer.is_global_zero:  # every process holds the same weights; one writes them
@@ -243,15 +248,15 @@ def probe_words(cfg: DictConfig, control: ControlTask, config: dict[str, Any], r
     inputs = representation.word_inputs(data, store_settings(cfg.features), cfg.probe.batch_size, control,
                                         pair_product=pair_product, mdl_seed=mdl.seed if mdl.enabled else None)
     datamodule = inputs.datamodule
+    block_ends = mdl.block_ends(len(datamodule.splits["train"])) if mdl.enabled else None
+    module = build(cfg.probe.word_module, "probe.word_module")(  # before the loggers start: a bad setting starts no run
+        input_dim=datamodule.feature_dim, label_names=inputs.classes, num_layers=datamodule.num_layers,
+        mix=OmegaConf.to_container(cfg.probe.mix, resolve=True), control=control.seed is not None,
+        mdl_block_ends=block_ends)
     keepers = [] if control.seed is None else [control_keeper(False)]
     trainer = build_trainer(cfg, keepers, loggers=loggers)
     for logger in trainer.loggers:
         logger.log_hyperparams({**config, "representation": inputs.about["representation"]})
-    block_ends = mdl.block_ends(len(datamodule.splits["train"])) if mdl.enabled else None
-    module = build(cfg.probe.word_module, "probe.word_module")(
-        input_dim=datamodule.feature_dim, label_names=inputs.classes, num_layers=datamodule.num_layers,
-        mix=OmegaConf.to_container(cfg.probe.mix, resolve=True), control=control.seed is not None,
-        mdl_block_ends=block_ends)
     trainer.fit(module, datamodule=datamodule)
     epochs, best_dev = best_epochs(trainer.callbacks), best_weights_keeper(trainer.callbacks).best_score
     warnings = training_warnings(best_dev, trainer.current_epoch)

@@ -72,6 +72,8 @@ def test_results_are_replaced_atomically(tmp_path, monkeypatch):
     (["data.source._target_=probing.data.sources.NoSuchSource"], "data.source: cannot be built"),
     (["paths.store_dir=README.md"], "is a file, not a folder"),
     (["model.random_init=yes"], "model.random_init must be true or false"),
+    (["probe.module.hidden_dim=0"], "probe.module.hidden_dim=0 is not an integer >= 1"),
+    (["task=upos", "probe=linear", "probe.rank=-1"], "probe.rank=-1 is not an integer >= 1"),
 ])
 def test_bad_settings_are_config_errors_naming_the_setting(tmp_path, tiny, overrides, message, monkeypatch):
     monkeypatch.chdir(REPO)  # so that README.md is a file there
@@ -82,6 +84,7 @@ def test_bad_settings_are_config_errors_naming_the_setting(tmp_path, tiny, overr
         probe.run(cfg)
     assert message in str(error.value)
     assert not (tmp_path / "run" / "results.json").exists()
+    assert not (tmp_path / "run" / "csv").exists()  # refused before any logger started (W&B: no run for a typo)
 
 
 def test_extract_refuses_an_unknown_split(tmp_path):
