@@ -197,30 +197,47 @@ def composed(loader: ConfigLoaderImpl, config_name: str, lines: list[str], mode:
 
 def unknown_key_message(key: str, lines: list[str], loader: ConfigLoaderImpl, config_name: str,
                         mode: RunMode) -> str:
-    """The error for an override (one of `lines`) of `key`, which the config lacks: the closest keys at that place
-    (a misspelling), else all of them, as the config composed without that override has them."""
+    """The error for the override (one of `lines`) whose path meets `key`, the first key on it that the config lacks
+    (`a.b` of `a.b.c=1` where `a` has no `b`): the closest keys at that place (a misspelling), else the keys that end
+    in the override's path from that place on (a wrong place), else all keys at that place, as the config composed
+    without that override has them."""
+    offending = [line for line in lines if key_of(line) == key or key_of(line).startswith(f"{key}.")]
+    shown = offending[0] if offending else key
     parent, _, name = key.rpartition(".")
     try:
-        config = loader.load_configuration(config_name, [line for line in lines if key_of(line) != key], mode)
+        config = loader.load_configuration(config_name, [line for line in lines if line not in offending], mode)
     except (HydraException, ValueError):
         config = None
     place = OmegaConf.select(config, parent, default=None) if parent and config is not None else config
     siblings = [str(sibling) for sibling in place if sibling != "hydra"] if isinstance(place, DictConfig) else []
     closest = [f"{parent}.{other}" if parent else other for other in difflib.get_close_matches(name, siblings, n=3)]
+    suffix = key_of(shown)[len(parent) + 1 if parent else 0:]  # `b.c` of `a.b.c`
+    elsewhere = [other for other in dotted_keys(config) if other.endswith(f".{suffix}")] if config is not None else []
     if closest:
         fix = f"{' or '.join(closest)} (the closest {'names' if len(closest) > 1 else 'name'})"
+    elif 0 < len(elsewhere) <= 3:
+        fix = f"{' or '.join(elsewhere)} (where the config has {suffix})"
     elif siblings:
         fix = f"one of {', '.join(siblings)}"
     else:
         fix = "`--cfg job` shows the settings"
     if "_target_" in siblings:  # an object built from this section takes any argument its class takes
-        fix += f", or +{key}=... to pass {place['_target_']} an argument that {parent} does not list"
-    return f"{key}={value_of(key, lines)}: {parent or 'the config'} has no setting {name!r}. Fix: {fix}"
+        fix += f", or +{key_of(shown)}=... to pass {place['_target_']} an argument that {parent} does not list"
+    return f"{shown}: {parent or 'the config'} has no setting {name!r}. Fix: {fix}"
 
 
-def value_of(key: str, lines: list[str]) -> str:
-    """The value that the override lines set `key` to."""
-    return next((line.partition("=")[2] for line in lines if key_of(line) == key), "...")
+def dotted_keys(node: DictConfig, prefix: str = "") -> list[str]:
+    """Every key of the config below `node` as a dotted path (`finetune.module.optimizer.lr`), Hydra's own left out."""
+    keys = []
+    for key in node:
+        if not prefix and key == "hydra":
+            continue
+        path = f"{prefix}{key}"
+        keys.append(path)
+        child = node._get_node(key)
+        if isinstance(child, DictConfig):
+            keys.extend(dotted_keys(child, f"{path}."))
+    return keys
 
 
 def key_of(line: str) -> str:

@@ -246,6 +246,13 @@ def test_a_misspelt_key_is_refused_naming_the_closest_keys_at_its_place():
         "probe.mix.lrr=0.1: probe.mix has no setting 'lrr'. Fix: probe.mix.lr (the closest name)")
 
 
+def test_a_key_at_the_wrong_place_is_refused_naming_where_the_config_has_it():
+    assert refusal("finetune.optimizer.lr=abc", config_name="train") == (
+        "finetune.optimizer.lr=abc: finetune has no setting 'optimizer'. Fix: finetune.module.optimizer.lr (where the "
+        "config has optimizer.lr)")
+    assert refusal("probe.lr=3").endswith("Fix: probe.module.optimizer.lr or probe.mix.lr (where the config has lr)")
+
+
 def test_a_key_with_no_close_match_is_refused_listing_the_keys_at_its_place():
     message = refusal("nokey=3")
     assert message.startswith("nokey=3: the config has no setting 'nokey'. Fix: one of task_name, layer, ")
