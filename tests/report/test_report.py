@@ -247,9 +247,22 @@ def test_varying_settings_become_columns(tmp_path):
     assert header.startswith("| model | representation |")
 
 
-def test_cli_on_empty_folder_fails(tmp_path):
-    with pytest.raises(SystemExit):
-        main([str(tmp_path)])
+@pytest.mark.parametrize("folder, files, message", [
+    ("sweep", {}, "no results.json below {folder} (no run there has finished). Fix: name the folder of a finished"),
+    ("nowhere", None, "{folder} is not a folder. Fix: name the folder of a finished run or sweep"),
+    ("sweep", {"job/results.json": '{"model": '}, "{folder}/job/results.json:1: not valid JSON"),
+])
+def test_the_cli_refuses_a_folder_without_results_with_one_error_line(tmp_path, capsys, folder, files, message):
+    folder = tmp_path / folder
+    for name, text in (files or {}).items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+    if files is not None:
+        folder.mkdir(exist_ok=True)
+    with pytest.raises(SystemExit) as exit_:
+        main([str(folder)])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.startswith(f"error: {message.format(folder=folder)}") and err.count("\n") == 1
 
 
 def test_broken_results_file_names_the_file(tmp_path):
