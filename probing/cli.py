@@ -173,14 +173,16 @@ def first_job_override(override: Override) -> str | None:
 
 def check_composition(overrides: list[Override], options: argparse.Namespace, config_path: str,
                       config_name: str) -> None:
-    """Compose `config_name` with `overrides` as Hydra is about to: first as a multirun, to learn the mode (`-m`, or
-    a preset's `hydra.mode: MULTIRUN`), then as the job runs (a multirun: its first job, each sweep at its first
-    value). What fails is one ConfigError; a key the config lacks names the closest keys."""
+    """Compose `config_name` with `overrides` as the job runs (a multirun: its first job, each sweep at its first
+    value). With a sweep on the command line the mode decides (a single run refuses it), so the command line is
+    composed as a multirun first to learn the mode (`-m`, or a preset's `hydra.mode: MULTIRUN`). What fails is one
+    ConfigError; a key the config lacks names the closest keys."""
     loader = ConfigLoaderImpl(config_search_path=create_config_search_path(config_path))
     lines = [override.input_line for override in overrides]
-    config = composed(loader, config_name, lines, RunMode.MULTIRUN)
-    if options.multirun or (not options.run and config.hydra.mode == RunMode.MULTIRUN):
-        lines = [line for line in map(first_job_override, overrides) if line is not None]
+    if any(override.is_sweep_override() for override in overrides):
+        config = composed(loader, config_name, lines, RunMode.MULTIRUN)
+        if options.multirun or (not options.run and config.hydra.mode == RunMode.MULTIRUN):
+            lines = [line for line in map(first_job_override, overrides) if line is not None]
     composed(loader, config_name, lines, RunMode.RUN)
 
 

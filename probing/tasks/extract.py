@@ -46,7 +46,7 @@ def run(cfg: DictConfig) -> dict[str, Path]:
     check_config(cfg, KNOWN_KEYS)
     splits = requested_splits(cfg.splits)
     export_dir = export_folder(cfg)
-    check_devices(cfg.trainer)  # also in one process (the encoder on features.device): an impossible trainer is refused
+    check_devices(cfg.trainer)  # in one process too (the encoder on features.device): an impossible trainer is refused
     paths = extract(cfg, splits) if is_single_process(cfg.trainer) else extract_in_processes(cfg, splits)
     for split, path in paths.items():
         log.info("%s store: %s", split, path)
@@ -122,8 +122,8 @@ def extract_in_processes(cfg: DictConfig, splits: list[str]) -> dict[str, Path]:
 
 
 def build_fabric(trainer: DictConfig) -> Fabric:
-    """A Fabric of `trainer`'s accelerator, devices and nodes under DDP; refuses what extraction cannot honour."""
-    check_devices(trainer)
+    """A Fabric of `trainer`'s accelerator, devices and nodes under DDP (its devices checked by `run`); refuses what
+    extraction cannot honour."""
     strategy = str(trainer.get("strategy", "auto"))
     if strategy not in STRATEGIES:
         raise ConfigError(f"trainer.strategy={strategy}: extraction runs in one process or in DDP processes. "
