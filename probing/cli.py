@@ -344,18 +344,18 @@ class SweepCheck(Callback):
     unset) are left to Hydra and the jobs, which report them as they would."""
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
-        for variant in sweep_variants(config):
+        for setting, variant in sweep_variants(config):
             cause = user_error_in(variant)
             if cause is not None:
-                exit_with(cause)
+                exit_with(cause if setting is None else type(cause)(f"the job with {setting}: {cause}"))
 
 
-def sweep_variants(config: DictConfig) -> Iterator[DictConfig]:
-    """`config` with each value of each command-line sweep axis set in turn (the other axes at their first value);
-    `config` itself when the command line sweeps nothing."""
+def sweep_variants(config: DictConfig) -> Iterator[tuple[str | None, DictConfig]]:
+    """(`key=value`, `config` with that value) for each value of each command-line sweep axis in turn (the other axes
+    at their first value); (None, `config`) when the command line sweeps nothing."""
     axes = command_line_axes(config)
     if not axes:
-        yield config
+        yield None, config
         return
     first = {key: values[0] for key, values in axes.items()}
     for key, values in axes.items():
@@ -364,7 +364,7 @@ def sweep_variants(config: DictConfig) -> Iterator[DictConfig]:
             with read_write(variant), open_dict(variant):
                 for name, chosen in {**first, key: value}.items():
                     OmegaConf.update(variant, name, chosen, merge=False, force_add=True)
-            yield variant
+            yield f"{key}={value}", variant
 
 
 def command_line_axes(config: DictConfig) -> dict[str, list]:

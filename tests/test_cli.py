@@ -284,13 +284,15 @@ def test_command_line_axes_are_the_swept_values_not_groups_hydra_settings_or_int
 
 def test_sweep_variants_set_each_value_of_each_axis_with_the_others_at_their_first():
     config = sweep_config(["layer=0,1", "seed=7,8"], layer=5, seed=9)
-    assert [(variant.layer, variant.seed) for variant in sweep_variants(config)] == [(0, 7), (1, 7), (0, 7), (0, 8)]
+    variants = list(sweep_variants(config))
+    assert [(variant.layer, variant.seed) for _, variant in variants] == [(0, 7), (1, 7), (0, 7), (0, 8)]
+    assert [setting for setting, _ in variants] == ["layer=0", "layer=1", "seed=7", "seed=8"]
     assert (config.layer, config.seed) == (5, 9)  # copies: the config itself is untouched
 
 
 def test_without_a_command_line_sweep_the_config_itself_is_checked():
     config = sweep_config(["layer=1"], layer=1)
-    assert [variant is config for variant in sweep_variants(config)] == [True]
+    assert [(setting, variant is config) for setting, variant in sweep_variants(config)] == [(None, True)]
 
 
 def test_user_error_in_finds_a_resolver_error_at_any_depth_and_in_the_sweepers_params(failing_resolver):
@@ -310,7 +312,19 @@ def test_the_sweep_check_exits_2_on_a_bad_value_of_a_command_line_axis(rank, cap
     config = sweep_config(["finetuned=a,b"], finetuned="a", model={"name_or_path": failing_resolver})
     with pytest.raises(SystemExit) as exit_:
         cli.SweepCheck().on_multirun_start(config=config)
-    assert exit_.value.code == 2 and capsys.readouterr().err.startswith("error: finetuned: /x holds no model")
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.startswith("error: the job with finetuned=a: finetuned: /x holds no model")
+
+
+def test_a_sweep_with_a_value_that_is_no_layer_is_refused_before_its_first_job_naming_that_job(rank, capsys):
+    rank(0)
+    config = multirun_config("layer=0,abc,2")
+    with pytest.raises(SystemExit) as exit_:
+        cli.SweepCheck().on_multirun_start(config=config)
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "error: the job with layer=abc: layer='abc' is not a layer. Fix: an integer (0 = embeddings, -1 = the top "
+        "layer), mix, or a baseline (prand, pstatic, bertw, pbert)"]
 
 
 def multirun_config(*overrides: str):

@@ -45,33 +45,37 @@ log = logging.getLogger(__name__)
 
 # At type level, `layer=` names a space of `type_spaces`: an integer l is AVG-l, these are spaces of their own.
 NAMED_TYPE_SPACES = ("rand", "bertw")
-REFUSED = "refused"  # the representation config of a shorthand that names none (conf/representation/refused.yaml)
 
 
 def representation_of(layer: Any, baseline: str | None, level: str, embeddings: str | None) -> str:
     """The config of `representations` that the shorthand names (the resolver `representation_of` of
-    conf/probe.yaml). Never raises, as OmegaConf would hide the message: what names no representation maps to
-    REFUSED, whose constructor explains."""
-    if level not in LEVELS:
-        return REFUSED
+    conf/probe.yaml). A shorthand that names none (an unknown probe.level or baseline, a baseline with layer=mix, a
+    layer that is neither an index nor a name) is a ConfigError here, when the config is resolved: a single run
+    stops before it loads anything, and a sweep before its first job (`probing.cli.SweepCheck` resolves every job's
+    config first)."""
+    choose("probe.level", level, LEVELS)
     if level == "type":
         if embeddings is not None:
             return "static"
-        return f"type_{layer}" if layer in NAMED_TYPE_SPACES else "avg"
+        if layer in NAMED_TYPE_SPACES:
+            return f"type_{layer}"
+        if isinstance(layer, bool) or not isinstance(layer, int):
+            raise ConfigError(f"probe.level=type needs a word space, and layer={layer} names none. Fix: layer=l "
+                              "(AVG-l), layer=rand, layer=bertw, or a static file: embeddings=glove "
+                              "embeddings.path=/path/to/glove.6B.300d.txt")
+        return "avg"
     if baseline is not None:
-        return baseline if baseline in BASELINE_LABELS and layer != MIX else REFUSED
+        check_baseline(str(baseline))
+        if layer == MIX:
+            raise ConfigError(f"layer={layer} mixes the encoder's layers, but baseline={baseline} has a single vector "
+                              "per context. Fix: drop one of the two settings")
+        return str(baseline)
     if layer == MIX or layer in BASELINE_LABELS:
         return str(layer)
+    if isinstance(layer, bool) or not isinstance(layer, int):  # the model's range is checked once it is loaded
+        raise ConfigError(f"layer={layer!r} is not a layer. Fix: an integer (0 = embeddings, -1 = the top layer), "
+                          f"{MIX}, or a baseline ({', '.join(BASELINE_LABELS)})")
     return "layer"
-
-
-def refuse(layer: Any, baseline: str | None, level: str) -> None:
-    """The representation of a shorthand that names none: an unknown probe.level or baseline, or a baseline with
-    layer=mix."""
-    choose("probe.level", level, LEVELS)
-    check_baseline(str(baseline))
-    raise ConfigError(f"layer={layer} mixes the encoder's layers, but baseline={baseline} has a single vector per "
-                      "context. Fix: drop one of the two settings")
 
 
 def resolve_layer(layer: Any, num_layers: int) -> int:
@@ -250,9 +254,6 @@ class AvgSpaceOfLayer(TypeSpace):
     which the encoder fills first, and the layer."""
 
     def __init__(self, space: Callable[..., Any], encoder: Featurizer, layer: Any):
-        if isinstance(layer, bool) or not isinstance(layer, int):
-            raise ConfigError("probe.level=type needs a word space. Fix: layer=l (AVG-l), layer=rand, layer=bertw, "
-                              "or a static file: embeddings=glove embeddings.path=/path/to/glove.6B.300d.txt")
         super().__init__(space)
         self.encoder, self.layer = encoder, resolve_layer(layer, encoder.info.num_layers)
 

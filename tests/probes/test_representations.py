@@ -9,12 +9,11 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from probing.config import build
+from probing.cli import probing_cause
 from probing.errors import ConfigError
 from probing.probes.controls import NO_CONTROL_TASK, ControlTask
 from probing.probes.datamodule import ALL_LAYERS
 from probing.probes.representations import (
-    REFUSED,
     Baseline,
     EncoderLayer,
     LayerMix,
@@ -41,11 +40,9 @@ def test_resolve_layer_rejects(layer):
 
 
 @pytest.mark.parametrize("layer,baseline,level,embeddings,expected", [
-    (3, None, "context", None, "layer"), (-1, None, "context", None, "layer"), ("x", None, "context", None, "layer"),
+    (3, None, "context", None, "layer"), (-1, None, "context", None, "layer"),
     ("mix", None, "context", None, "mix"), ("prand", None, "context", None, "prand"),
     (3, "pbert", "context", None, "pbert"), (-1, "pstatic", "context", "glove", "pstatic"),
-    ("mix", "pbert", "context", None, REFUSED), (3, "nope", "context", None, REFUSED),
-    (3, None, "words", None, REFUSED),
     (3, None, "type", None, "avg"), ("rand", None, "type", None, "type_rand"),
     ("bertw", None, "type", None, "type_bertw"), (3, None, "type", "glove", "static"),
 ])
@@ -62,21 +59,31 @@ def composed(*overrides: str):
     ([], "EncoderLayer"), (["layer=mix"], "LayerMix"), (["baseline=prand"], "Baseline"), (["layer=pbert"], "Baseline"),
     (["baseline=pstatic", "embeddings=glove"], "StaticFileBaseline"),
     (["probe.level=type", "layer=2"], "AvgSpaceOfLayer"), (["probe.level=type", "layer=rand"], "TypeSpace"),
-    (["probe.level=type", "embeddings=glove"], "TypeSpace"), (["baseline=nope"], "refuse"),
+    (["probe.level=type", "embeddings=glove"], "TypeSpace"),
 ])
 def test_the_composed_config_holds_the_chosen_representation(overrides, target):
     cfg = composed(*overrides)
     assert OmegaConf.select(cfg, "representation._target_").endswith(f".{target}")
 
 
-@pytest.mark.parametrize("overrides,message", [
-    (["baseline=nope"], "Unknown baseline 'nope'"),
-    (["layer=mix", "baseline=pbert"], "layer=mix mixes the encoder's layers, but baseline=pbert"),
-    (["probe.level=words"], "probe.level='words' is not one of context, type"),
+@pytest.mark.parametrize("layer,baseline,level,message", [
+    (3, "nope", "context", "Unknown baseline 'nope'"),
+    ("mix", "pbert", "context", "layer=mix mixes the encoder's layers, but baseline=pbert"),
+    (3, None, "words", "probe.level='words' is not one of context, type"),
+    ("x", None, "context", r"layer='x' is not a layer. Fix: an integer \(0 = embeddings, -1 = the top layer\), mix"),
+    (2.5, None, "context", "layer=2.5 is not a layer"), (True, None, "context", "layer=True is not a layer"),
+    ("mix", None, "type", "probe.level=type needs a word space, and layer=mix names none. Fix: layer=l"),
 ])
-def test_a_shorthand_that_names_no_representation_is_refused_when_built(overrides, message):
+def test_a_shorthand_that_names_no_representation_is_refused(layer, baseline, level, message):
     with pytest.raises(ConfigError, match=message):
-        build(composed(*overrides).representation, "representation")
+        representation_of(layer, baseline, level, None)
+
+
+def test_the_refusal_of_a_shorthand_comes_when_the_config_is_resolved():
+    cfg = composed("layer=abc")
+    with pytest.raises(Exception) as resolving:
+        OmegaConf.select(cfg, "representation._target_")
+    assert isinstance(probing_cause(resolving.value), ConfigError)  # what the entry scripts print as one line
 
 
 def test_a_layer_knows_its_store_layer_and_label():

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hydra import compose, initialize_config_dir
 
+from probing.cli import probing_cause
 from probing.config import build
 from probing.errors import ProbingError
 from probing.probes.controls import ControlTask
@@ -131,10 +132,13 @@ def test_type_level_avg_and_static_spaces(tmp_path, tiny):
     (["probe.control_task.seen_fraction=1.5"], "seen_fraction=1.5 is not a fraction"),
 ])
 def test_bad_requests_are_user_errors_with_a_fix(tmp_path, tiny, overrides, message):
-    """Refused before anything is written (the entry scripts print a ProbingError as one line: test_probe_faults)."""
-    with pytest.raises(ProbingError, match="Fix:") as error:
+    """Refused before anything is written (the entry scripts print a ProbingError as one line: test_probe_faults),
+    some when the config is resolved (a representation_of shorthand names none), where OmegaConf wraps them."""
+    with pytest.raises(Exception) as error:
         probe.run(compose_job("probe", tmp_path, *overrides, *tiny))
-    assert message in str(error.value) and not (tmp_path / "run" / "results.json").exists()
+    refusal = probing_cause(error.value)
+    assert isinstance(refusal, ProbingError) and "Fix:" in str(refusal), error.value
+    assert message in str(refusal) and not (tmp_path / "run" / "results.json").exists()
 
 
 @pytest.mark.parametrize("preset,layers", [
