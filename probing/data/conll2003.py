@@ -138,12 +138,12 @@ def _load_hub_dataset(name: str):
         raise DataFormatError(name, None, problem, DATA_DIR_FIX) from None
 
 
-def conll2003_paths(data_dir: str | Path, files: Sequence[str | Path]) -> list[Path]:
-    """The CoNLL-2003 files in `data_dir`; a missing folder or file is reported with the fix."""
+def conll2003_paths(data_dir: str | Path, files: Sequence[str | Path], fix: str = DATA_DIR_FIX) -> list[Path]:
+    """The CoNLL-2003 files in `data_dir`; a missing folder or file is reported with the `fix`."""
     paths = [Path(data_dir) / name for name in files]
     missing = [str(path) for path in paths if not path.is_file()]
     if missing:
-        raise DataFormatError(data_dir, None, f"missing CoNLL-2003 files {missing}", DATA_DIR_FIX)
+        raise DataFormatError(data_dir, None, f"missing CoNLL-2003 files {missing}", fix)
     return paths
 
 

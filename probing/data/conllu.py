@@ -18,6 +18,12 @@ Choices where the format leaves room:
   the counts): its words keep their context only as a whole sentence, and a stray tag would become a class of its
   own.
 - A block of comments without word lines is an error, as is a file without any sentence.
+- `sentence_heads` only (the readers of arcs: the DEPREL word-pair task, tree probes): HEAD must be 0 (the root) or
+  a word ID of the sentence, and the heads must form a tree: every word's chain of heads reaches the root 0 without
+  coming back to a word (a word headed by itself is the shortest such cycle). Otherwise the file is refused at the
+  first word of the cycle: tree distances and depths, and a dependent's head, are undefined there. Several words
+  headed by 0 are accepted (a forest under the root, as some non-UD treebanks write a sentence). The other readers
+  do not read HEAD.
 """
 
 from __future__ import annotations
@@ -39,6 +45,10 @@ SKIP_EMPTY_NODE = "empty node (e.g. 5.1), not a word"
 FORMAT_FIX = "use CoNLL-U: 10 tab-separated columns, word IDs 1, 2, 3... per sentence, a blank line after each"
 XPOS_FIX = "use a treebank with XPOS tags (column 5), e.g. UD English-EWT, or fill in the missing tag"
 EMPTY_FILE_FIX = "give a CoNLL-U file with at least one sentence, or leave it out of data.source.paths"
+HEAD_FIX = "HEAD (column 7) must be 0 (root) or the ID of a word of the same sentence"
+TREE_FIX = ("give every sentence a dependency tree: each word's chain of HEADs (column 7) must reach the root 0 "
+            "without coming back to a word; or probe a task without heads, such as task=upos")
+ROOT = 0  # the HEAD of a sentence's root word
 # The 45 Penn Treebank POS tags (Marcus et al. 1993, with -LRB-/-RRB- for brackets, and -LCB-/-RCB- for braces as the
 # treebank writes them), and what UD English-EWT adds: ADD (e-mail, web address), AFX (affix), GW (goes-with), HYPH
 # (hyphen), NFP (superfluous punctuation), XX (unknown).
@@ -164,3 +174,43 @@ def parse_word_line(
     if not columns[FORM]:
         raise DataFormatError(path, number, "empty FORM (column 2)", FORMAT_FIX)
     return ConlluWord(number, *columns)
+
+
+def sentence_heads(words: Sequence[ConlluWord], path: Path) -> list[int]:
+    """Each word's HEAD as an int (ROOT, or the 1-based ID of its head word), checked to form a tree: every word's
+    chain of heads reaches ROOT without a cycle. A HEAD that is not an integer in 0..len(words) is refused at its
+    word's line, a cycle at the line of its first word found. O(n): each word is walked once."""
+    heads = [_head(word, len(words), path) for word in words]
+    reaches_root = [True] + [False] * len(words)  # by word ID; ROOT reaches itself
+    for start in range(1, len(words) + 1):
+        walk, on_walk, word = [], set(), start
+        while not reaches_root[word]:
+            if word in on_walk:
+                raise _cycle_error(words, walk[walk.index(word):], path)
+            walk.append(word)
+            on_walk.add(word)
+            word = heads[word - 1]
+        for word in walk:
+            reaches_root[word] = True
+    return heads
+
+
+def _head(word: ConlluWord, n_words: int, path: Path) -> int:
+    """HEAD as an int in 0..n_words; anything else is a DataFormatError at the word's line."""
+    if not (word.head.isascii() and word.head.isdigit()):
+        raise DataFormatError(path, word.line, f"HEAD {word.head!r} of {word.form!r} is not an integer", HEAD_FIX)
+    head = int(word.head)
+    if head > n_words:
+        problem = f"HEAD {head} of {word.form!r} is outside the sentence's {n_words} words"
+        raise DataFormatError(path, word.line, problem, HEAD_FIX)
+    if head == int(word.id):
+        problem = f"HEAD {head} of {word.form!r} is its own ID: a word cannot head itself"
+        raise DataFormatError(path, word.line, problem, TREE_FIX)
+    return head
+
+
+def _cycle_error(words: Sequence[ConlluWord], cycle: list[int], path: Path) -> DataFormatError:
+    """The error of heads that go round `cycle` (word IDs, in head order) without reaching the root."""
+    names = [f"{word_id} {words[word_id - 1].form!r}" for word_id in [*cycle, cycle[0]]]
+    problem = f"the HEADs of {' -> '.join(names)} form a cycle: these words never reach the root 0"
+    return DataFormatError(path, words[cycle[0] - 1].line, problem, TREE_FIX)

@@ -4,8 +4,8 @@ The record types, task names and label inventories live in probing.data.task_rec
 (probing.data.ptb, .conllu, .conll2003, .glue) turn files into these records, and one source class per task
 here, built by Hydra from a `_target_` config with plain YAML values, reads them into a `TaskData` with `load()`.
 
-Splits are the corpus's own: "train" and "dev" always, "test" where the data has a labelled one. Nothing is
-re-split or sampled here.
+Splits are the corpus's own: "train" and "dev" always, "test" where the data has a labelled one (a CoNLL-2003
+folder without test.txt has none: `ner_files`). Nothing is re-split or sampled here.
 """
 
 from __future__ import annotations
@@ -40,6 +40,21 @@ CONLLU_SPLITS = {"train": "*-train.conllu", "dev": "*-dev.conllu", "test": "*-te
 PTB_SPLITS = {"train": ["wsj_00??.mrg", "wsj_01[0-5]?.mrg"], "dev": "wsj_01[6-9]?.mrg"}
 BUNDLED_POS_FILES = ("en_ewt-sample-train.conllu", "en_ewt-sample-dev.conllu")
 SKIP_FILE_IN_NO_SPLIT = "file matching no pattern of data.source.splits, not read"
+NER_FILES = {"train": "train.txt", "dev": "valid.txt", "test": "test.txt"}  # the official CoNLL-2003 names
+NER_FILES_FIX = "set `data.data_dir` to a folder with the CoNLL-2003 files train.txt and valid.txt (test.txt optional)"
+NAMED_NER_FILES_FIX = ("put the files that data.source.files names into data.data_dir, or name the folder's own "
+                       "(test may be left out)")
+
+
+def ner_files(data_dir: Path, files: Mapping[str, list[str]] | None) -> dict[str, list[Path]]:
+    """The CoNLL-2003 files of each split in `data_dir`: those that `files` names, every one required, or with
+    `files=None` the official names (NER_FILES), of which test.txt may be missing: the folder then has no test
+    split. A missing file is a DataFormatError naming it."""
+    fix = NAMED_NER_FILES_FIX
+    if files is None:
+        files = {split: [name] for split, name in NER_FILES.items() if split != "test" or (data_dir / name).is_file()}
+        fix = NER_FILES_FIX
+    return {split: conll2003_paths(data_dir, names, fix) for split, names in files.items()}
 
 
 def check_splits(splits: Mapping[str, list], origin: str, fix: str) -> None:
@@ -130,11 +145,14 @@ class NerSource:
     """CoNLL-2003 named entities, IOB2 tags over PER/LOC/ORG/MISC (NER_LABELS), from `data_dir`'s files or, when
     `data_dir` is None, the Hugging Face dataset `hub_name` (splits train/validation/test).
 
-    `files` maps each split to its file name (or names) in `data_dir`; the official split by default.
+    `files` maps each split to its file name (or names) in `data_dir`, each of them required; left unset, the official
+    split (NER_FILES): train.txt and valid.txt, and test.txt where the folder has it. Without test.txt the task has
+    no test split: train.py reports dev only (and probe.py's task=ner probes valid.txt as its test split, with dev
+    carved from train: probing.data.word_tasks.Conll2003WordTask).
     """
 
     name = "ner"
-    FILES = {"train": "train.txt", "dev": "valid.txt", "test": "test.txt"}
+    FILES = NER_FILES
 
     def __init__(
         self,
@@ -143,7 +161,7 @@ class NerSource:
         hub_name: str = "conll2003",
     ):
         self.data_dir = optional_path("data.data_dir", data_dir)
-        self.files = split_map("data.source.files", self.FILES if files is None else files)
+        self.files = None if files is None else split_map("data.source.files", files)  # None: NER_FILES
         self.hub_name = hub_name
 
     def load(self) -> TaskData:
@@ -151,7 +169,7 @@ class NerSource:
         if self.data_dir is None:
             splits, files, origin = load_conll2003_sentences_from_hub(self.hub_name, skips), [], self.hub_name
         else:
-            paths = {split: conll2003_paths(self.data_dir, names) for split, names in self.files.items()}
+            paths = ner_files(self.data_dir, self.files)
             splits = {split: read_conll2003_sentences(found, skips) for split, found in paths.items()}
             files, origin = [path for found in paths.values() for path in found], str(self.data_dir)
         check_splits(splits, origin, "give data.source.files for train and dev, or a hub dataset with both")

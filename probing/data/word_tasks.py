@@ -6,27 +6,33 @@ head). A split stores each sentence once and the examples as int64 columns (sent
 
 Sources, each built by Hydra from a `_target_` config with plain YAML values, `load_word_task() -> WordTaskData`:
 - `ConlluWordTask`: CoNLL-U columns UPOS, XPOS, DEPREL (word pairs: dependent, head) or one FEATS feature.
+  DEPREL reads the heads as trees (probing.data.conllu.sentence_heads: a word headed by itself or a cycle of heads
+  is refused at its line), and a file whose every HEAD is 0 (no arc, so no word pair) is refused by name.
 - `Conll2003WordTask`: CoNLL-2003 entity types per token (PER, LOC, ORG, MISC from B-X/I-X, else O).
 - `StreusleWordTask`: STREUSLE supersense units (the data of the s-class task) as one multi-class task.
 - `JsonlWordTask`: a user's own task in JSON lines, one sentence per line (docs/word_tasks.md):
     {"tokens": ["The", "cat", "sat"], "labels": ["DET", "NOUN", null]}    one label (or null) per token
     {"tokens": ["The", "cat", "sat"], "targets": [[1, "animal"]]}         word index, label
     {"tokens": ["The", "cat", "sat"], "targets": [[1, 2, "nsubj"]]}       word pair (i, j), label
-  Indices are 0-based. All targets of a task are single words or all are pairs ("labels" lines count as single).
+  Indices are 0-based. All targets of a task are single words or all are pairs ("labels" lines count as single);
+  a pair joins two different words.
   `path` is a folder with train.jsonl, dev.jsonl and optionally test.jsonl, or one file whose every line has
   "split": "train", "dev" or "test". Other keys of a line are ignored. A line that is not valid JSON, an object
   without a non-empty "tokens" list of strings, labels not one per token, an index that is not an integer inside
-  the sentence, a label that is not a string, a pair among single targets (or the reverse), an unknown split,
-  and a task without train or dev data are DataFormatErrors naming the file and line.
+  the sentence, a label that is not a string, a word paired with itself, a pair among single targets (or the
+  reverse), an unknown split, and a task without train or dev data are DataFormatErrors naming the file and line.
 
 Choices where the data leaves room (the same for every source):
 - Splits. Probing needs a held-out dev split (to pick the epoch) and a test split (to report). A corpus with its own
-  train, dev and test keeps them. A corpus without test data (the bundled EWT sample, a JSONL task without test)
-  uses its dev data as the probing test split, and a seeded `dev_fraction` of the training sentences (whole
-  sentences, at least one, chosen by `random.Random(seed)`) becomes dev. STREUSLE has no split of its own: its
-  sentences are split `test_fraction` / `dev_fraction` / rest, seeded, whole sentences.
-- Labels are the labels of the train split, sorted. A dev or test example whose label train never saw cannot be
-  predicted by any probe: it is left out of its split and counted in `WordTaskData.unseen_labels`
+  train, dev and test keeps them. A corpus without test data (the bundled EWT sample, a JSONL task without test, a
+  CoNLL-2003 folder without test.txt) uses its dev data as the probing test split, and a seeded `dev_fraction` of
+  the training sentences (whole sentences, at least one, chosen by `random.Random(seed)`) becomes dev. STREUSLE has
+  no split of its own: its sentences are split `test_fraction` / `dev_fraction` / rest, seeded, whole sentences.
+- Labels are the labels of the train split, sorted, at least two: a training split with one label (a FEATS feature
+  with one value, such as Poss=Yes) leaves a probe nothing to tell apart, so it is refused when the task is loaded,
+  before any extraction (for FEATS, naming the features of the training files that have two or more values), and so
+  is a training split left with one label once dev is carved from it. A dev or test example whose label train never
+  saw cannot be predicted by any probe: it is left out of its split and counted in `WordTaskData.unseen_labels`
   (`unseen_label_summary`, logged as a warning by `read_word_task`).
 - A split keeps only the sentences that hold at least one example, in file order. Dev (carved) and the STREUSLE
   splits are drawn over every sentence read, labelled or not, so that the tasks of one corpus (upos, deprel, feats
@@ -38,16 +44,17 @@ from __future__ import annotations
 import json
 import logging
 import random
-from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections import Counter, defaultdict
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 
 from probing.data import streusle
-from probing.data.conll2003 import conll2003_paths, load_conll2003_sentences_from_hub, read_conll2003_sentences
-from probing.data.conllu import ConlluWord, conllu_files, read_conllu_sentences
+from probing.data.conll2003 import load_conll2003_sentences_from_hub, read_conll2003_sentences
+from probing.data.conllu import ROOT, ConlluWord, conllu_files, read_conllu_sentences, sentence_heads
 from probing.data.records import SkipCounter
 from probing.data.settings import choose, optional_path, path_list, require_bool, require_int, require_number
 from probing.data.sources import packaged_streusle_paths
@@ -60,10 +67,11 @@ from probing.data.task_sources import (
     check_splits,
     files_by_split,
     labels_in_order,
+    ner_files,
     split_map,
 )
 from probing.data.text import hashable_files, read_lines
-from probing.errors import ConfigError, DataFormatError
+from probing.errors import ConfigError, DataFormatError, ProbingError
 
 log = logging.getLogger(__name__)
 
@@ -72,11 +80,17 @@ NO_SECOND = -1
 TAGGING_COLUMNS = ("upos", "xpos")  # the columns train.py fine-tunes a tagger on
 SKIP_UNTAGGED_SENTENCE = "sentence with an untagged word (\"_\"), left out of fine-tuning"
 SKIP_ROOT = "root arc (HEAD 0): no head word, not a word-pair example"
-HEAD_FIX = "HEAD (column 7) must be 0 (root) or the ID of a word of the same sentence"
+NO_ARCS = "every word's HEAD is 0, so every arc is a root and there are no word pairs: the file has no dependency trees"
+NO_ARCS_FIX = ("give a treebank with heads (HEAD, column 7: the ID of each word's head), or probe a single-word task "
+               "such as task=upos")
+ONE_LABEL_FIX = "give training data with at least two different labels"
+NER_ONE_LABEL_FIX = "give training sentences with entity mentions (B-X, I-X tags), not only O"
+CARVED = "after carving dev from the training sentences (data.source.dev_fraction, data.source.seed), "
 FEATS_FIX = "FEATS (column 6) must be '_' or Name=Value pairs joined by '|', e.g. Number=Sing|Person=3"
 JSONL_FIX = ('one JSON object per line: {"tokens": [...], "labels": [label or null per token]} or '
              '{"tokens": [...], "targets": [[i, label], ...]} or [[i, j, label], ...]; see docs/word_tasks.md')
 JSONL_FILES = {split: f"{split}.jsonl" for split in SPLIT_NAMES}
+JSONL_LABELS_FIX = "give the training sentences at least two different labels: a probe learns to tell labels apart"
 
 
 def skip_no_tag(column: str) -> str:
@@ -190,13 +204,18 @@ def carve(sentences: list, fraction: float, seed: int) -> tuple[list, list]:
 def build_word_task(
     name: str, pair: bool, raw: Mapping[str, list[RawSentence]], files: list[Path], skips: SkipCounter,
     dev_fraction: float, seed: int, origin: str, fix: str,
+    one_label: Callable[[str], ProbingError] | None = None,
 ) -> WordTaskData:
     """The task from the sentences read per split: the splits completed (no test data: dev becomes test and dev is
     carved from train), labels from train, dev/test examples with unseen labels left out and counted.
 
     Dev is carved from every training sentence read, labelled or not, so that tasks over one corpus (upos and
-    deprel of a treebank) get the same sentences in each split for the same seed."""
+    deprel of a treebank) get the same sentences in each split for the same seed. A training split with one label,
+    as read or once dev is carved from it, is refused with the error `one_label(problem)` gives (default: a
+    DataFormatError at `origin`), before any other check of the data: it is what the user must change first."""
+    refuse = one_label or partial(DataFormatError, origin, None, fix=ONE_LABEL_FIX)
     splits = {split: list(raw.get(split, [])) for split in SPLIT_NAMES}
+    _require_two_labels(splits["train"], refuse, "")
     for split in ("train", "dev"):
         if not _labelled(splits[split]):
             raise DataFormatError(origin, None, f"no {split} data: no labelled word in the {split} split", fix)
@@ -210,6 +229,7 @@ def build_word_task(
             if not _labelled(splits[split]):
                 problem = f"no labelled word in the {split} sentences after carving dev from train"
                 raise DataFormatError(origin, None, problem, f"set another dev_fraction or seed; {fix}")
+        _require_two_labels(splits["train"], refuse, CARVED)
     labels = sorted({label for sentence in splits["train"] for *_, label in sentence.examples})
     ids = {label: index for index, label in enumerate(labels)}
     unseen: dict[str, dict[str, int]] = {}
@@ -227,6 +247,15 @@ def build_word_task(
 
 def _labelled(sentences: list[RawSentence]) -> bool:
     return any(sentence.examples for sentence in sentences)
+
+
+def _require_two_labels(train: list[RawSentence], refuse: Callable[[str], ProbingError], context: str) -> None:
+    """Refuse training sentences whose examples all have one label (no example at all is left to the caller)."""
+    counts = Counter(label for sentence in train for *_, label in sentence.examples)
+    if len(counts) == 1:
+        ((label, n),) = counts.items()
+        raise refuse(f"{context}the training split has only the label {label!r} ({n} example{'s' * (n != 1)}), so "
+                     "there is nothing to tell apart")
 
 
 def _build_split(sentences: list[RawSentence], ids: Mapping[str, int], pair: bool, missing: Counter) -> WordTaskSplit:
@@ -259,9 +288,13 @@ class ConlluWordTask:
     column="upos" / "xpos": one example per word, label = that column's tag; a word with "_" is skipped (counted).
     column="deprel": a word-PAIR task: one example per arc, word = the dependent, second = its head (HEAD is 1-based,
     0 = root), label = DEPREL as written (subtypes such as nmod:poss kept). Root arcs have no head word: they are
-    left out and counted under SKIP_ROOT. A HEAD that is not 0 or a word ID of the sentence is a DataFormatError.
+    left out and counted under SKIP_ROOT. Each sentence's heads must form a tree (`sentence_heads`: HEAD 0 or a word
+    ID of the sentence, no word headed by itself, no cycle), and a file must hold at least one arc (a file whose
+    every HEAD is 0 has no word pairs): otherwise a DataFormatError names the file (and the line).
     column="feats": `feature` must be set (e.g. Number): one example per word whose FEATS has that feature, label =
-    its value as written (Sing, Plur; "Int,Rel" for a multi-valued one); other words are no examples.
+    its value as written (Sing, Plur; "Int,Rel" for a multi-valued one); other words are no examples. A feature with
+    one value in the training files (Poss, Abbr, Typo... in English-EWT) is a ConfigError naming the features of the
+    training files that have two or more.
     Multiword-token lines and empty nodes are skipped and counted (probing.data.conllu).
 
     `paths`: CoNLL-U files or folders of them; None reads the bundled UD English-EWT sample (a train and a dev file,
@@ -299,13 +332,30 @@ class ConlluWordTask:
     def load_word_task(self) -> WordTaskData:
         skips = SkipCounter()
         chosen = files_by_split(conllu_files(self.paths, "data.source.paths"), self.splits, "data.source.splits", skips)
-        raw = {split: [sentence for path in paths for sentence in self._read(path, skips)]
+        feature_values: defaultdict[str, set[str]] = defaultdict(set)  # of the training files (column feats)
+        raw = {split: [sentence for path in paths
+                       for sentence in self._read(path, skips, feature_values if split == "train" else None)]
                for split, paths in chosen.items()}
         files = hashable_files([path for paths in chosen.values() for path in paths])
         origin = ", ".join(str(path) for path in self.paths)
         fix = ("give data.source.paths with CoNLL-U files whose names match the train and dev patterns of "
                f"data.source.splits, with {self.column.upper()} filled in")
-        return build_word_task(self.name, self.pair, raw, files, skips, self.dev_fraction, self.seed, origin, fix)
+        return build_word_task(self.name, self.pair, raw, files, skips, self.dev_fraction, self.seed, origin, fix,
+                               self._one_label_error(origin, feature_values))
+
+    def _one_label_error(self, origin: str, feature_values: Mapping[str, set[str]]) -> Callable[[str], ProbingError]:
+        """The error of a training split with one label: for FEATS a ConfigError naming task.feature and the features
+        of the training files with two or more values (what the user can pick instead), else a DataFormatError."""
+        if self.column != "feats":
+            fix = f"give data.source.paths whose training files hold at least two different {self.column.upper()} " \
+                  "labels"
+            return partial(DataFormatError, origin, None, fix=fix)
+        several = sorted(name for name, values in feature_values.items() if len(values) >= 2)
+        example = "Number" if "Number" in several or not several else several[0]
+        others = (f"; the features with two or more values in the training files: {', '.join(several)}" if several
+                  else "; no feature of the training files has two values: give a treebank with richer FEATS")
+        return lambda problem: ConfigError(f"task.feature={self.feature}: {problem}. Fix: a feature with at least two "
+                                           f"values, e.g. task.feature={example}{others}")
 
     def load(self) -> TaskData:
         """The fine-tuning view (train.py task=upos or xpos): every sentence tagged with the column's tags, in the
@@ -334,27 +384,46 @@ class ConlluWordTask:
                                          sentence.source))
         return tagged
 
-    def _read(self, path: Path, skips: SkipCounter):
+    def _read(self, path: Path, skips: SkipCounter, feature_values: defaultdict[str, set[str]] | None = None):
+        """The file's sentences with this column's examples; `feature_values`, when given, collects the values of
+        every FEATS feature (column feats). For DEPREL, a file without any arc is refused."""
+        n_arcs = 0
         for words in read_conllu_sentences(path, skips, "data.source.paths"):
-            tokens = tuple(word.form for word in words)
-            yield RawSentence(tokens, f"{path}:{words[0].line}", self._examples(words, path, skips))
+            if self.pair:
+                heads = sentence_heads(words, path)
+                n_arcs += sum(head != ROOT for head in heads)
+                examples = self._arcs(words, heads, path, skips)
+            else:
+                examples = self._examples(words, path, skips, feature_values)
+            yield RawSentence(tuple(word.form for word in words), f"{path}:{words[0].line}", examples)
+        if self.pair and not n_arcs:
+            raise DataFormatError(path, None, NO_ARCS, NO_ARCS_FIX)
 
-    def _examples(self, words: list[ConlluWord], path: Path, skips: SkipCounter) -> list[tuple[int, int, str]]:
+    @staticmethod
+    def _arcs(words: list[ConlluWord], heads: list[int], path: Path, skips: SkipCounter) -> list[tuple[int, int, str]]:
+        """(dependent, head, DEPREL) of each arc, 0-based positions; root arcs and arcs without DEPREL counted."""
         examples = []
-        if self.column == "deprel":
+        for position, (word, head) in enumerate(zip(words, heads)):
+            if head == ROOT:
+                skips.skip(SKIP_ROOT, f"{path}:{word.line}")
+            elif word.deprel in ("", "_"):
+                skips.skip(skip_no_tag("deprel"), f"{path}:{word.line}")
+            else:
+                examples.append((position, head - 1, word.deprel))
+        return examples
+
+    def _examples(self, words: list[ConlluWord], path: Path, skips: SkipCounter,
+                  feature_values: defaultdict[str, set[str]] | None) -> list[tuple[int, int, str]]:
+        """(word, NO_SECOND, label) of each word with this column's tag (or FEATS feature)."""
+        examples = []
+        if self.column == "feats":
             for position, word in enumerate(words):
-                head = _head(word, len(words), path)
-                if head == 0:
-                    skips.skip(SKIP_ROOT, f"{path}:{word.line}")
-                elif word.deprel in ("", "_"):
-                    skips.skip(skip_no_tag("deprel"), f"{path}:{word.line}")
-                else:
-                    examples.append((position, head - 1, word.deprel))
-        elif self.column == "feats":
-            for position, word in enumerate(words):
-                value = _features(word, path).get(self.feature)
-                if value is not None:
-                    examples.append((position, NO_SECOND, value))
+                features = _features(word, path)
+                if feature_values is not None:
+                    for name, value in features.items():
+                        feature_values[name].add(value)
+                if self.feature in features:
+                    examples.append((position, NO_SECOND, features[self.feature]))
         else:
             for position, word in enumerate(words):
                 tag = word.upos if self.column == "upos" else word.xpos
@@ -363,17 +432,6 @@ class ConlluWordTask:
                 else:
                     examples.append((position, NO_SECOND, tag))
         return examples
-
-
-def _head(word: ConlluWord, n_words: int, path: Path) -> int:
-    """HEAD as an int in 0..n_words; anything else is a DataFormatError at the word's line."""
-    if not (word.head.isascii() and word.head.isdigit()):
-        raise DataFormatError(path, word.line, f"HEAD {word.head!r} of {word.form!r} is not an integer", HEAD_FIX)
-    head = int(word.head)
-    if head > n_words:
-        problem = f"HEAD {head} of {word.form!r} is outside the sentence's {n_words} words"
-        raise DataFormatError(path, word.line, problem, HEAD_FIX)
-    return head
 
 
 def _features(word: ConlluWord, path: Path) -> dict[str, str]:
@@ -391,8 +449,10 @@ def _features(word: ConlluWord, path: Path) -> dict[str, str]:
 class Conll2003WordTask:
     """CoNLL-2003 NER as a word task: every token, label = its entity type (PER, LOC, ORG, MISC from B-X or I-X)
     or "O". The official train/valid/test split, from `data_dir`'s files (`files` maps each split to its file
-    names, NerSource.FILES by default) or, when `data_dir` is None, the Hugging Face dataset `hub_name`.
-    Without test data, dev becomes test and dev is a seeded `dev_fraction` of the training sentences."""
+    names, each of them required; unset: train.txt, valid.txt and test.txt where the folder has it, as
+    probing.data.task_sources.ner_files reads them for train.py too) or, when `data_dir` is None, the Hugging Face
+    dataset `hub_name`. Without test data (a folder without test.txt), dev (valid.txt) becomes test and dev is a
+    seeded `dev_fraction` of the training sentences."""
 
     name = "ner"
     pair = False
@@ -406,7 +466,7 @@ class Conll2003WordTask:
         seed: int = 0,
     ):
         self.data_dir = optional_path("data.data_dir", data_dir)
-        self.files = split_map("data.source.files", NerSource.FILES if files is None else files)
+        self.files = None if files is None else split_map("data.source.files", files)  # None: the official names
         if not isinstance(hub_name, str) or not hub_name:
             raise ConfigError(f"data.source.hub_name={hub_name!r} is not a dataset name. "
                               "Fix: data.source.hub_name=conll2003")
@@ -419,12 +479,13 @@ class Conll2003WordTask:
         if self.data_dir is None:
             tagged, files, origin = load_conll2003_sentences_from_hub(self.hub_name, skips), [], self.hub_name
         else:
-            paths = {split: conll2003_paths(self.data_dir, names) for split, names in self.files.items()}
+            paths = ner_files(self.data_dir, self.files)
             tagged = {split: read_conll2003_sentences(found, skips, "data.data_dir") for split, found in paths.items()}
             files, origin = [path for found in paths.values() for path in found], str(self.data_dir)
         raw = {split: [_entity_types(sentence) for sentence in sentences] for split, sentences in tagged.items()}
         fix = "give data.source.files for train and dev (test optional), or a hub dataset with train and validation"
-        return build_word_task(self.name, False, raw, files, skips, self.dev_fraction, self.seed, origin, fix)
+        return build_word_task(self.name, False, raw, files, skips, self.dev_fraction, self.seed, origin, fix,
+                               partial(DataFormatError, origin, None, fix=NER_ONE_LABEL_FIX))
 
     def load(self) -> TaskData:
         """The fine-tuning view (train.py task=ner): IOB2-tagged sentences of the same files (NerSource)."""
@@ -562,8 +623,9 @@ class JsonlWordTask:
         else:
             raise DataFormatError(self.path, None, "no such file or folder", "set task.path to an existing path")
         fix = "give train and dev sentences with at least one label each: " + JSONL_FIX
+        train_file = self.path / JSONL_FILES["train"] if self.path.is_dir() else self.path
         return build_word_task(self.name, bool(shape.pair), raw, files, SkipCounter(), self.dev_fraction, self.seed,
-                               origin, fix)
+                               origin, fix, partial(DataFormatError, train_file, None, fix=JSONL_LABELS_FIX))
 
 
 @dataclass
@@ -653,6 +715,10 @@ def _jsonl_sentence(item: dict, path: Path, number: int, shape: _PairShape) -> R
             if not 0 <= index < len(tokens):
                 raise refuse(f"word index {index} in target {target!r} is outside the sentence's {len(tokens)} "
                              f"tokens (0 to {len(tokens) - 1})")
+        if len(indices) == 2 and indices[0] == indices[1]:
+            raise DataFormatError(path, number, f"target {target!r} pairs word {indices[0]} with itself",
+                                  "give a pair two different word indices, [i, j, label] with i != j (one word alone "
+                                  "is a single-word target [i, label], in a task of single-word targets)")
         if not isinstance(label, str) or not label:
             raise refuse(f"label {label!r} in target {target!r} is not a non-empty string")
         shape.agree(len(indices) == 2, path, number)

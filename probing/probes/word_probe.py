@@ -13,6 +13,7 @@ from torch.nn import functional as F
 from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score, MulticlassStatScores
 
 from probing.data.splits import EVAL_SPLITS, TEST_SPLITS
+from probing.errors import ConfigError
 from probing.probes.components.prefix_probes import PrefixProbes, check_block_ends
 from probing.probes.components.word_probes import WordProbeHead, check_word_probe_settings
 from probing.probes.probe_module import ProbeModule
@@ -61,6 +62,11 @@ class WordProbe(ProbeModule):
     `num_layers`: features are (B, num_layers, D) and each probe has its own ELMo scalar mix (options in `mix`:
     layer_norm, dropout, l2_lambda, lr), its L2 penalty added to the loss; the task probe's mix is logged every epoch
     (mix/weight_<j>, mix/gamma).
+
+    `rank` (linear family, Hewitt & Liang's rank-constrained probe D -> rank -> K) is at most `input_dim`, the
+    feature dimension D (a word pair's 2D or 3D): a larger rank constrains nothing, so it would be recorded as a
+    constraint that never applied. It is refused with a ConfigError when the module is built, before any training
+    (probe.py builds it before the loggers start).
     """
 
     def __init__(
@@ -79,6 +85,7 @@ class WordProbe(ProbeModule):
     ):
         super().__init__()
         check_word_probe_settings(family, hidden_dim, rank, dropout)
+        check_rank_within(rank, input_dim)
         ends = check_block_ends(mdl_block_ends)
         self.save_hyperparameters(ignore=["optimizer"])
         self.label_names = list(label_names)
@@ -185,6 +192,14 @@ class WordProbe(ProbeModule):
     def mdl_columns(self) -> tuple[int, slice, slice | None]:
         """K labels; the task's target column, then the control task's."""
         return self.num_labels, slice(0, 1), slice(1, 2) if self.has_control else None
+
+
+def check_rank_within(rank: int | None, input_dim: int) -> None:
+    """probe.rank at most the feature dimension: a rank of D or more leaves a D-dimensional linear map unconstrained."""
+    if rank is not None and rank > input_dim:
+        raise ConfigError(f"probe.rank={rank} exceeds the feature dimension {input_dim} of this representation; a "
+                          f"rank of {input_dim} or more constrains nothing. Fix: probe.rank<={input_dim}, or "
+                          "probe.rank=null")
 
 
 def split_metrics(num_labels: int) -> nn.ModuleDict:

@@ -123,6 +123,22 @@ def test_ner_source_files_setting():
         NerSource(str(CONLL), files={"train": "train.txt", "dev": "nope.txt"}).load()
 
 
+def test_ner_source_on_a_folder_without_test_txt_has_no_test_split(tmp_path):
+    for name in ("train.txt", "valid.txt"):
+        (tmp_path / name).write_text((CONLL / name).read_text(encoding="utf-8"), encoding="utf-8")
+    data = NerSource(str(tmp_path)).load()
+    assert {split: len(sentences) for split, sentences in data.splits.items()} == {"train": 3, "dev": 2}
+    assert data.files == [tmp_path / "train.txt", tmp_path / "valid.txt"]
+    # a test file named in data.source.files must be there: only the default test.txt may be missing
+    with pytest.raises(DataFormatError, match="missing CoNLL-2003 files") as caught:
+        NerSource(str(tmp_path), files={"train": "train.txt", "dev": "valid.txt", "test": "test.txt"}).load()
+    assert "test.txt" in caught.value.problem
+    (tmp_path / "valid.txt").unlink()
+    with pytest.raises(DataFormatError, match="missing CoNLL-2003 files") as caught:
+        NerSource(str(tmp_path)).load()
+    assert "valid.txt" in caught.value.problem and "test.txt" not in caught.value.problem
+
+
 def fake_conll(monkeypatch):
     import datasets
 

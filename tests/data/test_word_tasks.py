@@ -165,6 +165,7 @@ def test_dev_left_without_seen_labels_is_an_error(treebank):
         ("deprel", conllu_line(2, "cat", "NOUN", "NN", "_", "x", "dep"), "HEAD 'x' of 'cat' is not an integer"),
         ("deprel", conllu_line(2, "cat", "NOUN", "NN", "_", 3, "dep"), "HEAD 3 of 'cat' is outside the sentence's 2"),
         ("deprel", conllu_line(2, "cat", "NOUN", "NN", "_", -1, "dep"), "HEAD '-1' of 'cat' is not an integer"),
+        ("deprel", conllu_line(2, "cat", "NOUN", "NN", "_", 2, "dep"), "HEAD 2 of 'cat' is its own ID"),
         ("feats", conllu_line(2, "cat", "NOUN", "NN", "Plur", 1, "dep"), "FEATS entry 'Plur' is not Name=Value"),
     ],
 )
@@ -184,6 +185,92 @@ def test_an_empty_conllu_file_is_an_error(tmp_path):
     with pytest.raises(DataFormatError, match="no sentences") as caught:
         ConlluWordTask(paths=str(path)).load_word_task()
     assert caught.value.path == str(path) and "data.source.paths" in caught.value.fix
+
+
+def words_headed_by(*heads) -> list[str]:
+    """The word lines w1, w2, ... of one sentence, word i headed by heads[i - 1] (UPOS X, XPOS Ti, DEPREL di)."""
+    return [conllu_line(i, f"w{i}", "X", f"T{i}", "_", head, f"d{i}") for i, head in enumerate(heads, start=1)]
+
+
+@pytest.mark.parametrize(
+    "heads, word, cycle",
+    [
+        ((0, 3, 2), 2, "2 'w2' -> 3 'w3' -> 2 'w2'"),
+        ((2, 1, 0), 1, "1 'w1' -> 2 'w2' -> 1 'w1'"),
+        ((2, 3, 4, 2), 2, "2 'w2' -> 3 'w3' -> 4 'w4' -> 2 'w2'"),  # word 1 hangs from the cycle
+    ],
+)
+def test_cyclic_heads_are_refused_at_the_first_word_of_the_cycle(tmp_path, heads, word, cycle):
+    path = tmp_path / "x-train.conllu"
+    # a proper one-word sentence first (lines 1-2), so the cyclic sentence's word i is on line 2 + i
+    path.write_text("\n".join([*words_headed_by(0), "", *words_headed_by(*heads)]) + "\n", encoding="utf-8")
+    with pytest.raises(DataFormatError) as caught:
+        ConlluWordTask("deprel", paths=str(path)).load_word_task()
+    assert (caught.value.path, caught.value.line) == (str(path), 2 + word)
+    assert caught.value.problem == f"the HEADs of {cycle} form a cycle: these words never reach the root 0"
+    assert "task=upos" in caught.value.fix
+
+
+def test_a_chain_of_heads_down_to_the_root_is_a_tree(tmp_path):
+    chain = words_headed_by(0, 1, 2, 3, 4)  # w5 -> w4 -> w3 -> w2 -> w1 -> root
+    (tmp_path / "x-train.conllu").write_text("\n".join([*chain, "", *chain]) + "\n", encoding="utf-8")
+    (tmp_path / "x-dev.conllu").write_text("\n".join(chain) + "\n", encoding="utf-8")
+    data = ConlluWordTask("deprel", paths=str(tmp_path), dev_fraction=0.5).load_word_task()
+    assert examples(data.splits["test"], data.labels) == [(0, 1, 0, "d2"), (0, 2, 1, "d3"), (0, 3, 2, "d4"),
+                                                          (0, 4, 3, "d5")]
+
+
+def test_a_file_whose_every_head_is_the_root_has_no_word_pairs(tmp_path):
+    train, dev = tmp_path / "x-train.conllu", tmp_path / "x-dev.conllu"
+    train.write_text("\n".join([*words_headed_by(0, 1), "", *words_headed_by(2, 0)]) + "\n", encoding="utf-8")
+    dev.write_text("\n".join([*words_headed_by(0, 0, 0), "", *words_headed_by(0, 0)]) + "\n", encoding="utf-8")
+    with pytest.raises(DataFormatError) as caught:
+        ConlluWordTask("deprel", paths=str(tmp_path)).load_word_task()
+    assert (caught.value.path, caught.value.line) == (str(dev), None)
+    assert caught.value.problem == ("every word's HEAD is 0, so every arc is a root and there are no word pairs: "
+                                    "the file has no dependency trees")
+    assert "a treebank with heads" in caught.value.fix and "task=upos" in caught.value.fix
+    xpos = ConlluWordTask("xpos", paths=str(tmp_path), dev_fraction=0.5).load_word_task()  # reads no heads
+    assert xpos.splits["test"].sentences == (("w1", "w2", "w3"), ("w1", "w2"))
+
+
+def feature_values(path) -> dict[str, dict[str, int]]:
+    """Each FEATS feature of a CoNLL-U file: how many words have each of its values, read line by line."""
+    values: dict[str, dict[str, int]] = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        columns = line.split("\t")
+        if len(columns) == 10 and columns[0].isdigit() and columns[5] != "_":
+            for entry in columns[5].split("|"):
+                name, _, value = entry.partition("=")
+                counts = values.setdefault(name, {})
+                counts[value] = counts.get(value, 0) + 1
+    return values
+
+
+@pytest.mark.parametrize("feature", ["Poss", "Abbr", "Reflex", "Typo", "Foreign", "Voice"])
+def test_a_feature_with_one_value_in_training_is_refused_naming_features_with_more(feature):
+    values = feature_values(bundled_pos_paths()[0])  # the bundled training file
+    ((only, count),) = values[feature].items()
+    several = sorted(name for name, counts in values.items() if len(counts) >= 2)
+    assert {"Case", "Number", "Tense"} <= set(several) and feature not in several
+    with pytest.raises(ConfigError) as caught:
+        ConlluWordTask("feats", feature=feature).load_word_task()
+    assert str(caught.value) == (
+        f"task.feature={feature}: the training split has only the label {only!r} ({count} examples), so there is "
+        "nothing to tell apart. Fix: a feature with at least two values, e.g. task.feature=Number; the features "
+        f"with two or more values in the training files: {', '.join(several)}")
+
+
+def test_a_column_with_one_label_in_training_is_refused(tmp_path):
+    sentence = words_headed_by(0, 1, 1)  # every UPOS is X
+    (tmp_path / "x-train.conllu").write_text("\n".join([*sentence, "", *sentence]) + "\n", encoding="utf-8")
+    (tmp_path / "x-dev.conllu").write_text("\n".join(sentence) + "\n", encoding="utf-8")
+    with pytest.raises(DataFormatError) as caught:
+        ConlluWordTask("upos", paths=str(tmp_path)).load_word_task()
+    assert (caught.value.path, caught.value.line) == (str(tmp_path), None)
+    assert caught.value.problem == "the training split has only the label 'X' (6 examples), so there is nothing to " \
+                                   "tell apart"
+    assert "at least two different UPOS labels" in caught.value.fix
 
 
 @pytest.mark.parametrize(
@@ -239,10 +326,15 @@ def test_read_word_task_logs_unseen_labels(caplog):
     assert "test: 1 examples left out, label not in train: csubj:pass (1)" in caplog.text
 
 
+def write_conll2003(path, *sentences):
+    """A CoNLL-2003 file: a -DOCSTART- line, then the sentences, each a list of (WORD, POS, CHUNK, NER) rows."""
+    blocks = ["-DOCSTART- -X- -X- O"] + ["\n".join(" ".join(row) for row in sentence) for sentence in sentences]
+    path.write_text("\n\n".join(blocks) + "\n", encoding="utf-8")
+
+
 def test_conll2003_entity_types(tmp_path):
     def write(name, *sentences):
-        blocks = ["-DOCSTART- -X- -X- O"] + ["\n".join(" ".join(row) for row in sentence) for sentence in sentences]
-        (tmp_path / name).write_text("\n\n".join(blocks) + "\n", encoding="utf-8")
+        write_conll2003(tmp_path / name, *sentences)
 
     write("train.txt", [("John", "NNP", "B-NP", "B-PER"), ("Smith", "NNP", "I-NP", "I-PER"),
                         ("runs", "VBZ", "B-VP", "O")], [("Bonn", "NNP", "B-NP", "I-LOC")])
@@ -259,6 +351,19 @@ def test_conll2003_entity_types(tmp_path):
     assert examples(data.splits["test"], data.labels) == [(0, 0, "LOC")]
     assert data.files == [tmp_path / name for name in ("train.txt", "valid.txt", "test.txt")]
     assert data.skips.total() == 1  # the IOB1-style I-LOC read as B-LOC, counted
+
+
+def test_a_conll2003_folder_without_test_txt_probes_its_valid_file_as_test(tmp_path):
+    train = [[(f"Ann{i}", "NNP", "B-NP", "B-PER"), ("ran", "VBD", "B-VP", "O")] for i in range(5)]
+    write_conll2003(tmp_path / "train.txt", *train)
+    write_conll2003(tmp_path / "valid.txt", [("Bonn", "NNP", "B-NP", "B-LOC"), ("Ann", "NNP", "I-NP", "B-PER")])
+    data = Conll2003WordTask(data_dir=str(tmp_path), dev_fraction=0.2).load_word_task()
+    assert data.files == [tmp_path / "train.txt", tmp_path / "valid.txt"]
+    assert data.splits["test"].sentences == (("Bonn", "Ann"),)  # no test file: valid.txt is the probing test split
+    assert examples(data.splits["test"], data.labels) == [(0, 1, "PER")] and data.unseen_labels["test"] == {"LOC": 1}
+    carved = [data.splits[split].sentences for split in ("train", "dev")]
+    assert (len(carved[0]), len(carved[1])) == (4, 1) and sorted(carved[0] + carved[1]) == sorted(
+        tuple(word for word, *_ in sentence) for sentence in train)
 
 
 def test_streusle_supersenses_last_word_of_multiword_units():
@@ -341,6 +446,8 @@ GOOD = {"split": "train", "tokens": ["a", "b"], "labels": ["X", None]}
         ({"split": "train", "tokens": ["a"], "targets": [[True, "X"]]}, "word index True in target"),
         ({"split": "train", "tokens": ["a"], "targets": [[0, 5]]}, "label 5 in target [0, 5] is not a non-empty"),
         ({"split": "train", "tokens": ["a"], "targets": [[0]]}, "target [0] is not [i, label] or [i, j, label]"),
+        ({"split": "train", "tokens": ["a", "b"], "targets": [[1, 1, "X"]]},
+         "target [1, 1, 'X'] pairs word 1 with itself"),
         ({"split": "train", "tokens": ["a", "b"], "targets": [[0, 1, "X"]]},
          "word-pair targets [i, j, label] after single-word targets [i, label] at"),
         ({"split": "validation", "tokens": ["a"], "labels": ["X"]}, "unknown split 'validation'"),
@@ -360,12 +467,41 @@ def test_jsonl_without_train_or_dev_data(tmp_path):
     with pytest.raises(DataFormatError, match="no train data") as caught:
         JsonlWordTask(str(dev_only)).load_word_task()
     assert caught.value.path == str(dev_only)
-    train_only = write_jsonl(tmp_path / "train_only.jsonl", GOOD, GOOD)
+    train_only = write_jsonl(tmp_path / "train_only.jsonl", GOOD, {**GOOD, "labels": ["Y", None]})
     with pytest.raises(DataFormatError, match="no dev data"):
         JsonlWordTask(str(train_only)).load_word_task()
-    unlabelled = write_jsonl(tmp_path / "unlabelled.jsonl", GOOD, {**GOOD, "split": "dev", "labels": [None, None]})
+    unlabelled = write_jsonl(tmp_path / "unlabelled.jsonl", GOOD, {**GOOD, "labels": ["Y", None]},
+                             {**GOOD, "split": "dev", "labels": [None, None]})
     with pytest.raises(DataFormatError, match="no dev data"):
         JsonlWordTask(str(unlabelled)).load_word_task()
+
+
+def test_jsonl_with_one_label_in_training_is_refused_naming_the_training_file(tmp_path):
+    one_file = write_jsonl(tmp_path / "task.jsonl", GOOD, GOOD, {**GOOD, "split": "dev"})
+    with pytest.raises(DataFormatError) as caught:
+        JsonlWordTask(str(one_file)).load_word_task()
+    assert (caught.value.path, caught.value.line) == (str(one_file), None)
+    assert caught.value.problem == "the training split has only the label 'X' (2 examples), so there is nothing to " \
+                                   "tell apart"
+    assert "at least two different labels" in caught.value.fix
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    write_jsonl(folder / "train.jsonl", {"tokens": ["a", "b"], "labels": ["X", None]})
+    write_jsonl(folder / "dev.jsonl", {"tokens": ["a", "b"], "labels": ["Y", None]})
+    with pytest.raises(DataFormatError, match="only the label 'X' \\(1 example\\)") as caught:
+        JsonlWordTask(str(folder)).load_word_task()
+    assert caught.value.path == str(folder / "train.jsonl")
+
+
+def test_jsonl_left_with_one_training_label_after_carving_dev_is_refused(tmp_path):
+    path = write_jsonl(tmp_path / "task.jsonl", {**GOOD, "labels": ["A", None]}, {**GOOD, "labels": ["B", None]},
+                       {**GOOD, "split": "dev", "labels": ["A", "B"]})
+    with pytest.raises(DataFormatError) as caught:  # one of the two training sentences becomes dev
+        JsonlWordTask(str(path), dev_fraction=0.5).load_word_task()
+    assert caught.value.path == str(path)
+    assert caught.value.problem in [f"after carving dev from the training sentences (data.source.dev_fraction, "
+                                    f"data.source.seed), the training split has only the label {label!r} "
+                                    "(1 example), so there is nothing to tell apart" for label in "AB"]
 
 
 def test_jsonl_folder_refusals(tmp_path):

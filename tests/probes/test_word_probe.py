@@ -162,6 +162,16 @@ def test_bad_settings_name_the_config_key(settings, key):
         BatchedWordProbes(1, 4, 3, **settings)
 
 
+@pytest.mark.parametrize("num_layers", [None, 3])
+def test_a_rank_above_the_feature_dimension_is_refused(num_layers):
+    with pytest.raises(ConfigError) as caught:
+        WordProbe(input_dim=8, label_names=["a", "b"], rank=9, num_layers=num_layers)
+    assert str(caught.value) == ("probe.rank=9 exceeds the feature dimension 8 of this representation; a rank of 8 or "
+                                 "more constrains nothing. Fix: probe.rank<=8, or probe.rank=null")
+    assert WordProbe(input_dim=8, label_names=["a", "b"], rank=8, num_layers=num_layers).probes.probes.sizes == \
+        [8, 8, 2]
+
+
 def test_heads_with_a_mix_each_mix_their_own_layers():
     torch.manual_seed(5)
     head = WordProbeHead(2, input_dim=6, num_labels=3, family="mlp1", hidden_dim=4, num_layers=3)
