@@ -21,7 +21,10 @@ The windows are those of tokenising everything first (`window_rows` representabl
 features do not depend on when rows are tokenised.
 
 A complete store that matches the request is only read (opened read-only, so it may sit on a read-only
-disk). Anything else is created or resumed under the store's lock (see `probing.features.store`): a second
+disk). Anything else is created or resumed under the store's lock (see `probing.features.store`). Before a resumed
+store gets a row, its tables are checked ("Resuming" there): those the records determine (labels, word ids, ...) are
+rewritten from the records where they differ, with a warning; a row flagged without a slot is computed again, and
+flags and slots that disagree otherwise are refused. A second
 run into the same store is refused at once with one line, as are a file at the store's path that is not a
 store (left untouched) and a full disk (the rows written so far are kept for the rerun).
 """
@@ -156,8 +159,8 @@ def extract_split(records: Sequence[WordInContext], encoder: WordEncoder, path: 
                 FeatureStore.create(path, request, records, class_names)
             # another run may have completed the store before this one took the lock
             report = _finished_report(path, request, len(records), started) or _fill(
-                path, request, records, encoder, window_rows(request, window), max_tokens_per_batch, progress,
-                started)
+                path, request, records, class_names, encoder, window_rows(request, window), max_tokens_per_batch,
+                progress, started)
     log.info("%s", report.summary())
     return report
 
@@ -178,12 +181,15 @@ def _finished_report(path: Path, request: Mapping[str, Any], rows: int, started:
                             rows_skipped=skipped, seconds=time.perf_counter() - started)
 
 
-def _fill(path: Path, request: Mapping[str, Any], records: Sequence[WordInContext], encoder: WordEncoder,
-          window: int, max_tokens_per_batch: int, progress: bool, started: float) -> ExtractionReport:
-    """Compute and write the unwritten rows of the store at `path` (its lock held)."""
+def _fill(path: Path, request: Mapping[str, Any], records: Sequence[WordInContext], class_names: Sequence[str],
+          encoder: WordEncoder, window: int, max_tokens_per_batch: int, progress: bool,
+          started: float) -> ExtractionReport:
+    """Compute and write the unwritten rows of the store at `path` (its lock held), once its tables are checked
+    against the records (`StoreWriter`, `StoreWriter.match_records`)."""
     skips_before = Counter(encoder.skips.counts)
     with StoreWriter(path) as writer:
         writer.check_metadata(request)
+        writer.match_records(records, class_names)
         pending = writer.pending_rows()
         # the token total is not known before the rows are tokenised: the bar counts rows (skipped ones included)
         with tqdm(total=len(pending), unit="row", unit_scale=True, desc=f"{path.name} (rows)",

@@ -9,11 +9,10 @@ from typing import Any
 
 from probing.data.sources import WordInContextData
 from probing.data.splits import SPLIT_NAMES
-from probing.data.text import sha256_file
 from probing.errors import ConfigError
 from probing.features.extraction import extract_split
 from probing.features.featurizer import Featurizer
-from probing.features.store import records_fingerprint, store_path
+from probing.features.store import data_files_entry, records_fingerprint, store_path
 
 # How long a job of a multirun waits for another job extracting into the store it needs (features.lock_wait_s=null).
 MULTIRUN_LOCK_WAIT_S = 24 * 3600.0
@@ -36,9 +35,13 @@ def ensure_features(data: WordInContextData, featurizer: Featurizer, *, store_di
                     extract: Callable[..., Any] = extract_split) -> dict[str, Path]:
     """Extract (or resume, or verify) the store of each split under `store_dir` with `extract` (`extract_split`'s
     arguments; sharded extraction takes the same); a store built for another request is refused. `lock_wait_s`: how
-    long to wait for another run extracting into the same store (`lock_wait_seconds`)."""
+    long to wait for another run extracting into the same store (`lock_wait_seconds`).
+
+    The hashes of `data.files` are part of each store's request (`data_files`); data without files (every-word data,
+    whose records identify it) requests none, and then any store of the same records is taken, whatever files it
+    records (`probing.features.store`)."""
     root = store_root(store_dir)
-    file_hashes = [[Path(f).name, sha256_file(f)] for f in data.files]  # in reading order; names may repeat
+    data_files = data_files_entry(data.files)
     paths = {}
     for split in splits:
         if not data.splits[split]:
@@ -50,7 +53,7 @@ def ensure_features(data: WordInContextData, featurizer: Featurizer, *, store_di
                           featurizer.context_size, records_sha256)
         extract(
             data.splits[split], featurizer, path, class_names=data.classes, records_sha256=records_sha256,
-            metadata_extra={"data": data.name, "split": split, "data_files": file_hashes},
+            metadata_extra={"data": data.name, "split": split, **data_files},
             dtype=dtype, max_tokens_per_batch=max_tokens_per_batch, lock_wait_s=lock_wait_s,
         )
         paths[split] = path

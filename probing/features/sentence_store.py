@@ -3,7 +3,8 @@
 The store is the ordinary `FeatureStore` (same HDF5 format, a hash per block, metadata check, lock, `.partial`
 file, resume): one row per word occurrence, i.e. one `WordInContext` record per word with the whole sentence as
 context and that word as target. The records fix each row's sentence and position, and their fingerprint is part
-of the store's metadata and file name, so a row always means the same occurrence.
+of the store's metadata and file name, so a row always means the same occurrence; the data files' hashes are part of
+it only where the caller passes files (`extract_occurrences`).
 
 What differs is the cost: `SentenceWordEncoder` runs the model once per distinct input in a batch, not once per
 record, and pools every record's word from that one forward pass (mean of the word's wordpieces, as the probing
@@ -21,10 +22,9 @@ import torch
 from torch.nn.utils.rnn import pad_sequence
 
 from probing.data.records import SkipCounter, WordInContext
-from probing.data.text import sha256_file
 from probing.features.encoder import PRECISION_TAGS, PreparedInput, WordEncoder, pooling_index
 from probing.features.extraction import ExtractionReport, extract_split
-from probing.features.store import records_fingerprint, store_path
+from probing.features.store import data_files_entry, records_fingerprint, store_path
 
 EVERY_WORD = "every-word"
 
@@ -91,11 +91,12 @@ def extract_occurrences(records: Sequence[WordInContext], encoder: SentenceWordE
                         max_tokens_per_batch: int = 65536, extra: Mapping[str, Any] | None = None,
                         progress: bool = True) -> ExtractionReport:
     """Fill (or resume, or verify) the every-word store of `records` below `store_dir`; a store built for another
-    model, layer count, pooling or sentence set is refused (StoreMismatchError)."""
+    model, layer count, pooling or sentence set is refused (StoreMismatchError). `files`: the data files whose hashes
+    the store must match (`data_files`); none where the records identify the data, as their fingerprint does for the
+    sentences (a store recording files is then reused whatever they hold now)."""
     fingerprint = records_fingerprint(records)
     path = store_path(store_dir, encoder.store_name, data_name, split, encoder.store_kind, None, fingerprint)
-    file_hashes = [[Path(f).name, sha256_file(f)] for f in files]
-    metadata = {"data": data_name, "split": split, "data_files": file_hashes, **(extra or {})}
+    metadata = {"data": data_name, "split": split, **data_files_entry(files), **(extra or {})}
     return extract_split(records, encoder, path, class_names=[records[0].sclass] if records else [],
                          metadata_extra=metadata, dtype=dtype, max_tokens_per_batch=max_tokens_per_batch,
                          progress=progress, records_sha256=fingerprint)

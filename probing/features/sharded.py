@@ -18,7 +18,8 @@ processes 1/N of the cores, and some float32 kernels round the last bit differen
 Merge. After a barrier, rank 0 checks every shard (present, of this request, complete) before writing anything, then
 copies the shards' blocks (one per window) into the store in plan order (window w from shard w mod N), checking each
 block's hashes: the store is the one a single process writes, slot for slot, with every layer in record order. A
-merge cut off resumes like any store; the shards are deleted once the store is complete. A shard records its place
+merge cut off resumes like any store, its tables checked against the records first (`StoreWriter.match_records`, as
+`extract_split` does for each shard); the shards are deleted once the store is complete. A shard records its place
 (`shard`) and the fingerprint of the whole split (`split_records_sha256`), so that a shard of another plan (another
 N, window size or data) is refused like a store of another request.
 
@@ -229,6 +230,7 @@ def merge_shards(plan: ShardPlan, class_names: Sequence[str], lock_wait_s: float
             if not plan.path.exists():
                 FeatureStore.create(plan.path, plan.request, plan.records, class_names)
             with StoreWriter(plan.path) as writer:
+                writer.match_records(plan.records, class_names)
                 copied = copy_shards(plan, writer)
             log.info("%s: %d rows from %d shards in %.1f s", plan.path, copied, len(plan.shards()),
                      time.perf_counter() - started)

@@ -46,14 +46,20 @@ store and the table). The staging scratch is not sealed: readers never use it, a
 
 File attributes record the request: model name/path, weights and tokenizer hashes, architecture,
 pooling, context size ("all" for the whole sentence), max length, forward precision ("32" where the key is
-missing: stores written before it was recorded), dtype, data name, split and data-file hashes, a
-fingerprint of the records, the shape, plus the store format, code version and creation time.
-Reopening a store for a different request is refused with every differing key listed (a store of an
-older format differs in `store_format`). Four keys are provenance only and never refuse a store: the
-model's name and path (the weights and tokenizer hashes identify the model wherever it lives and however it is
-named: two fine-tuned folders `A/ft/model` and `B/ft/model` with identical weights share one store), the creation
-time, and the code version — a different version is logged as a warning, because features do not depend
-on this package's version unless the encoder code itself changed. A file without `store_format` is not a
+missing: stores written before it was recorded), dtype, data name, split, data-file hashes (`data_files`, where
+the caller names files), a fingerprint of the records, the shape, plus the store format, code version and creation
+time. Reopening a store for a different request is refused with every differing key listed (a store of an
+older format differs in `store_format`). `data_files` is compared only when the request holds it: the fingerprint
+(`records_sha256`, also in the file name) covers each record's tokens, target, word and class, all a store's rows
+and tables derive from, so a caller whose records identify its data passes no files (`data_files_entry([])`) and
+a store is then not refused for a data file whose other content changed (every-word stores: a word task's labels
+are not in their records, so editing one, or another task over the same sentences, reuses the store; one written
+by an earlier version, which recorded the files, is reused too). The s-class stores keep it: their class list
+comes from every file of the data set, not from the split's records. Four keys are provenance only and never
+refuse a store: the model's name and path (the weights and tokenizer hashes identify the model wherever it lives and
+however it is named: two fine-tuned folders `A/ft/model` and `B/ft/model` with identical weights share one store),
+the creation time, and the code version — a different version is logged as a warning, because features do not
+depend on this package's version unless the encoder code itself changed. A file without `store_format` is not a
 store and is refused without being modified.
 
 Crash safety. A store is built under `<name>.h5.partial` with its features allocated (HDF5 early
@@ -67,6 +73,22 @@ last block only partly flagged unflags it and rewrites it whole. Flushing hands 
 system: this protects against a killed process, not against a power cut. A full disk (ENOSPC) is one
 ProbingError line and the rows already flagged are kept; a new store larger than the free space is
 refused before any of it is written.
+
+Resuming. Until the seal, nothing guards the tables of an unfinished store, and the seal would cover any damage done
+to them before it; so whenever a writer is about to fill an unfinished store (`StoreWriter`, extraction and the
+merge of shards), it checks them first, without reading any features. (1) The tables the records determine
+(RECORD_TABLES: class names, words, labels, word and combination ids, combinations) are computed from the records
+again and compared (`StoreWriter.match_records`). Where they differ they are rewritten from the records, with a
+warning naming the store and the tables, and the rows already computed are kept: features depend on each record's
+tokens and target only, never on these tables, and the records are the store's own (their fingerprint was compared
+with its metadata), so the result is the store a fresh run builds. A table of another shape or type is refused
+(StoreCorruptError): no writer changes the file's structure, so something else wrote it. (2) The row tables
+(`_resume_slot`): a row flagged written without a slot (its flag reached the disk before its slot, as a power cut
+can leave it) is unflagged and computed again; a last block only partly flagged is rewritten whole, as above (with
+one window for the whole split, as a small data set has, that is every row); the rows flagged as stored must then
+fill the slots of the blocks before the first free one exactly once, and no skipped row may hold a slot. Anything
+else (a flag cleared in an earlier block, a slot changed, a skip flag set on a stored row) is refused before any row
+is computed. Not seen: two stored rows' slots swapped, which only their features tell apart.
 
 Staging. A block is written once all its rows are computed, which for an extraction window (64 MB of features)
 can take minutes. So that a kill loses at most a few seconds, the window's rows are also staged while it is
@@ -109,6 +131,7 @@ import xxhash
 
 import probing
 from probing.data.records import RecordTable, WordInContext, as_table
+from probing.data.text import sha256_file
 from probing.errors import ConfigError, ProbingError, StoreCorruptError, StoreMismatchError
 
 log = logging.getLogger(__name__)
@@ -125,7 +148,11 @@ ROW_TABLES = ("slots", "block_rows", "labels", "word_ids", "combination_ids", "w
 # Every dataset but the features (hashed per block) and the staging scratch, hashed into `table_xxh3` in this order.
 SEALED_TABLES = ("class_names", "words", "labels", "word_ids", "combination_ids", "combinations", "slots",
                  "block_rows", "block_xxh3", "written", "skipped")
+# The tables `encode_labels` derives from the records and the class list (`record_tables`), as created.
+RECORD_TABLES = ("class_names", "words", "labels", "word_ids", "combination_ids", "combinations")
 NOT_COMPARED = frozenset({"model_name", "model_path", "code_version", "created"})
+# Keys compared only when the request holds them: without `data_files`, the records identify the data.
+COMPARED_IF_REQUESTED = frozenset({"data_files"})
 # Keys a store or a request may lack, and what their absence means: stores written before the forward precision
 # was recorded were computed in float32, and featurizers that run no encoder have no precision.
 IMPLIED_WHEN_MISSING = {"precision": "32"}
@@ -198,14 +225,22 @@ def from_attr(value):
 
 
 def metadata_differences(stored: Mapping, request: Mapping) -> list[str]:
-    """`key: store has X, request has Y` for every compared key that differs or exists on one side only."""
+    """`key: store has X, request has Y` for every compared key that differs or exists on one side only (a key of
+    COMPARED_IF_REQUESTED only where the request holds it)."""
     stored = IMPLIED_WHEN_MISSING | {key: from_attr(value) for key, value in stored.items()}
     request = IMPLIED_WHEN_MISSING | {key: to_attr(value) for key, value in request.items()}
+    not_compared = NOT_COMPARED | (COMPARED_IF_REQUESTED - request.keys())
     return [
         f"{key}: store has {stored.get(key, MISSING)!r}, request has {request.get(key, MISSING)!r}"
-        for key in sorted((stored.keys() | request.keys()) - NOT_COMPARED)
+        for key in sorted((stored.keys() | request.keys()) - not_compared)
         if stored.get(key, MISSING) != request.get(key, MISSING)
     ]
+
+
+def data_files_entry(files: Sequence[str | Path]) -> dict[str, list[list[str]]]:
+    """The `data_files` request key: the name and SHA-256 of each file, in reading order (names may repeat); none
+    for no files, where the records identify the store's data (see the module docstring)."""
+    return {"data_files": [[Path(f).name, sha256_file(f)] for f in files]} if files else {}
 
 
 def check_metadata(stored: Mapping, request: Mapping, path: Path) -> None:
@@ -348,15 +383,17 @@ def check_layout(handle: h5py.File, path: Path) -> None:
 
 
 def layout_problems(handle: h5py.File) -> list[str]:
+    """Tables missing or misshapen (the shape of the name tables and `combinations` depends on the records)."""
     layers, rows, dim = (from_attr(handle.attrs.get(key)) for key in ("num_layers", "num_rows", "hidden_size"))
     expected = {"features": (layers, rows, dim), "block_xxh3": (rows, layers), "table_xxh3": (len(SEALED_TABLES),),
-                **{name: (rows,) for name in ROW_TABLES}}
+                **{name: (rows,) for name in ROW_TABLES},
+                **{name: None for name in RECORD_TABLES if name not in ROW_TABLES}}
     problems = []
     for name, shape in expected.items():
         table = handle.get(name)
         if not isinstance(table, h5py.Dataset):
             problems.append(f"no `{name}` table")
-        elif table.shape != shape:
+        elif shape is not None and table.shape != shape:
             problems.append(f"`{name}` has shape {table.shape}, expected {shape}")
     features = handle.get("features")
     if isinstance(features, h5py.Dataset) and (features.id.get_offset() is None or not features.dtype.isnative):
@@ -601,6 +638,13 @@ class LayerReader:
         return StoreCorruptError(f"{self.path}: layer {self.layer} cannot be read ({reason}). Fix: {DELETE_FIX}")
 
 
+def tables_named(tables: Sequence[str]) -> str:
+    """`a`, `b` and `c` tables."""
+    names = [f"`{name}`" for name in tables]
+    joined = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+    return f"{joined} table{'s' if len(names) > 1 else ''}"
+
+
 def describe_rows(rows: np.ndarray, shown: int = 5) -> str:
     listed = ", ".join(str(row) for row in rows[:shown])
     more = f" and {len(rows) - shown} more" if len(rows) > shown else ""
@@ -818,7 +862,7 @@ def create_store_file(path: Path, metadata: Mapping, records: Sequence[WordInCon
     if metadata["dtype"] not in FEATURE_DTYPES:
         raise ConfigError(
             f"features.dtype={metadata['dtype']!r} is not supported. Fix: features.dtype=float16 or float32")
-    labels, word_ids, words, combination_ids, combinations = encode_labels(records, class_names)
+    tables = record_tables(records, class_names)
     attrs = {"store_format": STORE_FORMAT, **metadata, "code_version": code_version(),
              "created": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     partial = path.with_name(path.name + ".partial")
@@ -830,8 +874,7 @@ def create_store_file(path: Path, metadata: Mapping, records: Sequence[WordInCon
                 handle.attrs.update({key: to_attr(value) for key, value in attrs.items()})
                 _create_features(handle, metadata["num_layers"], len(records), metadata["hidden_size"],
                                  metadata["dtype"])
-                _create_tables(handle, metadata["num_layers"], class_names, words, labels, word_ids,
-                               combination_ids, combinations)
+                _create_tables(handle, metadata["num_layers"], tables)
         os.replace(partial, path)
     except BaseException:
         partial.unlink(missing_ok=True)
@@ -848,15 +891,11 @@ def check_free_space(path: Path, metadata: Mapping) -> None:
         raise disk_full_error(path, f"the store needs {needed / 1e6:,.1f} MB, {free / 1e6:,.1f} MB are free")
 
 
-def _create_tables(handle: h5py.File, num_layers: int, class_names, words, labels, word_ids, combination_ids,
-                   combinations) -> None:
-    strings, num_rows = h5py.string_dtype("utf-8"), len(labels)
-    handle.create_dataset("class_names", data=list(class_names), dtype=strings)
-    handle.create_dataset("words", data=words, dtype=strings)
-    handle.create_dataset("labels", data=labels)
-    handle.create_dataset("word_ids", data=word_ids)
-    handle.create_dataset("combination_ids", data=combination_ids)
-    handle.create_dataset("combinations", data=combinations)
+def _create_tables(handle: h5py.File, num_layers: int, tables: Mapping[str, np.ndarray]) -> None:
+    """RECORD_TABLES from `tables` (`record_tables`), and the row tables of a store with no row written."""
+    for name in RECORD_TABLES:
+        handle.create_dataset(name, data=tables[name])
+    num_rows = len(tables["labels"])
     handle.create_dataset("slots", data=np.full(num_rows, -1, np.int64))
     handle.create_dataset("block_rows", data=np.zeros(num_rows, np.int64))
     handle.create_dataset("block_xxh3", data=np.zeros((num_rows, num_layers), np.uint64))
@@ -874,6 +913,22 @@ def _create_features(handle: h5py.File, num_layers: int, num_rows: int, hidden_s
     dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
     handle.create_dataset("features", shape=(num_layers, num_rows, hidden_size), dtype=dtype, dcpl=dcpl,
                           fill_time="never")
+
+
+def record_tables(records: Sequence[WordInContext], class_names: Sequence[str]) -> dict[str, np.ndarray]:
+    """RECORD_TABLES of a store of `records` (`encode_labels`), the names as h5py's UTF-8 strings."""
+    labels, word_ids, words, combination_ids, combinations = encode_labels(records, class_names)
+    strings = h5py.string_dtype("utf-8")
+    return {"class_names": np.array(list(class_names), dtype=strings), "words": np.array(words, dtype=strings),
+            "labels": labels, "word_ids": word_ids, "combination_ids": combination_ids, "combinations": combinations}
+
+
+def same_table(stored: np.ndarray, expected: np.ndarray) -> bool:
+    """Whether a table read from a store equals `expected` in type, shape and values (h5py reads strings as bytes)."""
+    if expected.dtype == object:
+        return stored.dtype == object and stored.shape == expected.shape and all(
+            value == name.encode("utf-8") for value, name in zip(stored.tolist(), expected.tolist()))
+    return stored.dtype == expected.dtype and np.array_equal(stored, expected)
 
 
 def encode_labels(records: Sequence[WordInContext], class_names: Sequence[str]):
@@ -937,6 +992,28 @@ class StoreWriter:
     def check_metadata(self, request: Mapping) -> None:
         check_metadata(self.file.attrs, request, self.path)
 
+    def match_records(self, records: Sequence[WordInContext], class_names: Sequence[str]) -> None:
+        """Make the tables the records determine (RECORD_TABLES) those of `records` and `class_names` before any
+        row is computed (see "Resuming"): the ones that differ in their values are rewritten from the records, with a
+        warning; one of another shape or type is a StoreCorruptError. Call it with the store's own records (their
+        fingerprint checked with `check_metadata`) on an unfinished store."""
+        expected = record_tables(records, class_names)
+        differing = [name for name in RECORD_TABLES if not same_table(self.file[name][()], expected[name])]
+        altered = [name for name in differing
+                   if (self.file[name].shape, self.file[name].dtype) != (expected[name].shape, expected[name].dtype)]
+        if altered:
+            raise StoreCorruptError(
+                f"{self.path}: the shape or type of the {tables_named(altered)} of this unfinished store is not that "
+                f"of its records' (no extraction changes it; something else wrote the file). Fix: {DELETE_FIX}")
+        if differing:
+            with disk_full_is_user_error(self.path):
+                for name in differing:
+                    self.file[name][...] = expected[name]
+                self.file.flush()
+            log.warning("%s: the %s of this unfinished store did not match its records (damaged before it was "
+                        "sealed); rewritten from the records, keeping the %d rows already written", self.path,
+                        tables_named(differing), int(self._written.sum()))
+
     def pending_rows(self) -> np.ndarray:
         """Rows whose `written` flag is not set, ascending."""
         return np.flatnonzero(~self._written)
@@ -973,19 +1050,40 @@ class StoreWriter:
 
     def _resume_slot(self) -> int:
         """The first free slot: after the last block, or at its start if a kill left it only partly flagged (its
-        flagged rows are unflagged first, so that it is rewritten whole and its checksums stay true)."""
-        slots = self.file["slots"][()]
-        committed = self._written & (self.file["skipped"][()] == 0)
-        spans = block_spans(self.file["block_rows"][()], int(slots[committed].max(initial=-1)) + 1, self.path)
-        if not spans:
-            return 0
-        first, count = spans[-1]
-        in_last = committed & (slots >= first) & (slots < first + count)
-        if in_last.sum() == count:
-            return blocks_end(spans)
-        self._set_values("written", np.flatnonzero(in_last), 0)
-        self._written[in_last] = False
-        return first
+        flagged rows are unflagged, so that it is rewritten whole and its checksums stay true). Rows flagged as
+        stored without a slot are unflagged too, to be computed. The other stored rows must fill the slots before the
+        first free one exactly once, and no skipped row may hold a slot; otherwise the store is refused, unchanged
+        (see "Resuming")."""
+        slots, skipped = self.file["slots"][()], self.file["skipped"][()] != 0
+        stored = self._written & ~skipped
+        unplaced = stored & (slots < 0)
+        stored &= ~unplaced
+        spans = block_spans(self.file["block_rows"][()], int(slots[stored].max(initial=-1)) + 1, self.path)
+        cut_off = np.zeros_like(stored)
+        if spans:
+            first, count = spans[-1]
+            in_last = stored & (slots >= first) & (slots < first + count)
+            if in_last.sum() != count:
+                cut_off, stored = in_last, stored & ~in_last
+                spans.pop()
+        end = blocks_end(spans)
+        placed_skips = self._written & skipped & (slots >= 0)
+        if placed_skips.any() or (np.bincount(slots[stored], minlength=end) != 1).any():  # stored slots are < end
+            raise StoreCorruptError(
+                f"{self.path}: the `written`, `skipped` and `slots` tables of this unfinished store disagree (the "
+                f"{int(stored.sum())} rows flagged as stored must fill the {end} slots of its blocks exactly once, "
+                f"and skipped rows hold no slot): a flag or a slot was damaged. Fix: {DELETE_FIX}")
+        if unplaced.any():
+            log.warning("%s: %s flagged as written but given no slot (a flag that reached the disk before its "
+                        "slot); computed again", self.path, describe_rows(np.flatnonzero(unplaced)))
+        self._unflag(unplaced | cut_off)
+        return end
+
+    def _unflag(self, rows: np.ndarray) -> None:
+        """Clear the `written` flags of the rows where the mask `rows` is set (no write for none)."""
+        if rows.any():
+            self._set_values("written", np.flatnonzero(rows), 0)
+            self._written[rows] = False
 
     def _storage_block(self, rows: np.ndarray, features: np.ndarray) -> np.ndarray:
         """`features` as (num_layers, rows, D) in the storage dtype, C-contiguous; NaN and inf are refused."""

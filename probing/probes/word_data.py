@@ -43,10 +43,12 @@ EVERY_WORD_DATA = "words"  # the data name of every-word stores: tasks over the 
 
 
 def every_word_data(data) -> WordInContextData:
-    """The every-word records of each split of a word task (`WordTaskData`), as the stores take them."""
+    """The every-word records of each split of a word task (`WordTaskData`), as the stores take them. No data files
+    are passed: an every-word store holds the vectors of its sentences, whatever task labels them, so it is keyed on
+    its records (their fingerprint: the sentences and the word of each row), not on the task's files; tasks over
+    the same sentences (UPOS, DEPREL, FEATS of one treebank) thus share it."""
     return WordInContextData(EVERY_WORD_DATA, [EVERY_WORD_CLASS],
-                             {split: every_word_records(task) for split, task in data.splits.items()},
-                             list(data.files), data.skips)
+                             {split: every_word_records(task) for split, task in data.splits.items()}, [], data.skips)
 
 
 def load_word_task(source, task: str, data_name: str):

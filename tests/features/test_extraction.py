@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import json
+import logging
 import os
 import random
 import shutil
@@ -772,3 +773,38 @@ def test_identical_fine_tuned_folders_under_other_parents_share_one_store(tiny_b
         extract_split(records, encoders["C"], path, **settings)
     assert "weights_sha256: store has" in str(raised.value) and "model_path" not in str(raised.value)
     assert "model_name" not in str(raised.value)
+
+
+def test_tables_damaged_in_an_unfinished_store_are_rewritten_from_the_records_on_resume(tiny_bert_path, tmp_path,
+                                                                                         monkeypatch, caplog):
+    """Labels rolled and one flag of the last block cleared in a store whose run stopped after three windows: the
+    resumed run sealed the rolled labels (and the seal then vouched for them). Now the labels are rewritten from the
+    records before any row is computed, the cleared flag's block is computed again, and the store is the one an
+    uninterrupted run writes."""
+    records, path, reference = toy_records(24), tmp_path / "s.h5", tmp_path / "reference.h5"
+    settings = {"class_names": CLASSES, "metadata_extra": {"split": "train"}, "max_tokens_per_batch": 40,
+                "window": 4, "progress": False}
+    original, windows = StoreWriter.write_rows, []
+
+    def stop_at_the_fourth_window(writer, rows, features):
+        windows.append(rows)
+        if len(windows) == 4:
+            raise Interrupted
+        original(writer, rows, features)
+
+    monkeypatch.setattr(StoreWriter, "write_rows", stop_at_the_fourth_window)
+    with pytest.raises(Interrupted):
+        extract_split(records, WordEncoder(str(tiny_bert_path), max_length=16), path, **settings)
+    monkeypatch.undo()
+    with h5py.File(path, "r+") as file:
+        assert file["written"][()].nonzero()[0].tolist() == [*range(12), 23]  # three windows and the skipped row
+        file["labels"][...] = np.roll(file["labels"][()], 5)
+        file["written"][10] = 0  # in the last block, rows 8..11
+    with caplog.at_level(logging.WARNING, logger="probing.features.store"):
+        resumed = extract_split(records, WordEncoder(str(tiny_bert_path), max_length=16), path, **settings)
+    assert f"{path}: the `labels` table of this unfinished store did not match its records" in caplog.text
+    assert (resumed.rows_already_done, resumed.rows_computed, resumed.rows_skipped) == (9, 15, 1)
+    with FeatureStore(path) as store:
+        assert store.labels().tolist() == [CLASSES.index(record.sclass) for record in records[:23]]
+    extract_split(records, WordEncoder(str(tiny_bert_path), max_length=16), reference, **settings)
+    assert_same_store(path, reference)

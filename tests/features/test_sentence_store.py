@@ -114,3 +114,24 @@ def test_store_resumes_and_refuses_another_model(tmp_path, tiny_bert_path, tiny_
     with pytest.raises(StoreMismatchError, match="num_layers|weights_sha256"):
         extract_split(records, SentenceWordEncoder(str(tiny_gpt2_path)), resumed.path, class_names=["occurrence"],
                       dtype="float32", progress=False)
+
+
+def test_a_store_is_identified_by_its_sentences_when_no_files_are_given(tmp_path, tiny_bert_path):
+    """Without files the request holds no `data_files`, so a store that records them (as every every-word store did)
+    is reused after its data file changed; a request naming the changed file is refused."""
+    records, corpus = collect_occurrences(SENTENCES).records(), tmp_path / "corpus.txt"
+    corpus.write_text("first version\n")
+    settings = {"dtype": "float32", "progress": False}
+    first = extract_occurrences(records, SentenceWordEncoder(str(tiny_bert_path)), tmp_path, "toy", "all", [corpus],
+                                **settings)
+    corpus.write_text("second version\n")
+    reused = extract_occurrences(records, SentenceWordEncoder(str(tiny_bert_path)), tmp_path, "toy", "all", [],
+                                 **settings)
+    assert reused.path == first.path and (reused.rows_already_done, reused.rows_computed) == (len(records), 0)
+    with pytest.raises(StoreMismatchError, match="data_files: store has"):
+        extract_occurrences(records, SentenceWordEncoder(str(tiny_bert_path)), tmp_path, "toy", "all", [corpus],
+                            **settings)
+    fresh = extract_occurrences(records, SentenceWordEncoder(str(tiny_bert_path)), tmp_path / "fresh", "toy", "all",
+                                [], **settings)
+    with FeatureStore(fresh.path) as store:
+        assert "data_files" not in store.metadata and store.metadata["data"] == "toy"

@@ -142,8 +142,8 @@ def test_a_partial_shard_resumes_computing_only_its_missing_rows(tmp_path, singl
     assert_same_store(path, single)
 
 
-def test_a_merge_cut_off_resumes_to_the_same_store(tmp_path, single, monkeypatch):
-    path = tmp_path / "sharded" / "dev.h5"
+def cut_off_merge(path: Path, monkeypatch) -> None:
+    """The shards of two processes, merged until the merge is cut off after three blocks."""
     plan = extract_shards_only(path, 2)
     original, calls = StoreWriter.write_rows, []
 
@@ -157,6 +157,23 @@ def test_a_merge_cut_off_resumes_to_the_same_store(tmp_path, single, monkeypatch
     with pytest.raises(KeyboardInterrupt):
         merge_shards(plan, CLASSES)
     monkeypatch.setattr(StoreWriter, "write_rows", original)
+
+
+def test_a_merge_cut_off_resumes_to_the_same_store(tmp_path, single, monkeypatch):
+    path = tmp_path / "sharded" / "dev.h5"
+    cut_off_merge(path, monkeypatch)
+    merge_shards(plan_of(path, 2), CLASSES)
+    assert_same_store(path, single)
+
+
+def test_a_cut_off_merge_whose_tables_were_damaged_resumes_from_the_records(tmp_path, single, monkeypatch):
+    """The resumed merge used to seal the damaged tables of the unfinished store."""
+    path = tmp_path / "sharded" / "dev.h5"
+    cut_off_merge(path, monkeypatch)
+    with h5py.File(path, "r+") as file:
+        assert 0 < file["written"][()].sum() < len(LENGTHS)
+        for name in ("labels", "combination_ids"):
+            file[name][...] = np.roll(file[name][()], 5)
     merge_shards(plan_of(path, 2), CLASSES)
     assert_same_store(path, single)
 

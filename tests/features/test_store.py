@@ -15,6 +15,7 @@ import xxhash
 from probing.data.records import WordInContext
 from probing.errors import ConfigError, ProbingError, StoreCorruptError, StoreMismatchError
 from probing.features.store import (
+    RECORD_TABLES,
     SEALED_TABLES,
     STORE_FORMAT,
     FeatureStore,
@@ -34,9 +35,11 @@ from tests.helpers.stores import (
     LAYERS,
     as_format_3,
     assert_one_line_error,
+    assert_same_store,
     features_of,
     make_records,
     metadata,
+    store_tables,
     write_complete_store,
 )
 
@@ -343,13 +346,16 @@ def test_an_hdf5_file_that_is_not_a_store_is_refused(tmp_path):
     assert_one_line_error(raised.value, str(path), "not a feature store", "delete")
 
 
-def test_a_store_missing_a_table_is_refused(tmp_path):
+@pytest.mark.parametrize("table", ["skipped", "words"])
+def test_a_store_missing_a_table_is_refused(tmp_path, table):
     path = write_complete_store(tmp_path / "split.h5")
     with h5py.File(path, "r+") as handle:
-        del handle["skipped"]
-    with pytest.raises(StoreCorruptError) as raised:
-        FeatureStore(path).read_layer(0)
-    assert_one_line_error(raised.value, str(path), "skipped", "Fix: delete the file")
+        del handle[table]
+        handle["written"][0] = 0  # unfinished too: the writer refuses it as well
+    for open_store in (lambda: FeatureStore(path).read_layer(0), lambda: StoreWriter(path)):
+        with pytest.raises(StoreCorruptError) as raised:
+            open_store()
+        assert_one_line_error(raised.value, str(path), f"no `{table}` table", "Fix: delete the file")
 
 
 def test_a_store_larger_than_the_free_space_is_refused_before_writing(tmp_path, monkeypatch):
@@ -463,3 +469,111 @@ def test_slots_must_fill_the_kept_rows_exactly_once():
     for damaged in ([0, 0, 1], [0, 1, 3], [-1, 0, 1]):
         with pytest.raises(StoreCorruptError, match="the `slots` table is damaged"):
             record_order(np.array(damaged), Path("s.h5"))
+
+
+def test_a_request_without_data_files_takes_a_store_whatever_files_it_records(store_file):
+    """Every-word stores: the records identify the data, so the request leaves `data_files` out, and a store that
+    records them (as earlier versions wrote every store) is reused; a request holding them still compares them."""
+    without_files = {key: value for key, value in metadata(10).items() if key != "data_files"}
+    FeatureStore(store_file).check_metadata(without_files)
+    with pytest.raises(StoreMismatchError, match="data_files: store has"):
+        FeatureStore(store_file).check_metadata(metadata(10, data_files={"train.txt": "e" * 64}))
+    with pytest.raises(StoreMismatchError, match="pooling: store has 'mean', request has 'last'"):
+        FeatureStore(store_file).check_metadata({**without_files, "pooling": "last"})
+
+
+def test_a_store_without_data_files_is_refused_by_a_request_holding_them(tmp_path):
+    records = make_records()
+    without_files = {key: value for key, value in metadata(10).items() if key != "data_files"}
+    path = FeatureStore.create(tmp_path / "split.h5", without_files, records, CLASSES).path
+    with pytest.raises(StoreMismatchError, match="data_files: store has '<missing>'"):
+        FeatureStore(path).check_metadata(metadata(10))
+
+
+def unfinished_store(path: Path, batches=((7, 2, 9, 0), (5, 8))) -> Path:
+    """A store of the toy split with only `batches` written, as a run stopped after them leaves it."""
+    FeatureStore.create(path, metadata(10), make_records(), CLASSES)
+    with StoreWriter(path) as writer:
+        for batch in batches:
+            writer.write_rows(list(batch), features_of(batch))
+    return path
+
+
+@pytest.mark.parametrize("table", RECORD_TABLES)
+def test_a_record_table_damaged_before_the_seal_is_rewritten_from_the_records(tmp_path, table, caplog):
+    """The seal would vouch for whatever the table holds when the store completes: the writer makes the tables the
+    records determine those of the records again, keeping the rows already written."""
+    path, reference = unfinished_store(tmp_path / "split.h5", [(7, 2, 9, 0)]), write_complete_store(tmp_path / "r.h5")
+    with h5py.File(path, "r+") as handle:
+        handle[table][...] = ALTERATIONS[table](handle[table][()])
+    with caplog.at_level(logging.WARNING, logger="probing.features.store"), StoreWriter(path) as writer:
+        writer.match_records(make_records(), CLASSES)
+        assert writer.pending_rows().tolist() == [1, 3, 4, 5, 6, 8]
+        writer.write_rows([5, 8, 1, 3, 6, 4], features_of([5, 8, 1, 3, 6, 4]))
+    assert f"{path}: the `{table}` table of this unfinished store did not match its records" in caplog.text
+    assert "keeping the 4 rows already written" in caplog.text
+    assert_same_store(path, reference)
+
+
+def test_record_tables_that_match_are_left_as_they_are(tmp_path, caplog):
+    path = unfinished_store(tmp_path / "split.h5")
+    before = store_tables(path)
+    with caplog.at_level(logging.WARNING, logger="probing.features.store"), StoreWriter(path) as writer:
+        writer.match_records(make_records(), CLASSES)
+    assert caplog.text == ""
+    after = store_tables(path)
+    assert all(np.array_equal(after[name], before[name]) for name in RECORD_TABLES)
+
+
+def test_a_record_table_of_another_shape_is_refused(tmp_path):
+    path = unfinished_store(tmp_path / "split.h5")
+    with h5py.File(path, "r+") as handle:
+        del handle["words"]
+        handle.create_dataset("words", data=["apple", "pine"], dtype=h5py.string_dtype("utf-8"))
+    with StoreWriter(path) as writer, pytest.raises(StoreCorruptError) as raised:
+        writer.match_records(make_records(), CLASSES)
+    assert_one_line_error(raised.value, str(path), "shape or type of the `words` table", "Fix: delete the file")
+
+
+def test_a_row_flagged_written_without_a_slot_is_computed_again(tmp_path, caplog):
+    """A flag that reached the disk before its slot (a power cut can leave that): sealed as it was, the store held a
+    row without features, refused only when read."""
+    path = unfinished_store(tmp_path / "split.h5")
+    with h5py.File(path, "r+") as handle:
+        handle["written"][[1, 6]] = 1
+    with caplog.at_level(logging.WARNING, logger="probing.features.store"), StoreWriter(path) as writer:
+        assert writer.pending_rows().tolist() == [1, 3, 4, 6]
+        writer.write_rows([1, 3, 4, 6], features_of([1, 3, 4, 6]))
+    assert f"{path}: records 1, 6 flagged as written but given no slot" in caplog.text
+    with FeatureStore(path) as store:
+        np.testing.assert_array_equal(store.read_all_layers(), features_of(range(10)))
+
+
+def clear_flag_of_the_first_block(handle: h5py.File) -> None:
+    handle["written"][2] = 0
+
+
+def skip_a_row_of_the_last_block(handle: h5py.File) -> None:
+    handle["skipped"][8] = 1
+
+
+def give_two_rows_one_slot(handle: h5py.File) -> None:
+    handle["slots"][9] = handle["slots"][7]
+
+
+@pytest.mark.parametrize("damage", [clear_flag_of_the_first_block, skip_a_row_of_the_last_block,
+                                    give_two_rows_one_slot])
+def test_flags_and_slots_that_disagree_are_refused_before_any_row_is_written(tmp_path, damage):
+    """Row 2 unflagged in the first block (the rerun wrote it again past the last slot: IndexError), row 8 flagged
+    skipped (its block was rewritten without it: a row silently dropped), two rows in one slot (refused only once
+    read)."""
+    path = unfinished_store(tmp_path / "split.h5")
+    with h5py.File(path, "r+") as handle:
+        damage(handle)
+        before = {name: handle[name][()] for name in ("written", "slots", "skipped")}
+    with pytest.raises(StoreCorruptError) as raised:
+        StoreWriter(path)
+    assert_one_line_error(raised.value, str(path), "`written`, `skipped` and `slots` tables", "disagree",
+                          "Fix: delete the file")
+    with h5py.File(path, "r") as handle:
+        assert all(np.array_equal(handle[name][()], values) for name, values in before.items())
