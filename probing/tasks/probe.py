@@ -242,8 +242,8 @@ def probe_words(cfg: DictConfig, control: ControlTask, config: dict[str, Any], r
     refuse_settings_of_sclass(cfg)
     L.seed_everything(cfg.seed, workers=True)
     mdl = mdl_settings(cfg)
+    data = load_word_task(build(cfg.data.source, "data.source"), cfg.task.name, cfg.data.name)  # before the model
     representation = build(cfg.representation, "representation")
-    data = load_word_task(build(cfg.data.source, "data.source"), cfg.task.name, cfg.data.name)
     pair_product = require_bool("probe.pair_product", cfg.probe.get("pair_product", False))
     inputs = representation.word_inputs(data, store_settings(cfg.features), cfg.probe.batch_size, control,
                                         pair_product=pair_product, mdl_seed=mdl.seed if mdl.enabled else None)

@@ -140,6 +140,15 @@ def test_bad_requests_are_user_errors_with_a_fix(tmp_path, tiny, overrides, mess
     assert message in str(error.value) and not (tmp_path / "run" / "results.json").exists()
 
 
+def test_a_task_with_one_label_is_refused_before_the_model_loads(tmp_path):
+    """The bundled EWT sample's Poss feature has one value: refused from the data alone (the model path named here
+    does not exist, so loading it first would fail otherwise), and no store is made."""
+    with pytest.raises(ProbingError, match="task.feature=Poss: the training split has only the label 'Yes'"):
+        probe.run(compose_job("probe", tmp_path, "task=feats", "task.feature=Poss",
+                              f"model.name_or_path={tmp_path / 'no-model'}", "logger=csv"))
+    assert not (tmp_path / "stores").exists()
+
+
 def test_the_default_logger_runs_a_word_task_as_typed(tmp_path, tiny):
     """`python probe.py task=upos layer=1` with W&B offline, the default logger."""
     run_dir = tmp_path / "run"
