@@ -3,6 +3,10 @@
 By default one process extracts, with no Trainer. With `trainer=ddp trainer.devices=N` (or more than one device or
 node under `trainer`), Lightning Fabric starts N processes (one per GPU, or CPU processes over gloo) that share each
 split in disjoint shards and merge them into the same store a single process writes (`probing.features.sharded`).
+
+With `export_elmo=DIR` (a word task's stores), the stores are then exported as one unit in the ELMo HDF5 layout,
+`DIR/<split>.hdf5` and a manifest (`probing.features.elmo_hdf5`), by the first process only. DIR is checked before any
+extraction: it is created and written to, and may hold no file that the export would replace but did not write.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from probing.config import build
 from probing.data.sources import WordInContextData, read_contexts
 from probing.data.splits import SPLIT_NAMES
 from probing.errors import ConfigError
-from probing.features.elmo_hdf5 import export_every_word_store
+from probing.features.elmo_hdf5 import check_export_folder, export_every_word_stores
 from probing.features.provision import ensure_features
 from probing.features.sentence_store import sentence_encoder_of
 from probing.features.sharded import SHARD_WAIT, extract_split_sharded
@@ -45,33 +49,40 @@ STRATEGIES = ("auto", "ddp")
 def run(cfg: DictConfig) -> dict[str, Path]:
     check_config(cfg, KNOWN_KEYS)
     splits = requested_splits(cfg.splits)
-    export_dir = export_folder(cfg)
     check_devices(cfg.trainer)  # in one process too (the encoder on features.device): an impossible trainer is refused
-    paths = extract(cfg, splits) if is_single_process(cfg.trainer) else extract_in_processes(cfg, splits)
+    export_dir = export_folder(cfg, splits)
+    if is_single_process(cfg.trainer):
+        paths, first_process = extract(cfg, splits), True
+    else:
+        paths, first_process = extract_in_processes(cfg, splits)
     for split, path in paths.items():
         log.info("%s store: %s", split, path)
-    if export_dir is not None:
+    if export_dir is not None and first_process:  # one export, not one per DDP process into the same files
         export_elmo_files(cfg, paths, export_dir)
     return paths
 
 
-def export_folder(cfg: DictConfig) -> Path | None:
-    """`export_elmo`: a folder for the every-word stores in the ELMo HDF5 layout (a word task's only)."""
+def export_folder(cfg: DictConfig, splits: list[str]) -> Path | None:
+    """`export_elmo`: a folder for the every-word stores in the ELMo HDF5 layout (a word task's only), checked
+    before any extraction: created, writable, and holding no file of the user's that the export would replace."""
     folder = cfg.get("export_elmo")
     if folder is None:
         return None
     if cfg.task.get("kind", SCLASS_TASK) == SCLASS_TASK:
         raise ConfigError(f"export_elmo={folder} writes every word of every sentence, which the s-class stores do not "
                           "hold (one row per target word). Fix: extract a word task's stores, e.g. task=upos")
-    return Path(str(folder)).expanduser()
+    path = Path(str(folder)).expanduser()
+    check_export_folder(path, splits, where=f"export_elmo={folder}")
+    return path
 
 
 def export_elmo_files(cfg: DictConfig, paths: dict[str, Path], folder: Path) -> None:
-    """Each split's every-word store as `<folder>/<split>.hdf5` in the ELMo layout (probing.features.elmo_hdf5)."""
+    """The splits' every-word stores as one export, `<folder>/<split>.hdf5` in the ELMo layout and the manifest
+    beside them (probing.features.elmo_hdf5)."""
     data = load_word_task(build(cfg.data.source, "data.source"), cfg.task.name, cfg.data.name)
-    folder.mkdir(parents=True, exist_ok=True)
-    for split, store in paths.items():
-        out = export_every_word_store(store, data.splits[split].sentences, folder / f"{split}.hdf5")
+    written = export_every_word_stores({split: (store, data.splits[split].sentences)
+                                        for split, store in paths.items()}, folder)
+    for split, out in written.items():
         log.info("%s exported in the ELMo HDF5 layout: %s", split, out)
 
 
@@ -113,12 +124,13 @@ def is_single_process(trainer: DictConfig) -> bool:
             and trainer.get("num_nodes", 1) == 1)
 
 
-def extract_in_processes(cfg: DictConfig, splits: list[str]) -> dict[str, Path]:
-    """Start the processes of `trainer` with Lightning Fabric and extract every split in shards."""
+def extract_in_processes(cfg: DictConfig, splits: list[str]) -> tuple[dict[str, Path], bool]:
+    """Start the processes of `trainer` with Lightning Fabric and extract every split in shards. Every process
+    returns here, with the stores and whether it is the first (global rank 0)."""
     fabric = build_fabric(cfg.trainer)
     keep_ddp_processes_on_this_job()
     with distributed_state_of_this_job():
-        return fabric.launch(lambda process: extract(cfg, splits, process))
+        return fabric.launch(lambda process: extract(cfg, splits, process)), fabric.is_global_zero
 
 
 def build_fabric(trainer: DictConfig) -> Fabric:

@@ -1,9 +1,11 @@
 """extract.py as a user runs it: one process by default (no Fabric), sharded over two DDP processes on the CPU (gloo)
-into the very store of a single process, and trainer settings it cannot honour (more devices than the machine has)
-as one error line."""
+into the very store of a single process, trainer settings it cannot honour (more devices than the machine has) as one
+error line, and `export_elmo=` refused before extraction where it could not write or would replace a user's file, and
+as one unit (a re-export stopped midway is refused by the import)."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -11,7 +13,8 @@ import numpy as np
 import pytest
 import torch
 
-from probing.errors import ConfigError
+from probing.errors import ConfigError, StoreMismatchError
+from probing.features.elmo_hdf5 import ElmoFileFeaturizer
 from probing.features.store import FeatureStore
 from probing.tasks import extract
 from tests.helpers import FIXTURE_STREUSLE, run_script
@@ -110,3 +113,90 @@ def test_trainer_settings_extraction_cannot_honour_are_refused(tmp_path, tiny, o
     with pytest.raises(ConfigError) as error:
         extract.run(cfg)
     assert_one_line_error(error.value, message)
+
+
+@pytest.fixture
+def word_task(tiny_bert_path, tmp_path):
+    """The tiny BERT on a JSONL word task of three sentences (one per split), float32 features."""
+    lines = [{"split": split, "tokens": tokens, "labels": ["D", "N", "V"]} for split, tokens in
+             [("train", ["the", "cat", "sat"]), ("dev", ["a", "dog", "ran"]), ("test", ["the", "dog", "sat"])]]
+    task = tmp_path / "task.jsonl"
+    task.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    return [f"model.name_or_path={tiny_bert_path}", "task=jsonl", f"task.path={task}", "features.dtype=float32"]
+
+
+def below_a_file(tmp_path: Path) -> Path:
+    (tmp_path / "file").write_text("mine\n")
+    return tmp_path / "file" / "export"
+
+
+def read_only(tmp_path: Path) -> Path:
+    (tmp_path / "locked").mkdir(mode=0o500)
+    return tmp_path / "locked"
+
+
+def below_read_only(tmp_path: Path) -> Path:
+    return read_only(tmp_path) / "export"
+
+
+@pytest.mark.parametrize("folder_of", [
+    below_a_file,
+    pytest.param(read_only, marks=pytest.mark.skipif(os.geteuid() == 0, reason="root writes any folder")),
+    pytest.param(below_read_only, marks=pytest.mark.skipif(os.geteuid() == 0, reason="root writes any folder")),
+])
+def test_an_export_folder_that_cannot_be_written_is_refused_before_extraction(tmp_path, word_task, folder_of):
+    folder = folder_of(tmp_path)
+    with pytest.raises(ConfigError) as error:
+        extract.run(compose_job("extract", tmp_path, *word_task, f"export_elmo={folder}"))
+    assert_one_line_error(error.value, f"export_elmo={folder}: the folder cannot be created or written to (",
+                          "Fix: make it writable, or export into another folder")
+    assert not (tmp_path / "stores").exists()
+
+
+def test_an_export_never_replaces_a_file_it_did_not_write_and_refuses_before_extraction(tmp_path, word_task):
+    folder = tmp_path / "export"
+    folder.mkdir()
+    (folder / "train.hdf5").write_bytes(b"my own vectors")
+    with pytest.raises(ConfigError) as error:
+        extract.run(compose_job("extract", tmp_path, *word_task, f"export_elmo={folder}"))
+    assert_one_line_error(error.value, f"{folder / 'train.hdf5'}: the export would replace this file, which an export "
+                                       "of this tool did not write", "Fix: export into another folder")
+    assert (folder / "train.hdf5").read_bytes() == b"my own vectors" and not (tmp_path / "stores").exists()
+
+
+def test_a_re_export_stopped_after_its_first_split_is_refused_by_the_import(tmp_path, word_task, monkeypatch):
+    """Export one model's stores, then another's over them, stopped right after "train exported": the folder holds
+    one model's train split and the other's dev and test, which the import refuses instead of probing."""
+    folder = tmp_path / "export"
+    extract.run(compose_job("extract", tmp_path / "random", *word_task, "model.random_init=true",
+                            f"export_elmo={folder}"))
+    replace, moved = os.replace, []
+
+    def killed_after_the_first_move(source, target):  # of an exported file (the stores are moved too)
+        if Path(target).suffix == ".hdf5":
+            if moved:
+                raise KeyboardInterrupt
+            moved.append(Path(target).name)
+        replace(source, target)
+
+    monkeypatch.setattr(os, "replace", killed_after_the_first_move)
+    with pytest.raises(KeyboardInterrupt):
+        extract.run(compose_job("extract", tmp_path / "trained", *word_task, f"export_elmo={folder}"))
+    monkeypatch.undo()
+    assert moved == ["train.hdf5"]
+    assert sorted(path.name for path in folder.iterdir()) == ["dev.hdf5", "test.hdf5", "train.hdf5"]
+    with pytest.raises(StoreMismatchError) as error:
+        ElmoFileFeaturizer(folder)
+    assert_one_line_error(error.value, f"{folder}: train.hdf5 is from another export than dev.hdf5/test.hdf5",
+                          "Fix: run the export again")
+
+
+def test_two_ddp_processes_export_once(tmp_path, word_task):
+    """Every DDP process returns from the extraction; only the first exports (two would write the same files)."""
+    folder = tmp_path / "export"
+    result = run_script("extract.py", *word_task, "trainer=ddp", "trainer.devices=2", "trainer.accelerator=cpu",
+                        f"export_elmo={folder}", f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert sorted(path.name for path in folder.iterdir()) == ["dev.hdf5", "export.json", "test.hdf5", "train.hdf5"]
+    with ElmoFileFeaturizer(folder) as featurizer:  # the manifest vouches for every file
+        assert len(featurizer.sentence_to_index) == 3

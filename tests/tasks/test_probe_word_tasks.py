@@ -109,7 +109,7 @@ def test_exported_stores_imported_back_give_the_same_probe(tmp_path, tiny):
     folder, task = tmp_path / "elmo", f"task.path={write_task(tmp_path / 'mine.jsonl')}"
     extract.run(compose_job("extract", tmp_path / "export", "task=jsonl", task, f"export_elmo={folder}",
                             *without_logger(tiny)))
-    assert sorted(path.name for path in folder.iterdir()) == ["dev.hdf5", "test.hdf5", "train.hdf5"]
+    assert sorted(path.name for path in folder.iterdir()) == ["dev.hdf5", "export.json", "test.hdf5", "train.hdf5"]
     settings = ("task=jsonl", task, "layer=2", "trainer.max_epochs=3", "logger=csv")
     own = run_in_process(tmp_path, "own", *settings, *without_logger(tiny))
     imported = run_in_process(tmp_path, "imported", *settings, "model=imported", f"model.path={folder}")
