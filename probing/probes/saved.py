@@ -4,14 +4,18 @@ The file holds the best-dev weights of both heads (`probes.*`, and `control_prob
 and, in the safetensors metadata, what they were trained on (`about`): the model (path, weights hash), the
 representation (level, layer, pooling, context size, attention window and policy), the class list, the feature dimension
 and the module's hyperparameters. Zhao et al. 2020 §4.4.2 setup (a) scores these probes, unchanged, on the
-features of a fine-tuned model: `probe.reuse=<run folder>` (see `find_reusable`). Loaded with safetensors only.
+features of a fine-tuned model: `probe.reuse=<run folder>` (see `find_reusable`); probes of other features are
+refused, naming what differs (for a class list: the same names in another order, or the names on one side only).
+Loaded with safetensors only.
 
-Integrity. The metadata also hold an XXH3-128 hash of the tensors (`tensors_xxh3_128`: each tensor's name, dtype,
-shape and bytes, in name order), checked on load: damaged tensor data, even finite values, is refused rather than
-scored. Files written before the hash was recorded (format 1, and format 2 without it) are still read, with a
-warning that they cannot be checked (rerunning their probe run writes a checked file); values that are not finite
-are refused in them too. Weights whose names or shapes differ from what the probe module built from `about["module"]`
-expects are refused when loaded into it (`load_into`).
+Integrity. The metadata also hold an XXH3-128 hash (`xxh3_128`) of everything that is read: the `about` JSON string
+as stored, then each tensor's name, dtype, shape and bytes, in name order. It is checked on load: a file whose tensors
+or metadata were changed (damaged tensor data, even finite values; `layer` edited from 3 to 2, which would score
+layer-3 probes on layer 2) is refused rather than scored. Files of older versions are still read, with a warning:
+format 2 recorded a hash of the tensors only (`tensors_xxh3_128`, checked), so its metadata are not covered; format 1,
+and format 2 without that hash, record none, and values that are not finite are refused in them. Rerunning their probe
+run writes a checked file. Weights whose names or shapes differ from what the probe module built from
+`about["module"]` expects are refused when loaded into it (`load_into`).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,19 +41,23 @@ from probing.features.finetuned import finetuned_task
 log = logging.getLogger(__name__)
 
 PROBES_FILE = "probes.safetensors"
-# 2: each head's w1 (C, H, D) and w2 (C, 2, H), probe k's nn.Linear weights; format 1 stored them transposed,
-# (C, D, H) and (C, H, 2), and is converted when read.
-FORMAT = 2
+# 3: the recorded hash covers the metadata and the tensors (HASH_KEY); 2: it covers the tensors only
+# (TENSORS_HASH_KEY), or is missing. Both store each head's w1 (C, H, D) and w2 (C, 2, H), probe k's nn.Linear
+# weights; format 1 stored them transposed, (C, D, H) and (C, H, 2), and is converted when read.
+FORMAT = 3
+FORMATS = (1, 2, FORMAT)
 TRANSPOSED_IN_FORMAT_1 = ("mlps.w1", "mlps.w2")
 HEADS = ("probes", "control_probes")
 # What must agree between the saved probes and the features they score (the model may differ: that is the point).
 MUST_MATCH = ("level", "classes", "feature_dim", "layer", "representation", "pooling", "context_size",
               "attention_window", "attention_policy", "num_layers")
 METADATA_KEY = "probing"
-HASH_KEY = "tensors_xxh3_128"
+HASH_KEY = "xxh3_128"  # format 3: of the METADATA_KEY string and the tensors
+TENSORS_HASH_KEY = "tensors_xxh3_128"  # format 2: of the tensors only
 # What scoring saved probes reads from `about` besides MUST_MATCH (a file without them is not a probes file).
 REQUIRED = ("format", "module", "model_name_or_path", "weights_sha256", "best_dev_micro_f1")
 RERUN_FIX = "Fix: rerun the probe run that wrote it (it writes a new probes file)"
+CHANGED = "(the file is damaged or was changed)"
 
 
 @dataclass
@@ -75,27 +84,44 @@ def storage_dtype(precision: str) -> torch.dtype:
 
 def save_probes(module: torch.nn.Module, path: Path, about: Mapping[str, Any],
                 dtype: torch.dtype = torch.float32) -> Path:
-    """Write both heads' weights (floating-point tensors in `dtype`), `about` and the tensors' hash to `path`
+    """Write both heads' weights (floating-point tensors in `dtype`), `about` and the hash of both to `path`
     atomically (a half-written file is never left behind). Loading casts them back to the module's dtype."""
     tensors = {name: tensor.detach().cpu().to(dtype if tensor.is_floating_point() else tensor.dtype).contiguous()
                for name, tensor in module.state_dict().items() if name.split(".", 1)[0] in HEADS}
     partial = path.with_name(f".{path.name}.partial")
     about = {**about, "storage_dtype": str(dtype).removeprefix("torch.")}
-    metadata = {METADATA_KEY: json.dumps({"format": FORMAT, **about}), HASH_KEY: tensors_hash(tensors)}
-    save_file(tensors, partial, metadata=metadata)
+    save_file(tensors, partial, metadata=file_metadata(about, tensors))
     give_default_permissions(partial)
     os.replace(partial, path)
     return path
 
 
-def tensors_hash(tensors: Mapping[str, torch.Tensor]) -> str:
-    """XXH3-128 (hex) of every tensor's name, dtype, shape and bytes, in name order."""
+def file_metadata(about: Mapping[str, Any], tensors: Mapping[str, torch.Tensor]) -> dict[str, str]:
+    """The safetensors metadata of a probes file of this format: `about` as JSON and the hash of it and `tensors`."""
+    text = json.dumps({**about, "format": FORMAT})
+    return {METADATA_KEY: text, HASH_KEY: probes_hash(text, tensors)}
+
+
+def probes_hash(about_text: str, tensors: Mapping[str, torch.Tensor]) -> str:
+    """XXH3-128 (hex) of the metadata string (as stored: what is parsed is what was hashed), then of the tensors as
+    `tensors_hash` reads them."""
     hasher = xxhash.xxh3_128()
+    hasher.update(json.dumps([METADATA_KEY, about_text]).encode("utf-8"))
+    return hash_tensors(hasher, tensors).hexdigest()
+
+
+def tensors_hash(tensors: Mapping[str, torch.Tensor]) -> str:
+    """XXH3-128 (hex) of every tensor's name, dtype, shape and bytes, in name order (format 2's hash)."""
+    return hash_tensors(xxhash.xxh3_128(), tensors).hexdigest()
+
+
+def hash_tensors(hasher: Any, tensors: Mapping[str, torch.Tensor]) -> Any:
+    """`hasher` updated with every tensor's name, dtype, shape and bytes, in name order."""
     for name in sorted(tensors):
         tensor = tensors[name].detach().cpu().contiguous()
         hasher.update(json.dumps([name, str(tensor.dtype), list(tensor.shape)]).encode("utf-8"))
         hasher.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
-    return hasher.hexdigest()
+    return hasher
 
 
 def load_probes(path: Path) -> SavedProbes:
@@ -109,7 +135,7 @@ def load_probes(path: Path) -> SavedProbes:
         raise ProbingError(f"{path} is not a readable probes file ({type(error).__name__}: {error}). "
                            f"{RERUN_FIX}") from error
     check_about(about, path)
-    check_tensors(state, metadata.get(HASH_KEY), path)
+    check_contents(metadata, state, about["format"], path)
     if about["format"] == 1:
         state = {name: tensor.transpose(-1, -2).contiguous() if name.endswith(TRANSPOSED_IN_FORMAT_1) else tensor
                  for name, tensor in state.items()}
@@ -121,28 +147,46 @@ def check_about(about: Any, path: Path) -> None:
     if not isinstance(about, dict):
         raise ProbingError(f"{path}: its `{METADATA_KEY}` metadata are {type(about).__name__} {about!r}, not the "
                            f"description of probes. {RERUN_FIX}")
-    if about.get("format") not in (1, FORMAT):
-        raise ProbingError(f"{path} has probes file format {about.get('format')}, this version reads 1 and {FORMAT}. "
-                           f"{RERUN_FIX}")
+    if about.get("format") not in FORMATS:
+        raise ProbingError(f"{path} has probes file format {about.get('format')}, this version reads "
+                           f"{', '.join(map(str, FORMATS))}. {RERUN_FIX}")
     missing = [key for key in REQUIRED if key not in about]
     if missing or not isinstance(about["module"], dict):
         raise ProbingError(f"{path}: its `{METADATA_KEY}` metadata lack {', '.join(missing) or 'module settings'}. "
                            f"{RERUN_FIX}")
 
 
-def check_tensors(state: Mapping[str, torch.Tensor], recorded: str | None, path: Path) -> None:
-    """Refuse tensors that do not match the hash recorded with them; without one (older files), warn and refuse
-    only values that are not finite."""
+def check_contents(metadata: Mapping[str, str], state: Mapping[str, torch.Tensor], file_format: int,
+                   path: Path) -> None:
+    """Refuse a file whose metadata or tensors do not match the hash recorded with them. A file that records the hash
+    of this format is checked whatever format its metadata claim (an edit of the format is a change too); older
+    files are read with a warning (see `check_older_file`)."""
+    if HASH_KEY not in metadata and file_format != FORMAT:
+        check_older_file(state, metadata.get(TENSORS_HASH_KEY), file_format, path)
+    elif HASH_KEY not in metadata:
+        raise ProbingError(f"{path}: its metadata say probes file format {FORMAT}, but the hash that format records "
+                           f"is missing {CHANGED}. {RERUN_FIX}")
+    elif probes_hash(metadata[METADATA_KEY], state) != metadata[HASH_KEY]:
+        raise ProbingError(f"{path}: its metadata or tensors do not match the hash recorded when the file was written "
+                           f"{CHANGED}. {RERUN_FIX}")
+
+
+def check_older_file(state: Mapping[str, torch.Tensor], recorded: str | None, file_format: int, path: Path) -> None:
+    """A file of format 1 or 2, whose metadata (what the probes were trained on, what must match this run) no hash
+    covers: warn. Refuse tensors that do not match the tensors' hash it records; without one, values that are not
+    finite."""
+    uncovered = "its metadata (the layer, classes and other settings the probes were trained on)" + (
+        "" if recorded is not None else " and its tensors")
+    log.warning("%s was written by an older version (probes file format %s): %s are not covered by a hash, so changes "
+                "to them cannot be detected; rerun its probe run to write a checked file", path, file_format, uncovered)
     if recorded is None:
-        log.warning("%s records no hash of its tensors (written by an older version), so damage to them cannot be "
-                    "detected; rerun its probe run to write a checked file", path)
         broken = sorted(name for name, tensor in state.items()
                         if tensor.is_floating_point() and not torch.isfinite(tensor).all())
         if broken:
             raise ProbingError(f"{path}: tensors {', '.join(broken)} hold values that are not finite. {RERUN_FIX}")
     elif tensors_hash(state) != recorded:
-        raise ProbingError(f"{path}: the tensor data do not match the hash recorded when the file was written (the "
-                           f"file is damaged or was changed). {RERUN_FIX}")
+        raise ProbingError(f"{path}: the tensor data do not match the hash recorded when the file was written "
+                           f"{CHANGED}. {RERUN_FIX}")
 
 
 def load_into(module: torch.nn.Module, saved: SavedProbes) -> None:
@@ -166,12 +210,49 @@ def shape_of(tensor: torch.Tensor | None) -> str:
 
 
 def differences(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
-    """The MUST_MATCH settings where the saved probes and the current features disagree, as `key: saved vs now`."""
+    """The MUST_MATCH settings where the saved probes and the current features disagree, as `key: saved vs now`;
+    a long class list is counted, with what differs in it (see `list_difference`)."""
     def shown(value: Any) -> str:
-        return f"{len(value)} classes" if isinstance(value, list) and len(value) > 5 else repr(value)
+        return f"{len(value)} classes" if is_long_list(value) else repr(value)
+
+    def detail(before: Any, now: Any) -> str:
+        lists = isinstance(before, list) and isinstance(now, list)
+        return f", {list_difference(before, now)}" if lists and (is_long_list(before) or is_long_list(now)) else ""
 
     return [f"{key}: {shown(saved.get(key))} (saved) vs {shown(current.get(key))} (this run)"
-            for key in MUST_MATCH if saved.get(key) != current.get(key)]
+            f"{detail(saved.get(key), current.get(key))}" for key in MUST_MATCH if saved.get(key) != current.get(key)]
+
+
+SHOWN_IN_FULL = 5  # a list this long or shorter is shown as it is
+SHOWN_NAMES = 3  # names listed on each side of a difference before "and N more"
+
+
+def is_long_list(value: Any) -> bool:
+    return isinstance(value, list) and len(value) > SHOWN_IN_FULL
+
+
+def list_difference(saved: list[Any], current: list[Any]) -> str:
+    """What tells two lists of names apart: the same names in another order (and the first position, counted from
+    1, where they differ), or the names on one side only."""
+    if Counter(saved) == Counter(current):
+        position = next(index for index, (a, b) in enumerate(zip(saved, current)) if a != b)
+        return (f"the same names in another order: the first that differs is at position {position + 1}, "
+                f"{saved[position]!r} (saved) vs {current[position]!r} (this run)")
+    sides = [f"{few_of(names)} {side}" for names, side in [(names_missing(saved, current), "only in the saved probes"),
+                                                             (names_missing(current, saved), "only in this run")]
+             if names]
+    return f"with {', '.join(sides)}" if sides else "the same names, some of them more often on one side"
+
+
+def names_missing(names: list[Any], other: list[Any]) -> list[Any]:
+    """The names of `names` (in their order, once each) that `other` lacks."""
+    others = set(other)
+    return [name for name in dict.fromkeys(names) if name not in others]
+
+
+def few_of(names: list[Any]) -> str:
+    shown = ", ".join(map(repr, names[:SHOWN_NAMES]))
+    return shown + (f" and {len(names) - SHOWN_NAMES} more" if len(names) > SHOWN_NAMES else "")
 
 
 def probe_files(folder: str | Path, key: str = "probe.reuse") -> list[Path]:

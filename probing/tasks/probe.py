@@ -40,6 +40,7 @@ from probing.probes.representations import ProbeInputs
 from probing.probes.saved import (
     PROBES_FILE,
     find_reusable,
+    load_probes,
     module_of,
     probe_files,
     reused_summary,
@@ -80,8 +81,9 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     require_int("probe.batch_size", cfg.probe.batch_size, minimum=1)
     require_int("trainer.max_epochs", cfg.trainer.get("max_epochs"), minimum=1)  # 0 would score untrained probes
     control = build(cfg.probe.control_task, "probe.control_task") if cfg.probe.get("control_task") else NO_CONTROL_TASK
-    if cfg.probe.get("reuse"):
-        probe_files(cfg.probe.reuse)
+    if cfg.probe.get("reuse"):  # a missing, damaged or changed probes file is refused before any extraction
+        for path in probe_files(cfg.probe.reuse):
+            load_probes(path)
     refuse_mdl_without_training(cfg)
     words = word_task(cfg)
     with closing_loggers(cfg.get("logger")) as loggers:

@@ -13,15 +13,19 @@ from safetensors.torch import load_file, save_file
 from probing.data.files import file_mode
 from probing.errors import ConfigError, ProbingError
 from probing.probes.saved import (
+    FORMAT,
     HASH_KEY,
     METADATA_KEY,
     PROBES_FILE,
+    TENSORS_HASH_KEY,
     differences,
+    file_metadata,
     find_reusable,
     load_into,
     load_probes,
     save_probes,
     storage_dtype,
+    tensors_hash,
 )
 from probing.probes.sclass_probe import SClassProbe
 from tests.helpers.stores import assert_one_line_error
@@ -45,6 +49,23 @@ def rewritten(path, tensors=None, metadata=None):
     return path
 
 
+def metadata_of(path):
+    with safe_open(str(path), framework="pt") as handle:
+        return handle.metadata()
+
+
+def with_about(path, **changes):
+    """The metadata of `path` with `changes` made to what the probes were trained on (the recorded hash kept)."""
+    metadata = metadata_of(path)
+    return {**metadata, METADATA_KEY: json.dumps(json.loads(metadata[METADATA_KEY]) | changes)}
+
+
+def format_2_metadata(tensors, tensors_hashed=True):
+    """What a version that hashed only the tensors wrote (with `tensors_hashed`), or one before any hash."""
+    metadata = {METADATA_KEY: json.dumps({"format": 2, **about()})}
+    return metadata | ({TENSORS_HASH_KEY: tensors_hash(tensors)} if tensors_hashed else {})
+
+
 def saved_run(folder, control=True, **changes):
     torch.manual_seed(changes.get("seed", 0))
     module = SClassProbe(input_dim=8, class_names=CLASSES, hidden_dim=4, control=control)
@@ -56,7 +77,7 @@ def saved_run(folder, control=True, **changes):
 def test_round_trip_keeps_both_heads_and_what_they_were_trained_on(tmp_path):
     module = saved_run(tmp_path / "run")
     saved = load_probes(tmp_path / "run" / PROBES_FILE)
-    assert saved.about["classes"] == CLASSES and saved.about["format"] == 2 and saved.has_control
+    assert saved.about["classes"] == CLASSES and saved.about["format"] == FORMAT == 3 and saved.has_control
     expected = {name: tensor for name, tensor in module.state_dict().items()
                 if name.startswith(("probes.", "control_probes."))}
     assert saved.state_dict.keys() == expected.keys()
@@ -81,6 +102,25 @@ def test_a_damaged_file_is_one_error(tmp_path):
     path.write_bytes(path.read_bytes()[:100])
     with pytest.raises(ProbingError, match="not a readable probes file"):
         load_probes(path)
+
+
+STREUSLE_LIKE = [f"n.CLASS{index:02d}" for index in range(26)]
+
+
+def test_reordered_classes_name_the_first_position_that_differs():
+    swapped = [*STREUSLE_LIKE[:3], STREUSLE_LIKE[4], STREUSLE_LIKE[3], *STREUSLE_LIKE[5:]]
+    assert differences(about(classes=STREUSLE_LIKE), about(classes=swapped)) == [
+        "classes: 26 classes (saved) vs 26 classes (this run), the same names in another order: the first that "
+        "differs is at position 4, 'n.CLASS03' (saved) vs 'n.CLASS04' (this run)"]
+
+
+def test_other_class_names_are_named_on_their_side():
+    renamed = [*STREUSLE_LIKE[:20], *(f"v.CLASS{index}" for index in range(5))]  # 6 saved names gone, 5 new
+    assert differences(about(classes=STREUSLE_LIKE), about(classes=renamed)) == [
+        "classes: 26 classes (saved) vs 25 classes (this run), with 'n.CLASS20', 'n.CLASS21', 'n.CLASS22' and 3 more "
+        "only in the saved probes, 'v.CLASS0', 'v.CLASS1', 'v.CLASS2' and 2 more only in this run"]
+    assert differences(about(classes=STREUSLE_LIKE[:7]), about(classes=STREUSLE_LIKE[:6])) == [
+        "classes: 7 classes (saved) vs 6 classes (this run), with 'n.CLASS06' only in the saved probes"]
 
 
 def test_differences_name_classes_and_dimension():
@@ -124,21 +164,71 @@ def test_finite_values_written_into_the_tensor_data_are_refused(tmp_path):
     assert_one_line_error(error.value, str(path), "do not match the hash", "Fix: rerun")
 
 
-def test_a_file_without_the_hash_is_read_with_a_warning_but_not_finite_values_are_refused(tmp_path, caplog):
+def test_an_edited_setting_in_the_metadata_is_refused(tmp_path):
+    """Layer-3 probes whose metadata were edited to say layer 2 would be scored on layer 2: the hash covers the
+    metadata too."""
+    saved_run(tmp_path / "run", layer=3, representation="3")
+    path = tmp_path / "run" / PROBES_FILE
+    rewritten(path, metadata=with_about(path, layer=2, representation="2"))
+    with pytest.raises(ProbingError) as error:
+        load_probes(path)
+    assert_one_line_error(error.value, str(path), "its metadata or tensors do not match the hash",
+                          "(the file is damaged or was changed)", "Fix: rerun the probe run")
+
+
+@pytest.mark.parametrize("metadata", [
+    lambda path: with_about(path, format=2),  # claims to be an older file, keeps the hash of this format
+    lambda path: {key: value for key, value in metadata_of(path).items() if key != HASH_KEY},
+], ids=["format edited", "hash removed"])
+def test_a_format_3_file_cannot_pass_for_an_unchecked_one(tmp_path, metadata):
+    saved_run(tmp_path / "run")
+    path = tmp_path / "run" / PROBES_FILE
+    rewritten(path, metadata=metadata(path))
+    with pytest.raises(ProbingError) as error:
+        load_probes(path)
+    assert_one_line_error(error.value, str(path), "(the file is damaged or was changed)", "Fix: rerun")
+
+
+def test_a_format_2_file_is_read_with_a_warning_that_its_metadata_are_not_checked(tmp_path, caplog):
     module = saved_run(tmp_path / "run")
     path = tmp_path / "run" / PROBES_FILE
-    with safe_open(str(path), framework="pt") as handle:
-        older = {key: value for key, value in handle.metadata().items() if key != HASH_KEY}
-    rewritten(path, metadata=older)
+    rewritten(path, metadata=format_2_metadata(load_file(path)))
     with caplog.at_level(logging.WARNING, logger="probing"):
         saved = load_probes(path)
     assert torch.equal(saved.state_dict["probes.mlps.w1"], module.state_dict()["probes.mlps.w1"])
-    assert "records no hash" in caplog.text and str(path) in caplog.text
+    assert f"{path} was written by an older version (probes file format 2): its metadata" in caplog.text
+    assert "are not covered by a hash" in caplog.text and "and its tensors" not in caplog.text
+    tensors = load_file(path)
+    tensors["probes.mlps.w1"][0, 0, 0] += 0.25  # its tensors are still checked
+    rewritten(path, tensors)
+    with pytest.raises(ProbingError, match="the tensor data do not match the hash"):
+        load_probes(path)
+
+
+def test_a_file_without_the_hash_is_read_with_a_warning_but_not_finite_values_are_refused(tmp_path, caplog):
+    module = saved_run(tmp_path / "run")
+    path = tmp_path / "run" / PROBES_FILE
+    rewritten(path, metadata=format_2_metadata(load_file(path), tensors_hashed=False))
+    with caplog.at_level(logging.WARNING, logger="probing"):
+        saved = load_probes(path)
+    assert torch.equal(saved.state_dict["probes.mlps.w1"], module.state_dict()["probes.mlps.w1"])
+    assert "metadata (the layer, classes and other settings the probes were trained on) and its tensors are not " \
+           "covered by a hash" in caplog.text and str(path) in caplog.text
     tensors = load_file(path)
     tensors["probes.mlps.b1"][0, 0] = float("nan")
     rewritten(path, tensors)
     with pytest.raises(ProbingError, match="probes.mlps.b1 hold values that are not finite"):
         load_probes(path)
+
+
+def test_a_file_written_with_the_metadata_of_this_format_loads(tmp_path):
+    """file_metadata is what save_probes writes: a file written with it by another tool is read and checked."""
+    module = saved_run(tmp_path / "run")
+    tensors = load_file(tmp_path / "run" / PROBES_FILE)
+    save_file(tensors, tmp_path / PROBES_FILE, metadata=file_metadata(about(layer=5), tensors))
+    saved = load_probes(tmp_path / PROBES_FILE)
+    assert saved.about["layer"] == 5 and saved.about["format"] == FORMAT
+    assert torch.equal(saved.state_dict["probes.mlps.w1"], module.state_dict()["probes.mlps.w1"])
 
 
 @pytest.mark.parametrize("value, problem", [("null", "NoneType None"), ("[1, 2]", "list [1, 2]"),

@@ -12,7 +12,7 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from probing.errors import ConfigError, ProbingError
-from probing.probes.saved import HASH_KEY, METADATA_KEY, PROBES_FILE, load_probes, tensors_hash
+from probing.probes.saved import METADATA_KEY, PROBES_FILE, file_metadata, load_probes
 from tests.helpers import run_script
 from tests.helpers.runs import fake_finetuned_model, tiny_model
 from tests.tasks.test_probe_runs import run_in_process
@@ -129,8 +129,7 @@ def copied_probes(run_dir: Path, folder: Path, change_tensors=None, change_modul
     (change_tensors or (lambda _: None))(tensors)
     about["module"] |= change_module or {}
     folder.mkdir(parents=True)
-    save_file(tensors, folder / PROBES_FILE,
-              metadata={METADATA_KEY: json.dumps(about), HASH_KEY: tensors_hash(tensors)})
+    save_file(tensors, folder / PROBES_FILE, metadata=file_metadata(about, tensors))
     return folder
 
 
@@ -147,3 +146,22 @@ def test_saved_probes_that_do_not_fit_their_own_settings_are_one_error(tmp_path,
         run_in_process(tmp_path, "reused", *tiny_model(tiny_bert_path), "layer=1", *QUICK, f"probe.reuse={folder}")
     message = str(error.value)
     assert "\n" not in message and str(folder / PROBES_FILE) in message and named in message, message
+
+
+def test_probes_whose_layer_was_edited_in_their_metadata_are_refused(tmp_path, pretrained_run, tiny_bert_path):
+    """Layer-1 probes relabelled as layer 2 (metadata edited, tensors and hash kept) are not scored on layer 2."""
+    run_dir, _ = pretrained_run
+    folder = tmp_path / "edited"
+    folder.mkdir()
+    with safe_open(str(run_dir / PROBES_FILE), framework="pt") as handle:
+        metadata = handle.metadata()
+    about = json.loads(metadata[METADATA_KEY]) | {"layer": 2, "representation": "2"}
+    save_file(load_file(run_dir / PROBES_FILE), folder / PROBES_FILE,
+              metadata={**metadata, METADATA_KEY: json.dumps(about)})
+    with pytest.raises(ProbingError) as error:
+        run_in_process(tmp_path, "reused", *tiny_model(tiny_bert_path), "layer=2", *QUICK, f"probe.reuse={folder}")
+    message = str(error.value)
+    assert "\n" not in message and str(folder / PROBES_FILE) in message, message
+    assert "do not match the hash recorded when the file was written (the file is damaged or was changed)" in message
+    assert not (tmp_path / "reused" / "run" / "results.json").exists()
+    assert not (tmp_path / "reused" / "stores").exists()  # refused before any extraction
