@@ -1,12 +1,14 @@
-"""Hydra/OmegaConf glue: building objects from `_target_` configs, and custom resolvers used by the configs in conf/
-(where the configs are is the entry scripts' business: they hand it to Hydra)."""
+"""Hydra/OmegaConf glue: building objects from `_target_` configs, custom resolvers used by the configs in conf/
+(where the configs are is the entry scripts' business: they hand it to Hydra), and what a run's resolved config says
+apart from where the run was written (`location_free`), by which a relaunched run recognises its own results and
+checkpoints, also in a folder that was moved."""
 
 from __future__ import annotations
 
 import hashlib
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from hydra.errors import InstantiationException
@@ -31,6 +33,39 @@ def build(node: DictConfig, key: str, **kwargs: Any) -> Any:
         first_line = str(cause or error).strip().splitlines()[-1]
         raise ConfigError(f"{key}: cannot be built ({first_line}). Fix: check the values under `{key}` "
                           "(python probe.py --cfg job shows the composed config)") from error
+
+
+# The config group that says where things are (the launch directory, the log, store and run folders), not what a run
+# computes (conf/paths/).
+PATHS = "paths"
+RUN_DIR = "<run folder>"  # what the run folder becomes inside the values of a location-free config
+
+
+def location_free(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A resolved config without what depends on where the run was launched from and written to: the `paths` group
+    left out, and the run folder (`paths.output_dir`) inside any string value (the checkpoint folder, a logger's
+    save_dir, ...) written RUN_DIR. Two runs compute the same thing when these agree, so a run folder moved with its
+    results and checkpoints is still the same run. What is written (results.json's `config`, the checkpoints'
+    config.json) stays the resolved config: only comparisons use this."""
+    paths = config.get(PATHS)
+    run_dir = str((paths.get("output_dir") if isinstance(paths, Mapping) else None) or "").rstrip("/")
+    # the folder itself, not a longer name beginning like it ("/runs/a" in "/runs/a/ckpt", not in "/runs/ab")
+    in_text = re.compile(re.escape(run_dir) + r"(?![\w.-])") if run_dir else None
+
+    def neutral(value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return {key: neutral(item) for key, item in value.items()}
+        if isinstance(value, list):
+            return [neutral(item) for item in value]
+        return in_text.sub(RUN_DIR, value) if in_text and isinstance(value, str) else value
+
+    return {key: neutral(value) for key, value in config.items() if key != PATHS}
+
+
+def same_run(config: Any, other: Any) -> bool:
+    """Whether two resolved configs (as recorded in results.json or beside checkpoints) are of the same run, wherever
+    each was written (see `location_free`); a record that is not a config is no run's."""
+    return isinstance(config, Mapping) and isinstance(other, Mapping) and location_free(config) == location_free(other)
 
 
 def launch_dir() -> str:

@@ -1,8 +1,9 @@
-"""probing/config.py: the names of sweep job folders (the `job_dir` resolver of conf/hydra/default.yaml)."""
+"""probing/config.py: the names of sweep job folders (the `job_dir` resolver of conf/hydra/default.yaml), and run
+configs compared wherever the run was written."""
 
 from __future__ import annotations
 
-from probing.config import job_dir_name, override_items
+from probing.config import RUN_DIR, job_dir_name, location_free, override_items, same_run
 
 FILES = "analysis.benchmarks=[/data/word-sim/EN-SIMLEX-999.txt,/data/word-sim/EN-MEN-TR-3k.txt,/data/EN-WS-353.txt]"
 
@@ -32,3 +33,31 @@ def test_a_name_of_many_short_overrides_is_cut_and_tagged():
 
 def test_overrides_split_outside_brackets_only():
     assert override_items("a=[1,2],b={x:1,y:2},c=3") == ["a=[1,2]", "b={x:1,y:2}", "c=3"]
+
+
+def run_config(run_dir: str, lr: float = 5e-5, launched_from: str = "/home/me/probing") -> dict:
+    """The parts of a resolved train.py config that hold where the run was launched and written."""
+    return {"paths": {"root_dir": launched_from, "log_dir": f"{launched_from}/logs", "output_dir": run_dir,
+                      "store_dir": "/data/stores"},
+            "trainer": {"default_root_dir": run_dir, "max_epochs": 3},
+            "callbacks": {"best": {"dirpath": f"{run_dir}/checkpoints", "filename": "best"}},
+            "logger": {"csv": {"save_dir": run_dir, "name": "csv"}},
+            "task": {"lr": lr, "files": [f"{run_dir}/extra.txt", "/data/train.txt"]}}
+
+
+def test_a_run_folder_moved_elsewhere_is_the_same_run():
+    here, moved = run_config("/runs/2026-11-22/a"), run_config("/elsewhere/b", launched_from="/srv/probing")
+    assert same_run(here, moved) and here != moved
+    assert location_free(moved)["callbacks"]["best"]["dirpath"] == f"{RUN_DIR}/checkpoints"
+    assert "paths" not in location_free(moved)
+
+
+def test_another_setting_or_a_folder_that_only_begins_like_the_run_folder_is_another_run():
+    here = run_config("/runs/a")
+    assert not same_run(here, run_config("/runs/b", lr=1e-4))
+    here["task"]["files"][1] = "/runs/a2/train.txt"  # not inside the run folder /runs/a: it stays as it is
+    assert location_free(here)["task"]["files"] == [f"{RUN_DIR}/extra.txt", "/runs/a2/train.txt"]
+    elsewhere = run_config("/runs/b")
+    elsewhere["task"]["files"][1] = "/runs/b2/train.txt"
+    assert not same_run(here, elsewhere)
+    assert not same_run(here, None) and not same_run([here], [here])

@@ -11,7 +11,11 @@
   batch where it stopped), a resumed run ends with the same weights as one that was never interrupted. With DDP the
   states of the process of rank 0 are the ones saved.
 - `ResumePolicy` (`finetune.resume`) chooses the checkpoint that a run relaunched into its folder resumes from, and
-  refuses the checkpoints of a run of another configuration (the folder records its configuration, config.json).
+  refuses the checkpoints of a run of another configuration (the folder records its configuration, config.json,
+  compared without the run folder's place: a run folder moved with `mv` resumes where it is now, see
+  `probing.config.location_free`, and `HashedCheckpoint` moves the paths its checkpoints hold along). Before Lightning
+  loads the chosen checkpoint, it is verified and read as Lightning will read it (tensors and plain values only): a
+  checkpoint holding other objects, which unpickling could run code for, is refused in one line.
 - `ContinuedCSVLog` keeps the CSV log of a resumed run: Lightning's CSVLogger deletes the metrics.csv it finds, so a
   resumed run would lose the rows of every epoch before the interruption. The rows logged before the checkpoint's
   global step are kept, and the resumed run logs the others again.
@@ -25,6 +29,7 @@ import json
 import logging
 import pickle
 import random
+import re
 import warnings
 from pathlib import Path
 from typing import Any
@@ -38,6 +43,7 @@ from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, open_dict
 
+from probing.config import same_run
 from probing.data.files import write_atomically
 from probing.data.text import sha256_files
 from probing.errors import CheckpointError, ConfigError
@@ -49,6 +55,9 @@ RESTART_FIX = "relaunch with finetune.resume=restart to train from the start"
 CHECKPOINT_CONFIG = "config.json"  # beside the checkpoints: the configuration they belong to
 BEST, LAST, STEP = "best.ckpt", "last.ckpt", "step.ckpt"  # the files of conf/callbacks/finetune.yaml
 RESUME_POLICIES = ("auto", "best", "restart")  # finetune.resume; see conf/finetune/default.yaml
+# How torch.load(weights_only=True) begins its refusal of a pickle holding other objects (its advice to load it
+# with weights_only=False, which would run their code, is not passed on).
+WEIGHTS_ONLY_REFUSAL = "Weights only load failed"
 
 
 def hash_file(checkpoint: str | Path) -> Path:
@@ -77,14 +86,26 @@ def verify_checkpoint(checkpoint: str | Path, fix: str = RESTART_FIX) -> Path:
     return checkpoint
 
 
-def read_checkpoint(checkpoint: str | Path, fix: str = RESTART_FIX) -> dict[str, Any]:
-    """The verified contents of a checkpoint, loading only tensors and plain values."""
+def read_checkpoint(checkpoint: str | Path, fix: str = RESTART_FIX, mmap: bool = False) -> dict[str, Any]:
+    """The verified contents of a checkpoint, loading only tensors and plain values (as Lightning loads a checkpoint
+    to resume from, `weights_only=True`); with `mmap`, the tensors are mapped rather than read (to check a file
+    cheaply). A checkpoint holding other objects is refused: unpickling them could run code."""
     verify_checkpoint(checkpoint, fix)
     try:
-        return torch.load(checkpoint, map_location="cpu", weights_only=True)
-    except (RuntimeError, OSError, EOFError, pickle.UnpicklingError) as error:
-        raise CheckpointError(f"{checkpoint} cannot be read ({str(error).strip().splitlines()[0]}). "
-                              f"Fix: {fix}") from error
+        return torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=mmap)
+    except pickle.UnpicklingError as error:
+        if WEIGHTS_ONLY_REFUSAL not in str(error):
+            raise CheckpointError(f"{checkpoint} cannot be read ({first_line(error)}). Fix: {fix}") from error
+        held = re.search(r"GLOBAL ([\w.]+)", str(error))
+        raise CheckpointError(f"{checkpoint} holds objects other than tensors and plain values"
+                              f"{f' ({held.group(1)})' if held else ''}, which are not loaded because unpickling them "
+                              f"could run code. Fix: {fix}") from None
+    except (RuntimeError, OSError, EOFError) as error:
+        raise CheckpointError(f"{checkpoint} cannot be read ({first_line(error)}). Fix: {fix}") from error
+
+
+def first_line(error: Exception) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0]
 
 
 def load_checkpoint_weights(module: torch.nn.Module, checkpoint: str | Path, fix: str = RESTART_FIX) -> int:
@@ -142,7 +163,7 @@ class ResumePolicy:
         folder = Path(checkpoints)
         recorded = folder / CHECKPOINT_CONFIG
         found = [folder / name for name in (BEST, LAST, STEP) if (folder / name).is_file()]
-        if found and recorded.is_file() and json.loads(recorded.read_text(encoding="utf-8")) != config:
+        if found and recorded.is_file() and not same_run(json.loads(recorded.read_text(encoding="utf-8")), config):
             raise ConfigError(f"{folder} holds the checkpoints of a run of another configuration. Fix: run into a new "
                               "folder (hydra.run.dir=...), or relaunch with the same settings to resume it")
         if is_rank_zero:
@@ -165,14 +186,21 @@ class ResumePolicy:
             if not (folder / BEST).is_file():
                 raise ConfigError(f"finetune.resume=best, but {folder} holds no {BEST} (no epoch of this run was "
                                   "validated). Fix: finetune.resume=auto or finetune.resume=restart")
-            return str(verify_checkpoint(folder / BEST))
+            return resumable(folder / BEST, RESTART_FIX)
         found = [folder / name for name in (LAST, STEP) if (folder / name).is_file()]
         if not found:
             return None
         newest = max(found, key=lambda path: path.stat().st_mtime_ns)
         fix = (f"relaunch with finetune.resume=best to resume from {BEST} (the end of the best dev epoch), or "
-               "finetune.resume=restart to train from the start")
-        return str(verify_checkpoint(newest, fix))
+               "finetune.resume=restart to train from the start") if (folder / BEST).is_file() else RESTART_FIX
+        return resumable(newest, fix)
+
+
+def resumable(checkpoint: Path, fix: str) -> str:
+    """`checkpoint` once verified and read as Lightning will load it (its tensors mapped, not read), so that a file
+    Lightning would refuse is one CheckpointError ending in `fix` instead of a traceback from `trainer.fit`."""
+    read_checkpoint(checkpoint, fix, mmap=True)
+    return str(checkpoint)
 
 
 class HashedCheckpoint(ModelCheckpoint):
@@ -184,6 +212,16 @@ class HashedCheckpoint(ModelCheckpoint):
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=r"Checkpoint directory .* exists and is not empty")
             super().setup(trainer, pl_module, stage)
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Lightning's, in a run folder that was moved since the checkpoint was written: the paths the state holds
+        (the best checkpoint so far, ...) are first moved to where the checkpoint folder is now. Lightning would keep
+        only the old path of the best checkpoint and forget its score, so the next validation would replace best.ckpt
+        whatever its score, and the best epoch would be read from where the folder no longer is."""
+        recorded = state_dict.get("dirpath")
+        if recorded and self.dirpath and recorded != self.dirpath:
+            state_dict = {key: relocated(value, recorded, self.dirpath) for key, value in state_dict.items()}
+        super().load_state_dict(state_dict)
 
     def _save_checkpoint(self, trainer: L.Trainer, filepath: str) -> None:
         super()._save_checkpoint(trainer, filepath)
@@ -281,6 +319,16 @@ def logged_before(row: dict[str, str], step: int) -> bool:
         return int(float(row.get("step") or "nan")) < step
     except ValueError:
         return False
+
+
+def relocated(value: Any, old_dir: str, new_dir: str) -> Any:
+    """A ModelCheckpoint state value with the paths in `old_dir` (strings, or the keys of best_k_models) moved to
+    `new_dir`."""
+    if isinstance(value, dict):
+        return {relocated(key, old_dir, new_dir): item for key, item in value.items()}
+    if isinstance(value, str) and (value == old_dir or value.startswith(old_dir.rstrip("/") + "/")):
+        return new_dir + value[len(old_dir):]
+    return value
 
 
 def as_tuple(value: Any) -> Any:

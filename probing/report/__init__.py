@@ -12,6 +12,10 @@ and Table 7 with its plot when the attention window varies. Probe runs of fine-t
 Attention-map similarity runs (analyze.py) too (probing.report.attention): Fig. 7's heatmaps side by side, per-layer
 means.
 
+A results.json that is not valid JSON, not the results of a run, or lacks what its table reads (a `dev` split, a score
+that is a number, ...) stops the report before anything is written, with one error naming the file and the fix
+(`probing.report.aggregate.check_result`).
+
 Runs automatically at the end of every Hydra multirun (see conf/hydra/default.yaml) and by hand on any folder:
 
     python -m probing.report logs/probe/multiruns/2026-11-22_10-00-00
@@ -26,7 +30,7 @@ from hydra.experimental.callback import Callback
 
 from probing.data.files import write_atomically
 from probing.report import attention, contextuality, isotropy, static_pc, word_probes
-from probing.report.aggregate import RESULTS_FILE, aggregate, distinct_runs, find_results
+from probing.report.aggregate import RESULTS_FILE, aggregate, distinct_runs, find_results, require
 from probing.report.finetuned_probing import has_finetuned_runs, write_finetuned_probing_report
 from probing.report.finetuning import is_finetuning, write_finetuning_report
 from probing.report.plots import write_plots
@@ -42,6 +46,9 @@ OTHER_SECTIONS = (
     contextuality.SECTION,
     static_pc.SECTION,
 )
+# What the fine-tuning table reads of each train.py run besides what every results.json is checked for
+# (probing.report.aggregate.check_result): a run lacking it is refused, naming its results.json.
+FINETUNING_NEEDS = ("epochs_trained", "duration_s")
 
 
 def write_report(folder: Path, out_dir: Path | None = None) -> list[dict] | None:
@@ -56,6 +63,8 @@ def write_report(folder: Path, out_dir: Path | None = None) -> list[dict] | None
     if not results:
         print(f"No {RESULTS_FILE} found below {folder}.")
         return None
+    for result in filter(is_finetuning, results):
+        require(result, FINETUNING_NEEDS, "fine-tuning runs")
     out_dir.mkdir(parents=True, exist_ok=True)
     probes = [result for result in results if not any(is_kind(result) for is_kind, _, _ in OTHER_SECTIONS)]
     sections, files, rows = [], [], []

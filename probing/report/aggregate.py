@@ -1,4 +1,10 @@
-"""results.json files -> one row per setting: mean ± std over seeds, in the order of Zhao et al. (2020)."""
+"""results.json files -> one row per setting: mean ± std over seeds, in the order of Zhao et al. (2020).
+
+A results.json that is not valid JSON, or not the results of a run (another JSON value, an object without `dev`
+scores, a score that is not a number, ...), is one DataFormatError naming the file (`check_result`), not a traceback
+in the middle of a table. Runs are told apart by their config without where they were written
+(`probing.config.location_free`): a folder copied or moved elsewhere holds the same runs.
+"""
 
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from probing.config import location_free
 from probing.data.splits import EVAL_SPLITS, SEEN
 from probing.errors import DataFormatError
 from probing.vocabulary import BASELINE_LABELS, MIX, RAND
@@ -37,11 +44,22 @@ KIND_ORDER = ("baseline", "avg", "layer", MIX)
 # Config nodes made only of other settings (conf/probe.yaml's representation, chosen by the shorthand, and every
 # representation a run could probe): a value that differs there differs at its own key too.
 DERIVED = ("representation.", "representations.")
-
+# What the tables read from a results.json without a default, checked before any table is made (`check_result`):
+# the scores of every run but an analysis's (analyze.py's results name their `analysis` and have no splits), ...
+REQUIRED = ("dev",)
+# ... the values read into, when present (those of OR_NULL may be null), ...
+OBJECTS = (*EVAL_SPLITS, "config", "reused_probes")
+OR_NULL = ("config", "reused_probes")
+# ... the scores averaged over seeds: probe.py's METRICS in each split, train.py's accuracy and F1 (its dev split)
+# and its epochs and duration, a scalar mix's gamma.
+SCORES = (*METRICS, "accuracy", "f1")
+NUMBERS = ("gamma", "epochs_trained", "duration_s")
+RESULTS_FIX = "delete that results.json or rerun its job (probe.py, train.py and analyze.py write it)"
 
 
 def find_results(folder: Path) -> list[dict[str, Any]]:
-    """Every results.json below `folder`, each with the file it came from."""
+    """Every results.json below `folder`, each with the file it came from; one that is not the results of a run is
+    refused (see `check_result`)."""
     results = []
     for path in sorted(Path(folder).rglob(RESULTS_FILE)):
         try:
@@ -49,9 +67,60 @@ def find_results(folder: Path) -> list[dict[str, Any]]:
         except json.JSONDecodeError as error:
             raise DataFormatError(path, error.lineno, f"not valid JSON ({error.msg})",
                                   "delete the file (the run did not finish) or re-run that job") from error
+        check_result(record, path)
         record["_file"] = str(path)
         results.append(record)
     return results
+
+
+def check_result(record: Any, path: Path) -> None:
+    """Refuse (one DataFormatError naming `path`) a results.json that is valid JSON but not the results of a run,
+    or lacks what the tables read from it: REQUIRED, OBJECTS, SCORES and NUMBERS of their JSON types."""
+    def refuse(problem: str) -> None:
+        raise DataFormatError(path, None, problem, RESULTS_FIX)
+
+    if not isinstance(record, dict):
+        refuse(f"it holds {json_type(record)}, not the results of a run (an object with its scores and config)")
+    missing = [key for key in REQUIRED if key not in record]
+    if missing and "analysis" not in record:
+        refuse(f"it has no {', '.join(f'`{key}`' for key in missing)} scores, which every probe.py and train.py run "
+               "records")
+    for key in OBJECTS:
+        value = record.get(key, {})
+        if not isinstance(value, dict) and not (value is None and key in OR_NULL):
+            refuse(f"its `{key}` is {json_type(value)}, not an object")
+    if not isinstance(record.get("representation") or "", str):
+        refuse(f"its `representation` is {json_type(record['representation'])}, not a name")
+    if not isinstance(record.get("mix_weights") or [], list):
+        refuse(f"its `mix_weights` is {json_type(record['mix_weights'])}, not a list of numbers")
+    numbers = [(f"{split}.{key}", record[split].get(key)) for split in EVAL_SPLITS if split in record for key in SCORES]
+    numbers += [(key, record.get(key)) for key in NUMBERS]
+    numbers += [(f"mix_weights[{index}]", weight) for index, weight in enumerate(record.get("mix_weights") or [])]
+    for name, value in numbers:
+        if value is not None and not is_number(value):
+            refuse(f"its `{name}` is {json_type(value)}, not a number")
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def json_type(value: Any) -> str:
+    """How a JSON value is named in a refusal: "a list", "the string "abc"", "null"."""
+    if isinstance(value, (list, dict)):
+        return "a list" if isinstance(value, list) else "an object"
+    text = json.dumps(value)
+    shown = text if len(text) <= 40 else f"{text[:40]}..."
+    return "null" if value is None else f"the {'string' if isinstance(value, str) else 'value'} {shown}"
+
+
+def require(result: dict[str, Any], keys: Iterable[str], what: str) -> None:
+    """Refuse a result (one DataFormatError naming its file) that lacks one of `keys`, which the table of `what`
+    reads."""
+    missing = [key for key in keys if result.get(key) is None]
+    if missing:
+        raise DataFormatError(result["_file"], None, f"it has no {', '.join(f'`{key}`' for key in missing)}, which "
+                              f"the table of {what} reads", RESULTS_FIX)
 
 
 def with_defaults(result: dict[str, Any]) -> dict[str, Any]:
@@ -72,21 +141,17 @@ def config_values(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return values
 
 
-def _run_specific(key: str, value: Any, result: dict[str, Any]) -> bool:
-    """The seed and the run folder (and every value holding the folder's path) differ between any two runs."""
-    run_dir = (result.get("config") or {}).get("paths", {}).get("output_dir")
-    return key == "seed" or key.startswith("paths.") or (isinstance(value, str) and bool(run_dir) and run_dir in value)
+def located_values(result: dict[str, Any]) -> dict[str, Any]:
+    """The run's config values without where it was launched and written (`probing.config.location_free`)."""
+    return config_values(location_free(result.get("config") or {}))
 
 
 def run_identity(result: dict[str, Any]) -> str:
     """What makes a run itself: its config (seed included) without where it was written. Two results.json files
     with the same identity are one run found twice (a copied folder), never two seeds."""
-    config = result.get("config")
-    if not config:  # results written before configs were recorded: only the file tells them apart
+    if not result.get("config"):  # results written before configs were recorded: only the file tells them apart
         return result["_file"]
-    values = {key: value for key, value in config_values(config).items()
-              if key == "seed" or not _run_specific(key, value, result)}
-    return json.dumps(values, sort_keys=True, default=str)
+    return json.dumps(located_values(result), sort_keys=True, default=str)
 
 
 def distinct_runs(results: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
@@ -109,11 +174,11 @@ def run_seed(result: dict[str, Any]) -> Any:
 
 
 def variant_keys(runs: list[dict[str, Any]]) -> list[str]:
-    """Config keys whose values differ among runs of one setting, apart from the seed, the run folder, values that
-    follow from the seed (the control task's seed, a run name holding it) and the copies of other settings that the
-    probed representation holds (DERIVED)."""
-    configs = [{key: json.dumps(value, sort_keys=True) for key, value in config_values(r.get("config") or {}).items()
-                if not _run_specific(key, value, r) and not key.startswith(DERIVED)} for r in runs]
+    """Config keys whose values differ among runs of one setting, apart from the seed, where the runs were written,
+    values that follow from the seed (the control task's seed, a run name holding it) and the copies of other
+    settings that the probed representation holds (DERIVED)."""
+    configs = [{key: json.dumps(value, sort_keys=True) for key, value in located_values(r).items()
+                if key != "seed" and not key.startswith(DERIVED)} for r in runs]
     seeds = [json.dumps(run_seed(r)) for r in runs]
 
     def tells_runs_apart(key: str) -> bool:

@@ -1,6 +1,6 @@
 """What the jobs share: checking the composed config, the settings of the feature stores, the Trainer and
-its loggers (closed however the job ends), and results.json (written atomically; a finished job is not run again, and
-never overwritten by another configuration)."""
+its loggers (closed however the job ends), and results.json (written atomically; a finished job is not run again, also
+when its folder was moved since, and never overwritten by another configuration)."""
 
 from __future__ import annotations
 
@@ -21,14 +21,14 @@ from hydra.types import RunMode
 from lightning.pytorch.loggers import Logger, WandbLogger
 from omegaconf import DictConfig, OmegaConf
 
-from probing.config import build
+from probing.config import build, same_run
 from probing.data.settings import require_int
 from probing.data.splits import EVAL_SPLITS
 from probing.errors import ConfigError
 from probing.features.provision import lock_wait_seconds
 from probing.probes import mdl as online_code
 from probing.probes.mdl import MdlSettings
-from probing.report.aggregate import RESULTS_FILE
+from probing.report.aggregate import RESULTS_FILE, json_type
 
 log = logging.getLogger(__name__)
 
@@ -192,8 +192,10 @@ def distributed_state_of_this_job() -> Iterator[None]:
 
 
 def finished_results(path: Path, config: dict[str, Any]) -> dict[str, Any] | None:
-    """The results.json at `path` if an earlier job wrote it for exactly this configuration; None if there is none
-    (or a damaged one, which is run again). Results of another configuration are never overwritten: refused."""
+    """The results.json at `path` if an earlier job wrote it for exactly this configuration, wherever its folder
+    was then (a run or sweep folder moved and relaunched into its new place is still finished: see
+    `probing.config.location_free`); None if there is none (or a damaged one, which is run again). Results of another
+    configuration, and a file that holds no run's results, are never overwritten: refused."""
     if not path.is_file():
         return None
     try:
@@ -201,7 +203,11 @@ def finished_results(path: Path, config: dict[str, Any]) -> dict[str, Any] | Non
     except (json.JSONDecodeError, UnicodeDecodeError):
         log.warning("%s is damaged (its job was stopped while writing it); running the job again", path)
         return None
-    if previous.get("config") == config:
+    if not isinstance(previous, dict):
+        raise ConfigError(f"{path} holds {json_type(previous)}, not the results of a run, and this job would "
+                          "overwrite it. Fix: run into a new folder (hydra.run.dir=... or hydra.sweep.dir=...), "
+                          "or delete that results.json")
+    if same_run(previous.get("config"), config):
         return previous
     raise ConfigError(f"{path} holds the results of another configuration, which this job would overwrite. Fix: run "
                       "into a new folder (hydra.run.dir=... or hydra.sweep.dir=...), or delete that results.json")
@@ -209,7 +215,7 @@ def finished_results(path: Path, config: dict[str, Any]) -> dict[str, Any] | Non
 
 def job_state(cfg: DictConfig) -> tuple[Path, dict[str, Any], dict[str, Any] | None]:
     """(where the job's results.json goes, the resolved config, the results of an earlier job of this same
-    configuration there or None); a finished job is not run again."""
+    configuration there or None, also when the folder was moved since); a finished job is not run again."""
     out = results_path(cfg)
     config = OmegaConf.to_container(cfg, resolve=True)
     previous = finished_results(out, config)

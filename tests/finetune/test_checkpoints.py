@@ -55,6 +55,21 @@ def test_a_truncated_checkpoint_is_one_error_naming_it(checkpoint):
     assert str(error.value).endswith("Fix: do this") and "\n" not in str(error.value)
 
 
+class Unsafe:
+    """An object that a weights-only load does not unpickle (its class would be imported and called)."""
+
+
+def test_a_checkpoint_holding_other_objects_than_tensors_is_refused_without_advising_an_unsafe_load(tmp_path):
+    path = tmp_path / "last.ckpt"
+    torch.save({"state_dict": {"weight": torch.ones(2)}, "epoch": 1, "extra": Unsafe()}, path)
+    record_hash(path)  # its bytes are those recorded: the payload itself is what is refused
+    with pytest.raises(CheckpointError) as error:
+        read_checkpoint(path, fix="do this")
+    assert str(error.value) == (f"{path} holds objects other than tensors and plain values "
+                                f"({__name__}.Unsafe), which are not loaded because unpickling them could run code. "
+                                "Fix: do this")
+
+
 def test_a_checkpoint_without_its_hash_is_refused(checkpoint):
     hash_file(checkpoint).unlink()
     with pytest.raises(CheckpointError, match="has no recorded hash"):
@@ -141,6 +156,48 @@ def test_the_checkpoints_of_another_configuration_are_refused_and_kept(tmp_path)
         ResumePolicy("restart").checkpoint(str(tmp_path), CONFIG, is_rank_zero=True)
     assert (tmp_path / "last.ckpt").read_bytes() == before
     assert json.loads((tmp_path / CHECKPOINT_CONFIG).read_text()) == {"seed": 1}
+
+
+def test_the_checkpoints_of_a_moved_run_folder_are_resumed(tmp_path):
+    """config.json records the folder where the run was launched; moved with mv, the run resumes in its new place
+    (and config.json then records the new one)."""
+    def config(run_dir):
+        return {**CONFIG, "paths": {"output_dir": str(run_dir)}, "callbacks": {"dirpath": f"{run_dir}/checkpoints"}}
+
+    moved = tmp_path / "moved" / "checkpoints"
+    saved(moved, "last.ckpt", config=config(tmp_path / "run"))
+    assert ResumePolicy("auto").checkpoint(str(moved), config(moved.parent), is_rank_zero=True) == \
+        str(moved / "last.ckpt")
+    assert json.loads((moved / CHECKPOINT_CONFIG).read_text()) == config(moved.parent)
+    with pytest.raises(ConfigError, match="checkpoints of a run of another configuration"):
+        ResumePolicy("auto").checkpoint(str(moved), {**config(moved.parent), "seed": 1}, is_rank_zero=True)
+
+
+def test_a_moved_checkpoint_folder_keeps_the_best_checkpoint_and_its_score(tmp_path):
+    """Lightning forgets the best score (and keeps the old path) when the folder differs from the checkpoint's: the
+    paths are moved along instead."""
+    old, new = tmp_path / "run" / "checkpoints", tmp_path / "moved" / "checkpoints"
+    state = {"monitor": "dev/accuracy", "best_model_score": torch.tensor(0.75), "best_model_path": f"{old}/best.ckpt",
+             "current_score": torch.tensor(0.5), "dirpath": str(old), "best_k_models": {f"{old}/best.ckpt": 0.75},
+             "kth_best_model_path": f"{old}/best.ckpt", "kth_value": torch.tensor(0.75),
+             "last_model_path": f"{old}/last.ckpt"}
+    callback = HashedCheckpoint(dirpath=new, monitor="dev/accuracy", mode="max")
+    callback.load_state_dict(state)
+    assert callback.best_model_path == callback.kth_best_model_path == f"{new}/best.ckpt"
+    assert callback.best_model_score == 0.75 and callback.best_k_models == {f"{new}/best.ckpt": 0.75}
+    assert callback.last_model_path == f"{new}/last.ckpt"
+
+
+def test_a_checkpoint_holding_other_objects_is_refused_before_it_is_resumed(tmp_path):
+    saved(tmp_path, "best.ckpt", "last.ckpt")
+    torch.save({"state_dict": {}, "epoch": 0, "loops": Unsafe()}, tmp_path / "last.ckpt")
+    record_hash(tmp_path / "last.ckpt")
+    with pytest.raises(CheckpointError) as error:
+        ResumePolicy("auto").checkpoint(str(tmp_path), CONFIG, is_rank_zero=True)
+    message = str(error.value)
+    assert message.startswith(f"{tmp_path / 'last.ckpt'} holds objects other than tensors and plain values")
+    assert "finetune.resume=best" in message and "finetune.resume=restart" in message
+    assert "weights_only" not in message and "\n" not in message
 
 
 def test_a_damaged_newest_checkpoint_names_the_ways_to_go_on(tmp_path):

@@ -265,6 +265,44 @@ def test_the_cli_refuses_a_folder_without_results_with_one_error_line(tmp_path, 
     assert exit_.value.code == 2 and err.startswith(f"error: {message.format(folder=folder)}") and err.count("\n") == 1
 
 
+RESULTS_FIX = "Fix: delete that results.json or rerun its job"
+
+
+@pytest.mark.parametrize("record, problem", [
+    ([], "it holds a list, not the results of a run"),
+    ("layer 3", 'it holds the string "layer 3", not the results of a run'),
+    ({"model": "minilm", "test": {"micro_f1": 0.5}}, "it has no `dev` scores"),
+    (result("3", config=[1]), "its `config` is a list, not an object"),
+    ({**result("3"), "test": [0.5]}, "its `test` is a list, not an object"),
+    ({**result("3"), "test": None}, "its `test` is null, not an object"),
+    (result("3", test=[0.5]), "its `test.micro_f1` is a list, not a number"),
+    (result("3", dev={"micro_f1": "0.5"}), 'its `dev.micro_f1` is the string "0.5", not a number'),
+    (result("mix", mix_weights=[0.5, "x"]), 'its `mix_weights[1]` is the string "x", not a number'),
+    (result("mix", mix_weights="0.5 0.5"), "its `mix_weights` is the string"),
+    ({**result("3"), "representation": 3}, "its `representation` is the value 3, not a name"),
+    ({"task": "pos", "dev": {"accuracy": 0.9}, "model": "minilm"},
+     "it has no `epochs_trained`, `duration_s`, which the table of fine-tuning runs reads"),
+    ({"task": "pos", "dev": {"accuracy": None}, "epochs_trained": "3", "duration_s": 1.0},
+     'its `epochs_trained` is the string "3", not a number'),
+])
+def test_the_cli_refuses_a_results_file_that_is_not_the_results_of_a_run(tmp_path, capsys, record, problem):
+    """Valid JSON but not what the tables read: one error line naming the file, exit 2, and no report written."""
+    write_results(tmp_path / "sweep", [result("3"), record])
+    with pytest.raises(SystemExit) as exit_:
+        main([str(tmp_path / "sweep")])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err.count("\n") == 1, err
+    assert err.startswith(f"error: {tmp_path / 'sweep' / '1' / 'results.json'}: {problem}") and RESULTS_FIX in err
+    assert not list((tmp_path / "sweep").glob("report.*"))
+
+
+def test_null_config_and_reused_probes_are_read_as_absent_and_paths_are_not_read(tmp_path):
+    write_results(tmp_path, [result("3", config=None, reused_probes=None, test=0.25),
+                             result("3", 1, config={"paths": "runs/1", "seed": 1}, test=0.75)])
+    [row] = write_report(tmp_path)
+    assert row["test_micro_f1"] == 0.5 and row["seeds"] == [0, 1]
+
+
 def test_broken_results_file_names_the_file(tmp_path):
     (tmp_path / "job").mkdir()
     (tmp_path / "job" / "results.json").write_text('{"model": ')
@@ -285,6 +323,17 @@ def test_per_class_f1_by_layer_averages_seeds_and_keeps_undefined():
     assert per_class_by_layer(results + [{**run(0, 1, [0.1, 0.1]), "model": "other"}]) is None
     baselines = [{**run(None, 1, [0.9, 0.9]), "representation": "Rand"}]
     assert per_class_by_layer(results + baselines)[1] == [0, 1]  # baselines have no layer: left out
+
+
+def test_a_run_moved_to_another_folder_and_its_copy_are_one_run(tmp_path, capsys):
+    """The same run under two folders (moved, then the old folder restored from a backup): the run folder inside its
+    values (logger, trainer) does not tell them apart."""
+    first = run_config(0, run_dir="/old/place/run")
+    moved = {**run_config(0, run_dir=f"{tmp_path}/moved"), "paths": {"output_dir": f"{tmp_path}/moved",
+                                                                      "root_dir": "/elsewhere"}}
+    write_results(tmp_path, [result("6", 0, 0.5, 0.4, config=first), result("6", 0, 0.5, 0.4, config=moved)])
+    [row] = write_report(tmp_path)
+    assert row["seeds"] == [0] and "Counted once: 1 results.json" in capsys.readouterr().out
 
 
 def test_a_run_found_twice_is_counted_once(tmp_path, capsys):

@@ -22,6 +22,7 @@ from probing.tasks.common import (
     optimized_value,
     store_settings,
 )
+from tests.helpers.stores import assert_one_line_error
 
 
 def test_finished_results_are_found_for_the_same_configuration_only(tmp_path):
@@ -33,6 +34,31 @@ def test_finished_results_are_found_for_the_same_configuration_only(tmp_path):
         finished_results(path, {"layer": 4})
     assert "Fix: run into a new folder" in str(raised.value)
     assert json.loads(path.read_text())["config"] == {"layer": 3}  # left as it was
+
+
+def test_the_results_of_a_moved_run_folder_are_found_for_its_relaunch_there(tmp_path):
+    """A run (or sweep) folder moved with mv and relaunched into its new place: its results.json records the old
+    folder in its config, and is still the results of this configuration; another setting is still refused."""
+    def config(run_dir, layer=3):
+        return {"layer": layer, "paths": {"output_dir": str(run_dir), "root_dir": str(tmp_path)},
+                "trainer": {"default_root_dir": str(run_dir)}, "logger": {"csv": {"save_dir": str(run_dir)}}}
+
+    old, new = tmp_path / "sweep" / "layer=3", tmp_path / "moved" / "layer=3"
+    new.mkdir(parents=True)
+    write_json_atomically(new / "results.json", {"dev": 0.5, "config": config(old)})
+    assert finished_results(new / "results.json", config(new)) == {"dev": 0.5, "config": config(old)}
+    with pytest.raises(ConfigError, match="holds the results of another configuration"):
+        finished_results(new / "results.json", config(new, layer=4))
+
+
+@pytest.mark.parametrize("content", ["[]", '"results"', "null"])
+def test_a_results_file_that_holds_no_results_is_refused_not_overwritten(tmp_path, content):
+    path = tmp_path / "results.json"
+    path.write_text(content)
+    with pytest.raises(ConfigError) as error:
+        finished_results(path, {"layer": 3})
+    assert_one_line_error(error.value, f"{path} holds ", "not the results of a run", "Fix: run into a new folder")
+    assert path.read_text() == content
 
 
 @pytest.mark.parametrize("content", [b'{"dev": 0.5, "con', b"\xff\xfe\x00"])

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from probing.errors import CheckpointError, ConfigError
-from probing.finetune.checkpoints import ContinuedCSVLog
+from probing.finetune.checkpoints import ContinuedCSVLog, record_hash
 from probing.finetune.module import FineTuner
 from probing.tasks import extract, train
 from tests.helpers import FIXTURE_STREUSLE, FIXTURES, run_script
@@ -232,3 +232,51 @@ def test_random_bytes_in_a_checkpoint_are_detected_and_a_restart_trains_from_the
     results = train.run(compose_job("train", tmp_path, *tiny, *EXACT, "finetune.resume=restart"))
     assert "resuming from" not in caplog.text and results["dev"] == uninterrupted[0]["dev"]
     assert all(torch.equal(value, uninterrupted[1][name]) for name, value in final_state(tmp_path / "run").items())
+
+
+def test_a_run_folder_moved_midway_resumes_in_its_new_place_and_once_finished_is_not_run_again(
+        tmp_path, tiny, monkeypatch, caplog, uninterrupted):
+    """config.json beside the checkpoints and results.json's config hold the folder where the run was launched: moved
+    with mv and relaunched into the new place (hydra.run.dir), the run resumes there, with the weights and the best
+    epoch of a run never interrupted, and once finished it is recognised as such wherever it is moved."""
+    caplog.set_level(logging.INFO, logger="probing")
+    interrupted(monkeypatch, "training_step", lambda m: m.global_step == 9)  # step.ckpt after 8 steps, in epoch 1
+    with pytest.raises(RuntimeError, match="killed"):
+        train.run(compose_job("train", tmp_path / "first", *tiny, *EXACT))
+    monkeypatch.undo()
+    (tmp_path / "first" / "run").rename(tmp_path / "run")
+    results = train.run(compose_job("train", tmp_path, *tiny, *EXACT))
+    assert f"resuming from {tmp_path / 'run' / 'checkpoints' / 'step.ckpt'}" in caplog.text
+    expected, weights, exported, _ = uninterrupted
+    assert results["dev"] == expected["dev"] and results["best_epoch"] == expected["best_epoch"]
+    state = final_state(tmp_path / "run")
+    assert all(torch.equal(state[name], weights[name]) for name in weights)
+    assert (tmp_path / "run" / "model" / "model.safetensors").read_bytes() == exported
+    assert results["config"]["paths"]["output_dir"] == str(tmp_path / "run")  # written as resolved, where it ran
+    (tmp_path / "again").mkdir()
+    (tmp_path / "run").rename(tmp_path / "again" / "run")
+    interrupted(monkeypatch, "training_step", lambda m: True)  # a run that trained again would fail
+    assert train.run(compose_job("train", tmp_path / "again", *tiny, *EXACT)) == json.loads(json.dumps(results))
+
+
+class Unsafe:
+    """An object that a weights-only load does not unpickle."""
+
+
+def test_a_checkpoint_holding_other_objects_is_one_error_before_lightning_loads_it(tmp_path, tiny, monkeypatch):
+    def crash(module, batch, batch_idx):
+        raise RuntimeError("stopped")
+
+    monkeypatch.setattr(FineTuner, "training_step", crash)
+    with pytest.raises(RuntimeError):
+        train.run(compose_job("train", tmp_path, *tiny, "trainer.max_epochs=1"))
+    monkeypatch.undo()
+    last = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    torch.save({"state_dict": {}, "epoch": 0, "global_step": 0, "callbacks": {"extra": Unsafe()}}, last)
+    record_hash(last)  # its bytes are those recorded: what it holds is refused
+    with pytest.raises(CheckpointError) as error:
+        train.run(compose_job("train", tmp_path, *tiny, "trainer.max_epochs=1"))
+    message = str(error.value)
+    assert message == (f"{last} holds objects other than tensors and plain values ({__name__}.Unsafe), which are "
+                       "not loaded because unpickling them could run code. Fix: relaunch with finetune.resume=restart "
+                       "to train from the start")  # no epoch was validated: there is no best.ckpt to resume from
