@@ -74,13 +74,18 @@ def launch_dir() -> str:
 
 
 def wandb_offline() -> bool:
-    """W&B runs offline unless the user has a key in the environment or asked for online mode explicitly."""
-    mode = os.environ.get("WANDB_MODE", "").lower()
-    if mode in {"online", "run"}:
+    """W&B runs offline unless the user has a key in the environment or asked for online mode explicitly (and, with
+    a key only, offline after all where the server cannot be reached: `probing.tasks.common.build_loggers`)."""
+    if wandb_online_asked():
         return False
-    if mode in {"offline", "dryrun", "disabled"}:
+    if os.environ.get("WANDB_MODE", "").lower() in {"offline", "dryrun", "disabled"}:
         return True
     return not os.environ.get("WANDB_API_KEY")
+
+
+def wandb_online_asked() -> bool:
+    """Whether the user asked for W&B's online mode explicitly (WANDB_MODE=online or its old name, run)."""
+    return os.environ.get("WANDB_MODE", "").lower() in {"online", "run"}
 
 
 def layer_list(num_layers: int, *extra: str) -> str:

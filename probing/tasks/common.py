@@ -5,11 +5,15 @@ when its folder was moved since, and never overwritten by another configuration)
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import os
+import socket
 import sys
 import time
+import urllib.parse
+import urllib.request
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -21,7 +25,7 @@ from hydra.types import RunMode
 from lightning.pytorch.loggers import Logger, WandbLogger
 from omegaconf import DictConfig, OmegaConf
 
-from probing.config import build, same_run
+from probing.config import build, same_run, wandb_online_asked
 from probing.data.settings import require_int
 from probing.data.splits import EVAL_SPLITS
 from probing.errors import ConfigError
@@ -34,6 +38,8 @@ log = logging.getLogger(__name__)
 
 # What Lightning's DDP launcher writes into the launching process's environment.
 DDP_ENVIRONMENT = ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "LOCAL_RANK", "WORLD_SIZE")
+WANDB_SERVER = "https://api.wandb.ai"  # wandb's default base URL (WANDB_BASE_URL changes it)
+WANDB_CONNECT_TIMEOUT_S = 3.0  # how long a run waits to learn that the W&B server cannot be reached
 
 
 def check_config(cfg: DictConfig, known_keys: Iterable[str]) -> None:
@@ -99,7 +105,46 @@ def build_loggers(logger: DictConfig | None) -> list[Logger]:
     for built in loggers:
         if isinstance(built, WandbLogger):
             without_unset_anonymous(built)
+            offline_when_unreachable(built)
     return loggers
+
+
+def offline_when_unreachable(logger: WandbLogger) -> None:
+    """A W&B logger about to log online, checked against the server first, so that a run on a machine without network
+    neither waits for wandb's own time-out (about two minutes) nor dies after it. Online because the user asked
+    (WANDB_MODE=online): the unreachable server is a ConfigError. Online only because a key is set: the run logs
+    offline instead (`wandb sync` uploads it later), with a warning."""
+    if logger._offline:
+        return
+    problem = wandb_server_problem(os.environ.get("WANDB_BASE_URL") or WANDB_SERVER)
+    if problem is None:
+        return
+    if wandb_online_asked():
+        raise ConfigError(f"WANDB_MODE=online, but the W&B server cannot be reached ({problem}). Fix: WANDB_MODE="
+                          "offline (upload the run later with `wandb sync`), or logger=csv")
+    log.warning("WANDB_API_KEY is set, but the W&B server cannot be reached (%s): this run logs to W&B offline, into "
+                "its folder (upload it later with `wandb sync`). WANDB_MODE=offline skips this check, "
+                "WANDB_MODE=online makes an unreachable server an error", problem)
+    logger._offline = True
+
+
+@functools.lru_cache(maxsize=8)
+def wandb_server_problem(base_url: str) -> str | None:
+    """Why the W&B server at `base_url` (or the HTTPS/HTTP proxy the environment names for it) cannot be reached: a
+    TCP connection tried for WANDB_CONNECT_TIMEOUT_S; None when it connects. Checked once per process and URL (the
+    jobs of a sweep share the answer)."""
+    url = urllib.parse.urlsplit(base_url)
+    proxy = urllib.request.getproxies().get(url.scheme or "https")
+    target = urllib.parse.urlsplit(proxy) if proxy and not urllib.request.proxy_bypass(url.hostname or "") else url
+    host, port = target.hostname, target.port or (80 if target.scheme == "http" else 443)
+    if not host:
+        return f"{base_url} names no host"
+    try:
+        socket.create_connection((host, port), timeout=WANDB_CONNECT_TIMEOUT_S).close()
+    except OSError as error:
+        via = f" through the proxy {host}:{port}" if target is not url else f" at {host}:{port}"
+        return f"no connection{via}: {error.strerror or error}"
+    return None
 
 
 def without_unset_anonymous(logger: WandbLogger) -> None:

@@ -23,8 +23,12 @@ TINY_VOCAB = [
 ]
 
 
-def run_script(script: str, *overrides: str, cwd: Path) -> subprocess.CompletedProcess:
-    """`python <script> <overrides>` in `cwd`, offline, with its feature stores under `cwd/stores`."""
+def run_script(script: str, *overrides: str, cwd: Path,
+               environment: dict[str, str | None] | None = None) -> subprocess.CompletedProcess:
+    """`python <script> <overrides>` in `cwd`, offline, with its feature stores under `cwd/stores`; `environment`
+    sets variables (None removes one, e.g. WANDB_MODE)."""
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "WANDB_MODE": "offline", "PROBING_STORE_DIR": str(cwd / "stores")}
+    env.update(environment or {})
+    env = {name: value for name, value in env.items() if value is not None}
     return subprocess.run([sys.executable, str(REPO / script), *overrides], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=600)

@@ -5,11 +5,12 @@ the feature-store settings a job hands to probing.features.provision."""
 from __future__ import annotations
 
 import json
+import socket
 import sys
 from types import SimpleNamespace
 
 import pytest
-from lightning.pytorch.loggers import CSVLogger, Logger
+from lightning.pytorch.loggers import CSVLogger, Logger, WandbLogger
 from omegaconf import OmegaConf
 
 from probing.data.files import write_json_atomically
@@ -17,6 +18,7 @@ from probing.errors import ConfigError
 from probing.features.provision import MULTIRUN_LOCK_WAIT_S
 from probing.tasks import common
 from probing.tasks.common import (
+    build_loggers,
     closing_loggers,
     finished_results,
     optimized_value,
@@ -146,3 +148,65 @@ def test_optimized_metric_is_read_from_the_results():
     for missing in ("dev/nope", "test/micro_f1", "dev/flag", "micro_f1"):
         with pytest.raises(ConfigError, match=f"optimized_metric={missing} is not a score"):
             optimized_value(results, missing)
+
+
+# --- W&B with a key but no server ------------------------------------------------------------------------------------
+
+FAKE_KEY = "0123456789abcdef0123456789abcdef01234567"  # the shape of a W&B key: it must appear in no output
+
+
+def refusing_address() -> str:
+    """host:port of a local port nobody listens on (a connection to it is refused at once)."""
+    with socket.socket() as free:
+        free.bind(("127.0.0.1", 0))
+        return f"127.0.0.1:{free.getsockname()[1]}"
+
+
+@pytest.fixture
+def wandb_environment(monkeypatch):
+    """A key in the environment and WANDB_MODE unset (as a user with a key has it); the server check's answers of
+    other tests forgotten."""
+    monkeypatch.delenv("WANDB_MODE", raising=False)
+    monkeypatch.setenv("WANDB_API_KEY", FAKE_KEY)
+    for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    common.wandb_server_problem.cache_clear()
+    yield monkeypatch
+    common.wandb_server_problem.cache_clear()
+
+
+def wandb_loggers(tmp_path) -> list[Logger]:
+    """The loggers of conf/logger/wandb.yaml's settings (offline decided by the `wandb_offline` resolver)."""
+    return build_loggers(OmegaConf.create({"wandb": {"_target_": "lightning.pytorch.loggers.WandbLogger",
+                                                     "project": "probing", "save_dir": str(tmp_path),
+                                                     "offline": "${wandb_offline:}"}}))
+
+
+def test_a_key_without_a_reachable_server_logs_offline_with_a_warning(tmp_path, wandb_environment, caplog):
+    wandb_environment.setenv("WANDB_BASE_URL", f"http://{refusing_address()}")
+    (logger,) = wandb_loggers(tmp_path)
+    assert isinstance(logger, WandbLogger) and logger._offline
+    assert "WANDB_API_KEY is set, but the W&B server cannot be reached (no connection at 127.0.0.1:" in caplog.text
+    assert "this run logs to W&B offline" in caplog.text and FAKE_KEY not in caplog.text
+
+
+def test_online_mode_asked_without_a_reachable_server_is_one_error(tmp_path, wandb_environment):
+    wandb_environment.setenv("WANDB_BASE_URL", f"http://{refusing_address()}")
+    wandb_environment.setenv("WANDB_MODE", "online")
+    with pytest.raises(ConfigError) as refused:
+        wandb_loggers(tmp_path)
+    assert_one_line_error(refused.value, "WANDB_MODE=online, but the W&B server cannot be reached")
+    assert "Fix: WANDB_MODE=offline" in str(refused.value) and FAKE_KEY not in str(refused.value)
+
+
+def test_a_reachable_server_keeps_a_key_online_also_through_a_proxy(tmp_path, wandb_environment):
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        address = f"127.0.0.1:{server.getsockname()[1]}"
+        wandb_environment.setenv("WANDB_BASE_URL", f"http://{address}")
+        assert not wandb_loggers(tmp_path)[0]._offline
+        common.wandb_server_problem.cache_clear()
+        wandb_environment.setenv("WANDB_BASE_URL", "https://no-such-host.invalid")  # reached through the proxy
+        wandb_environment.setenv("HTTPS_PROXY", f"http://{address}")
+        assert not wandb_loggers(tmp_path)[0]._offline

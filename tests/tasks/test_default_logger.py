@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from tests.helpers import FIXTURE_STREUSLE, run_script
+from tests.tasks.test_common import FAKE_KEY, refusing_address
 
 
 def offline_wandb_runs(run_dir):
@@ -56,3 +57,19 @@ def test_extract_and_analyze_as_typed(tmp_path, tiny_bert_path):
     assert (run / "csv" / "metrics.csv").is_file() and len(offline_wandb_runs(run)) == 1
     config = json.loads((run / "results.json").read_text())["config"]
     assert config["logger"]["wandb"]["name"] == "minilm-isotropy-layerNone-seed0"
+
+
+def test_a_key_without_a_reachable_server_logs_offline_with_a_warning(tmp_path, tiny_bert_path):
+    """WANDB_API_KEY set, WANDB_MODE unset, the server unreachable: wandb itself would wait two minutes, then fail the
+    run; the run logs offline instead, says so once, and writes the key nowhere."""
+    run = tmp_path / "run"
+    result = run_script("probe.py", f"model.name_or_path={tiny_bert_path}", f"data.source.paths=[{FIXTURE_STREUSLE}]",
+                        "layer=1", "trainer.max_epochs=1", f"hydra.run.dir={run}", cwd=tmp_path,
+                        environment={"WANDB_MODE": None, "WANDB_API_KEY": FAKE_KEY,
+                                     "WANDB_BASE_URL": f"http://{refusing_address()}"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    output = result.stdout + result.stderr
+    assert output.count("WANDB_API_KEY is set, but the W&B server cannot be reached") == 1, output[-3000:]
+    assert len(offline_wandb_runs(run)) == 1
+    assert FAKE_KEY not in output
+    assert not [path for path in run.rglob("*") if path.is_file() and FAKE_KEY.encode() in path.read_bytes()]
