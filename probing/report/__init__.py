@@ -37,18 +37,17 @@ from probing.report.plots import write_plots
 from probing.report.tables import fixed_settings, summary, write_csv
 
 # The results of the other jobs (train.py, analyze.py): how to recognise them, the writer of their section (returns
-# its Markdown and the files written), and its heading. An analysis's section is the SECTION of its report module.
+# its Markdown and the files written), its heading, and what the writer reads of every run beyond what every
+# results.json is checked for (probing.report.aggregate.check_result): a run lacking it is refused, naming its
+# results.json. An analysis's section is the SECTION of its report module.
 OTHER_SECTIONS = (
     word_probes.SECTION,
-    (is_finetuning, write_finetuning_report, "Fine-tuning report"),
+    (is_finetuning, write_finetuning_report, "Fine-tuning report", ("epochs_trained", "duration_s")),
     attention.SECTION,
     isotropy.SECTION,
     contextuality.SECTION,
     static_pc.SECTION,
 )
-# What the fine-tuning table reads of each train.py run besides what every results.json is checked for
-# (probing.report.aggregate.check_result): a run lacking it is refused, naming its results.json.
-FINETUNING_NEEDS = ("epochs_trained", "duration_s")
 
 
 def write_report(folder: Path, out_dir: Path | None = None) -> list[dict] | None:
@@ -63,10 +62,11 @@ def write_report(folder: Path, out_dir: Path | None = None) -> list[dict] | None
     if not results:
         print(f"No {RESULTS_FILE} found below {folder}.")
         return None
-    for result in filter(is_finetuning, results):
-        require(result, FINETUNING_NEEDS, "fine-tuning runs")
+    for is_kind, _, heading, needs in OTHER_SECTIONS:
+        for result in filter(is_kind, results):
+            require(result, needs, heading)
     out_dir.mkdir(parents=True, exist_ok=True)
-    probes = [result for result in results if not any(is_kind(result) for is_kind, _, _ in OTHER_SECTIONS)]
+    probes = [result for result in results if not any(is_kind(result) for is_kind, *_ in OTHER_SECTIONS)]
     sections, files, rows = [], [], []
     if probes:
         rows = aggregate(probes)
@@ -78,7 +78,7 @@ def write_report(folder: Path, out_dir: Path | None = None) -> list[dict] | None
         text, written = write_finetuned_probing_report(probes, out_dir)
         files += written
         sections.append(f"# Probing fine-tuned encoders (Zhao et al. 2020, Fig. 6)\n\n{text}")
-    for is_kind, write_section, heading in OTHER_SECTIONS:
+    for is_kind, write_section, heading, _ in OTHER_SECTIONS:
         chosen = [result for result in results if is_kind(result)]
         if chosen:
             text, written = write_section(chosen, out_dir)

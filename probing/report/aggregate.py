@@ -114,13 +114,13 @@ def json_type(value: Any) -> str:
     return "null" if value is None else f"the {'string' if isinstance(value, str) else 'value'} {shown}"
 
 
-def require(result: dict[str, Any], keys: Iterable[str], what: str) -> None:
-    """Refuse a result (one DataFormatError naming its file) that lacks one of `keys`, which the table of `what`
-    reads."""
+def require(result: dict[str, Any], keys: Iterable[str], section: str) -> None:
+    """Refuse a result (one DataFormatError naming its file) that lacks one of `keys`, which the report's section
+    headed `section` reads."""
     missing = [key for key in keys if result.get(key) is None]
     if missing:
         raise DataFormatError(result["_file"], None, f"it has no {', '.join(f'`{key}`' for key in missing)}, which "
-                              f"the table of {what} reads", RESULTS_FIX)
+                              f"the report's section \"{section}\" reads", RESULTS_FIX)
 
 
 def with_defaults(result: dict[str, Any]) -> dict[str, Any]:

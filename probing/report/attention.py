@@ -113,5 +113,6 @@ def write_attention_report(results: list[dict[str, Any]], out_dir: Path) -> tupl
 
 
 # This analysis's section of report.md (probing.report.OTHER_SECTIONS): which results are its runs, the writer of the
-# section, its heading.
-SECTION = (is_attention_similarity, write_attention_report, "Attention-map similarity (Zhao et al. 2020, Fig. 7)")
+# section, its heading, and what the writer reads of every run (a results.json lacking it is refused, named).
+SECTION = (is_attention_similarity, write_attention_report, "Attention-map similarity (Zhao et al. 2020, Fig. 7)",
+           ("model", "compare_to", "cosine", "layer_means"))

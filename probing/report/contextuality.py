@@ -85,5 +85,5 @@ def write_contextuality_report(results: list[dict[str, Any]], out_dir: Path) -> 
 
 
 # This analysis's section of report.md (probing.report.OTHER_SECTIONS): which results are its runs, the writer of the
-# section, its heading.
-SECTION = (is_contextuality, write_contextuality_report, "Contextuality (Ethayarajh 2019)")
+# section, its heading, and what the writer reads of every run (a results.json lacking it is refused, named).
+SECTION = (is_contextuality, write_contextuality_report, "Contextuality (Ethayarajh 2019)", ("layers",))

@@ -133,5 +133,5 @@ def write_isotropy_report(results: list[dict[str, Any]], out_dir: Path) -> tuple
 
 
 # This analysis's section of report.md (probing.report.OTHER_SECTIONS): which results are its runs, the writer of the
-# section, its heading.
-SECTION = (is_isotropy, write_isotropy_report, "Isotropy (Bis et al. 2021)")
+# section, its heading, and what the writer reads of every run (a results.json lacking it is refused, named).
+SECTION = (is_isotropy, write_isotropy_report, "Isotropy (Bis et al. 2021)", ("isotropy",))

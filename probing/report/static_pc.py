@@ -83,5 +83,6 @@ def write_static_pc_report(results: list[dict[str, Any]], out_dir: Path) -> tupl
 
 
 # This analysis's section of report.md (probing.report.OTHER_SECTIONS): which results are its runs, the writer of the
-# section, its heading.
-SECTION = (is_static_pc, write_static_pc_report, "PC static embeddings (Ethayarajh 2019, §4.3)")
+# section, its heading, and what the writer reads of every run (a results.json lacking it is refused, named).
+SECTION = (is_static_pc, write_static_pc_report, "PC static embeddings (Ethayarajh 2019, §4.3)",
+           ("layer", "static_pc"))

@@ -342,5 +342,5 @@ def write_word_probe_report(results: list[dict[str, Any]], out_dir: Path) -> tup
 
 
 # This job's section of report.md (probing.report.OTHER_SECTIONS): which results are its runs, the writer of the
-# section, its heading.
-SECTION = (is_word_probe_run, write_word_probe_report, "Word-task probing report")
+# section, its heading, and what the writer reads of every run (a results.json lacking it is refused, named).
+SECTION = (is_word_probe_run, write_word_probe_report, "Word-task probing report", ("representation",))

@@ -281,9 +281,15 @@ RESULTS_FIX = "Fix: delete that results.json or rerun its job"
     (result("mix", mix_weights="0.5 0.5"), "its `mix_weights` is the string"),
     ({**result("3"), "representation": 3}, "its `representation` is the value 3, not a name"),
     ({"task": "pos", "dev": {"accuracy": 0.9}, "model": "minilm"},
-     "it has no `epochs_trained`, `duration_s`, which the table of fine-tuning runs reads"),
+     'it has no `epochs_trained`, `duration_s`, which the report\'s section "Fine-tuning report" reads'),
     ({"task": "pos", "dev": {"accuracy": None}, "epochs_trained": "3", "duration_s": 1.0},
      'its `epochs_trained` is the string "3", not a number'),
+    ({"analysis": "isotropy"}, 'it has no `isotropy`, which the report\'s section "Isotropy (Bis et al. 2021)" reads'),
+    ({"analysis": "contextuality"}, 'it has no `layers`, which the report\'s section "Contextuality'),
+    ({"analysis": "static_pc", "layer": 1}, 'it has no `static_pc`, which the report\'s section "PC static embeddings'),
+    ({"analysis": "attention_similarity", "model": "minilm"}, "it has no `compare_to`, `cosine`, `layer_means`"),
+    ({"task": "upos", "probe_family": "linear", "dev": {"accuracy": 0.9}},
+     'it has no `representation`, which the report\'s section "Word-task probing report" reads'),
 ])
 def test_the_cli_refuses_a_results_file_that_is_not_the_results_of_a_run(tmp_path, capsys, record, problem):
     """Valid JSON but not what the tables read: one error line naming the file, exit 2, and no report written."""

@@ -147,5 +147,5 @@ def test_bad_settings_are_refused_before_any_model_is_loaded(tmp_path, tiny, ove
 def test_each_analysis_config_builds_its_component_with_its_report_section(tmp_path, name):
     component = build_analysis(compose_job("analyze", tmp_path, f"analysis={name}").analysis)
     assert isinstance(component, Analysis) and component.name == name
-    is_kind, _, _ = component.report.SECTION
+    is_kind, *_ = component.report.SECTION
     assert component.report.SECTION in OTHER_SECTIONS and is_kind({"analysis": name})
