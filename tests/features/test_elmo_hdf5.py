@@ -6,7 +6,6 @@ export folder is refused on import) that never replaces a file it did not write.
 from __future__ import annotations
 
 import json
-import os
 import pickle
 import shutil
 from pathlib import Path
@@ -25,7 +24,7 @@ from probing.features.extraction import extract_split
 from probing.features.featurizer import Featurizer
 from probing.features.sentence_store import SentenceWordEncoder
 from probing.features.store import FeatureStore
-from tests.helpers.stores import assert_one_line_error, file_state
+from tests.helpers.stores import assert_one_line_error, file_state, stop_after_the_first_exported_move
 
 LAYERS, DIM = 2, 4
 SENTENCES = [("the", "apple", "juice", "is", "healthy", "."), ("she", "eats", "an", "apple"), ("new", "york")]
@@ -350,15 +349,7 @@ def test_an_export_stopped_after_moving_its_first_file_is_refused_on_import(tmp_
     export_every_word_stores(split_stores(tmp_path, "a", 0), folder)
     assert np.array_equal(imported_rows(folder), expected_rows(0))
     second = split_stores(tmp_path, "b", 1)
-    replace, moved = os.replace, []
-
-    def killed_after_the_first_move(source, target):
-        if moved:
-            raise KeyboardInterrupt
-        moved.append(Path(target).name)
-        replace(source, target)
-
-    monkeypatch.setattr(os, "replace", killed_after_the_first_move)
+    moved = stop_after_the_first_exported_move(monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         export_every_word_stores(second, folder)
     monkeypatch.undo()

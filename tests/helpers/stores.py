@@ -113,3 +113,20 @@ def assert_same_store(path: Path, expected: Path) -> None:
             assert value.dtype == actual[name].dtype and np.array_equal(actual[name], value), name
         else:
             assert actual[name] == value, name
+
+
+def stop_after_the_first_exported_move(monkeypatch) -> list[str]:
+    """Make `os.replace` raise KeyboardInterrupt when a second `.hdf5` file is about to be moved into place (an export
+    stopped right after moving its first file); returns the names of the files moved (other renames, e.g. of stores,
+    go through). `monkeypatch.undo()` ends it."""
+    replace, moved = os.replace, []
+
+    def stopping(source, target):
+        if Path(target).suffix == ".hdf5":
+            if moved:
+                raise KeyboardInterrupt
+            moved.append(Path(target).name)
+        replace(source, target)
+
+    monkeypatch.setattr(os, "replace", stopping)
+    return moved

@@ -128,5 +128,6 @@ def test_a_bad_value_of_a_command_line_sweep_axis_is_one_error_line_before_any_j
                         *tiny_model(tiny_bert_path), f"hydra.sweep.dir={tmp_path / 'sweep'}", cwd=tmp_path)
     assert result.returncode == 2, result.stderr[-2000:]
     lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith(f"error: finetuned: {empty} holds no model"), result.stderr
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"error: the job with finetuned=['{empty}']: finetuned: {empty} holds no model"), lines
     assert not list((tmp_path / "sweep").glob("**/results.json"))

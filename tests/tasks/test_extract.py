@@ -19,7 +19,7 @@ from probing.features.store import FeatureStore
 from probing.tasks import extract
 from tests.helpers import FIXTURE_STREUSLE, run_script
 from tests.helpers.runs import compose_job
-from tests.helpers.stores import assert_one_line_error
+from tests.helpers.stores import assert_one_line_error, stop_after_the_first_exported_move
 
 
 @pytest.fixture
@@ -170,16 +170,7 @@ def test_a_re_export_stopped_after_its_first_split_is_refused_by_the_import(tmp_
     folder = tmp_path / "export"
     extract.run(compose_job("extract", tmp_path / "random", *word_task, "model.random_init=true",
                             f"export_elmo={folder}"))
-    replace, moved = os.replace, []
-
-    def killed_after_the_first_move(source, target):  # of an exported file (the stores are moved too)
-        if Path(target).suffix == ".hdf5":
-            if moved:
-                raise KeyboardInterrupt
-            moved.append(Path(target).name)
-        replace(source, target)
-
-    monkeypatch.setattr(os, "replace", killed_after_the_first_move)
+    moved = stop_after_the_first_exported_move(monkeypatch)
     with pytest.raises(KeyboardInterrupt):
         extract.run(compose_job("extract", tmp_path / "trained", *word_task, f"export_elmo={folder}"))
     monkeypatch.undo()
