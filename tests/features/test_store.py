@@ -114,7 +114,7 @@ PARTLY_IN_ORDER = ((0, 1), (4, 2, 3), (5,), (6, 7, 8, 9))  # as a store resumed 
 @pytest.mark.parametrize("batches", [SCATTERED, IN_RECORD_ORDER, PARTLY_IN_ORDER])
 @pytest.mark.parametrize("group_bytes", [1, 6 * DIM * 2, 1 << 20])  # one block per group, two groups, one group
 def test_reading_in_groups_gives_every_row_in_record_order_in_any_dtype(tmp_path, monkeypatch, group_bytes, batches):
-    monkeypatch.setattr("probing.features.store.READ_GROUP_BYTES", group_bytes)
+    monkeypatch.setattr("probing.features.store.reader.READ_GROUP_BYTES", group_bytes)
     path = write_complete_store(tmp_path / "split.h5", batches=batches)
     expected = features_of(range(10))
     with FeatureStore(path) as store:
@@ -186,7 +186,7 @@ def test_metadata_mismatch_lists_every_differing_key(store_file):
 
 def test_matching_metadata_passes_and_other_code_version_only_warns(store_file, monkeypatch, caplog):
     FeatureStore(store_file).check_metadata(metadata(10, model_path="/moved/tiny"))
-    monkeypatch.setattr("probing.features.store.code_version", lambda: "99.0")
+    monkeypatch.setattr("probing.features.store.metadata.code_version", lambda: "99.0")
     with caplog.at_level(logging.WARNING, logger="probing.features.store"):
         FeatureStore(store_file).check_metadata(metadata(10))
     assert "this is probing 99.0" in caplog.text
@@ -443,7 +443,7 @@ def test_a_run_killed_between_sealing_and_the_last_flags_leaves_an_unfinished_st
 
 @pytest.mark.parametrize("piece_bytes", [8, 24, 1 << 20])  # one slot (of block_rows) a piece, several, all
 def test_block_tables_read_in_pieces_hash_and_index_like_the_whole_tables(tmp_path, monkeypatch, piece_bytes):
-    monkeypatch.setattr("probing.features.store.TABLE_PIECE_BYTES", piece_bytes)
+    monkeypatch.setattr("probing.features.store.hashes.TABLE_PIECE_BYTES", piece_bytes)
     path = write_complete_store(tmp_path / "split.h5", batches=PARTLY_IN_ORDER)
     with h5py.File(path, "r") as handle:
         tables, hashes = read_checked_tables(handle)

@@ -1,0 +1,382 @@
+"""Writing a store: `create_store_file` builds one with no row written, `StoreWriter` fills it block by block with the
+crash-safe protocol, and `WindowStage` keeps an extraction window's finished batches while the window is computed.
+
+Writers refuse non-finite features before writing anything (a float16 overflow would be stored as inf), and seal
+the store's tables just before its last rows are flagged (see `probing.features.store.hashes`).
+
+Crash safety. A store is built under `<name>.h5.partial` with its features allocated (HDF5 early
+allocation) and renamed into place only once complete, so later writes change raw data only, never the
+file structure. Each block writes its features to the next free slots together with the block's length
+and hashes, flushes, records those slots, flushes, then sets its `written` flags and flushes again: a
+process killed at any point leaves a file whose flagged rows are final and whose hashes cover them,
+and extraction resumes with the unflagged ones (a cut-off block's slots and block entries are simply
+overwritten). One block's flags may reach the file in more than one write, so a writer that finds the
+last block only partly flagged unflags it and rewrites it whole. Flushing hands the data to the operating
+system: this protects against a killed process, not against a power cut. A full disk (ENOSPC) is one
+ProbingError line and the rows already flagged are kept; a new store larger than the free space is
+refused before any of it is written.
+
+Resuming. Until the seal, nothing guards the tables of an unfinished store, and the seal would cover any damage done
+to them before it; so whenever a writer is about to fill an unfinished store (`StoreWriter`, extraction and the
+merge of shards), it checks them first, without reading any features. (1) The tables the records determine
+(RECORD_TABLES: class names, words, labels, word and combination ids, combinations) are computed from the records
+again and compared (`StoreWriter.match_records`). Where they differ they are rewritten from the records, with a
+warning naming the store and the tables, and the rows already computed are kept: features depend on each record's
+tokens and target only, never on these tables, and the records are the store's own (their fingerprint was compared
+with its metadata), so the result is the store a fresh run builds. A table of another shape or type is refused
+(StoreCorruptError): no writer changes the file's structure, so something else wrote it. (2) The row tables
+(`_resume_slot`): a row flagged written without a slot (its flag reached the disk before its slot, as a power cut
+can leave it) is unflagged and computed again; a last block only partly flagged is rewritten whole, as above (with
+one window for the whole split, as a small data set has, that is every row); the rows flagged as stored must then
+fill the slots of the blocks before the first free one exactly once, and no skipped row may hold a slot. Anything
+else (a flag cleared in an earlier block, a slot changed, a skip flag set on a stored row) is refused before any row
+is computed. Not seen: two stored rows' slots swapped, which only their features tell apart.
+
+Staging. A block is written once all its rows are computed, which for an extraction window (64 MB of features)
+can take minutes. So that a kill loses at most a few seconds, the window's rows are also staged while it is
+computed (`WindowStage`): each unit of finished batches writes its features straight to the slots its rows will hold
+in the window's block, together with the unit's hash and batch count (at the unit's first row in `staged_xxh3`
+and `staged_batches`), flushes, then records those slots and flushes. The rows stay unflagged, so the protocol
+above is unchanged; a resumed run recomputes the same window plan, takes every unit whose slots and hash check out
+from the file instead of computing it, and writes the window's block as an uninterrupted run would, byte for byte.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+from collections.abc import Mapping, Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+
+import h5py
+import numpy as np
+import xxhash
+
+from probing.data.records import WordInContext
+from probing.errors import ConfigError, ProbingError, StoreCorruptError
+from probing.features.store.hashes import all_finite, block_hashes, read_tables, table_hashes
+from probing.features.store.labels import record_tables, same_table
+from probing.features.store.layout import (
+    DELETE_FIX,
+    FEATURE_DTYPES,
+    RECORD_TABLES,
+    SEALED_TABLES,
+    SHAPE_KEYS,
+    STORE_FORMAT,
+    block_spans,
+    blocks_end,
+    check_format,
+    open_store_file,
+    to_attr,
+)
+from probing.features.store.lock import disk_full_error, disk_full_is_user_error
+from probing.features.store.metadata import check_metadata, code_version
+
+log = logging.getLogger(__name__)
+
+
+def create_store_file(path: Path, metadata: Mapping, records: Sequence[WordInContext],
+                      class_names: Sequence[str]) -> None:
+    """Build the whole file under `<name>.h5.partial`, then rename it to `path` (atomic on one file system).
+
+    If anything fails (a full disk, say), the partial file is removed."""
+    missing = [key for key in SHAPE_KEYS if key not in metadata]
+    if missing or metadata["num_rows"] != len(records):
+        raise ValueError(f"store metadata needs {SHAPE_KEYS} with num_rows = {len(records)}; "
+                         f"got {({key: metadata.get(key) for key in SHAPE_KEYS})}")
+    if metadata["dtype"] not in FEATURE_DTYPES:
+        raise ConfigError(
+            f"features.dtype={metadata['dtype']!r} is not supported. Fix: features.dtype=float16 or float32")
+    tables = record_tables(records, class_names)
+    attrs = {"store_format": STORE_FORMAT, **metadata, "code_version": code_version(),
+             "created": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    partial = path.with_name(path.name + ".partial")
+    try:
+        with disk_full_is_user_error(path):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            check_free_space(path, metadata)
+            with h5py.File(partial, "w") as handle:
+                handle.attrs.update({key: to_attr(value) for key, value in attrs.items()})
+                _create_features(handle, metadata["num_layers"], len(records), metadata["hidden_size"],
+                                 metadata["dtype"])
+                _create_tables(handle, metadata["num_layers"], tables)
+        os.replace(partial, path)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+
+
+def check_free_space(path: Path, metadata: Mapping) -> None:
+    """Refuse a store larger than the free space before writing any of it: the features are allocated sparse, so
+    a full disk would otherwise show only during extraction, and HDF5 2.0 can crash (SIGSEGV) writing the string
+    tables on a full disk."""
+    row_bytes = metadata["num_layers"] * (metadata["hidden_size"] * np.dtype(metadata["dtype"]).itemsize + 4) + 64
+    needed, free = metadata["num_rows"] * row_bytes, shutil.disk_usage(path.parent).free
+    if needed > free:
+        raise disk_full_error(path, f"the store needs {needed / 1e6:,.1f} MB, {free / 1e6:,.1f} MB are free")
+
+
+def _create_tables(handle: h5py.File, num_layers: int, tables: Mapping[str, np.ndarray]) -> None:
+    """RECORD_TABLES from `tables` (`record_tables`), and the row tables of a store with no row written."""
+    for name in RECORD_TABLES:
+        handle.create_dataset(name, data=tables[name])
+    num_rows = len(tables["labels"])
+    handle.create_dataset("slots", data=np.full(num_rows, -1, np.int64))
+    handle.create_dataset("block_rows", data=np.zeros(num_rows, np.int64))
+    handle.create_dataset("block_xxh3", data=np.zeros((num_rows, num_layers), np.uint64))
+    handle.create_dataset("written", data=np.zeros(num_rows, np.uint8))
+    handle.create_dataset("skipped", data=np.zeros(num_rows, np.uint8))
+    handle.create_dataset("table_xxh3", data=np.zeros(len(SEALED_TABLES), np.uint64))
+    handle.create_dataset("staged_batches", data=np.zeros(num_rows, np.int32))
+    handle.create_dataset("staged_xxh3", data=np.zeros(num_rows, np.uint64))
+
+
+def _create_features(handle: h5py.File, num_layers: int, num_rows: int, hidden_size: int, dtype: str) -> None:
+    """The features dataset, contiguous and allocated now (so that later writes change raw data only and readers
+    find it at one offset); no zero fill, as unwritten rows are never read."""
+    dcpl = h5py.h5p.create(h5py.h5p.DATASET_CREATE)
+    dcpl.set_alloc_time(h5py.h5d.ALLOC_TIME_EARLY)
+    handle.create_dataset("features", shape=(num_layers, num_rows, hidden_size), dtype=dtype, dcpl=dcpl,
+                          fill_time="never")
+
+
+class StoreWriter:
+    """Writes rows into an existing store with the crash-safe protocol: features and checksums, slots, flags,
+    each flushed. A full disk is a ProbingError; the rows flagged before it stay valid."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.file = open_store_file(self.path, "r+")
+        try:
+            check_format(self.file.attrs, self.path)
+            self._written = self.file["written"][()] == 1  # kept in step with the file by _mark_written
+            with disk_full_is_user_error(self.path):
+                self._next_slot = self._resume_slot()
+        except BaseException:
+            self.file.close()
+            raise
+
+    def close(self) -> None:
+        with disk_full_is_user_error(self.path):
+            self.file.close()
+
+    def __enter__(self) -> StoreWriter:
+        return self
+
+    def __exit__(self, exc_type, *exc) -> None:
+        try:
+            self.close()
+        except (OSError, ProbingError):
+            if exc_type is None:  # otherwise the error on its way out already says what went wrong
+                raise
+
+    def check_metadata(self, request: Mapping) -> None:
+        check_metadata(self.file.attrs, request, self.path)
+
+    def match_records(self, records: Sequence[WordInContext], class_names: Sequence[str]) -> None:
+        """Make the tables the records determine (RECORD_TABLES) those of `records` and `class_names` before any
+        row is computed (see "Resuming"): the ones that differ in their values are rewritten from the records, with a
+        warning; one of another shape or type is a StoreCorruptError. Call it with the store's own records (their
+        fingerprint checked with `check_metadata`) on an unfinished store."""
+        expected = record_tables(records, class_names)
+        differing = [name for name in RECORD_TABLES if not same_table(self.file[name][()], expected[name])]
+        altered = [name for name in differing
+                   if (self.file[name].shape, self.file[name].dtype) != (expected[name].shape, expected[name].dtype)]
+        if altered:
+            raise StoreCorruptError(
+                f"{self.path}: the shape or type of the {tables_named(altered)} of this unfinished store is not that "
+                f"of its records' (no extraction changes it; something else wrote the file). Fix: {DELETE_FIX}")
+        if differing:
+            with disk_full_is_user_error(self.path):
+                for name in differing:
+                    self.file[name][...] = expected[name]
+                self.file.flush()
+            log.warning("%s: the %s of this unfinished store did not match its records (damaged before it was "
+                        "sealed); rewritten from the records, keeping the %d rows already written", self.path,
+                        tables_named(differing), int(self._written.sum()))
+
+    def pending_rows(self) -> np.ndarray:
+        """Rows whose `written` flag is not set, ascending."""
+        return np.flatnonzero(~self._written)
+
+    def window(self, rows: Sequence[int]) -> WindowStage:
+        """The staging of a window of unwritten `rows` (ascending), to be written by `write_rows` as the next block."""
+        return WindowStage(self, np.asarray(rows, dtype=np.int64), self._next_slot)
+
+    def write_rows(self, rows: Sequence[int], features: np.ndarray) -> None:
+        """Store `features` (len(rows), num_layers, D) of the unwritten rows `rows` in the next free slots."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if len(np.unique(rows)) != len(rows) or self._written[rows].any():
+            raise ValueError(f"{self.path}: rows to write must be distinct and not yet written")
+        if not len(rows):
+            return
+        block = self._storage_block(rows, np.asarray(features))
+        first, count = self._next_slot, len(rows)
+        with disk_full_is_user_error(self.path):
+            self.file["features"][:, first:first + count, :] = block
+            self.file["block_rows"][first] = count
+            self.file["block_xxh3"][first] = block_hashes(block)
+            self.file.flush()
+            order = np.argsort(rows)
+            self._set_values("slots", rows[order], np.arange(first, first + count)[order])
+            self._mark_written(rows[order])
+        self._next_slot = first + count
+
+    def mark_skipped(self, rows: Sequence[int]) -> None:
+        """Flag rows the encoder could not represent: `skipped` first, then `written`."""
+        rows = np.sort(np.asarray(rows, dtype=np.int64))
+        with disk_full_is_user_error(self.path):
+            self._set_values("skipped", rows, 1)
+            self._mark_written(rows)
+
+    def _resume_slot(self) -> int:
+        """The first free slot: after the last block, or at its start if a kill left it only partly flagged (its
+        flagged rows are unflagged, so that it is rewritten whole and its checksums stay true). Rows flagged as
+        stored without a slot are unflagged too, to be computed. The other stored rows must fill the slots before the
+        first free one exactly once, and no skipped row may hold a slot; otherwise the store is refused, unchanged
+        (see "Resuming")."""
+        slots, skipped = self.file["slots"][()], self.file["skipped"][()] != 0
+        stored = self._written & ~skipped
+        unplaced = stored & (slots < 0)
+        stored &= ~unplaced
+        spans = block_spans(self.file["block_rows"][()], int(slots[stored].max(initial=-1)) + 1, self.path)
+        cut_off = np.zeros_like(stored)
+        if spans:
+            first, count = spans[-1]
+            in_last = stored & (slots >= first) & (slots < first + count)
+            if in_last.sum() != count:
+                cut_off, stored = in_last, stored & ~in_last
+                spans.pop()
+        end = blocks_end(spans)
+        placed_skips = self._written & skipped & (slots >= 0)
+        if placed_skips.any() or (np.bincount(slots[stored], minlength=end) != 1).any():  # stored slots are < end
+            raise StoreCorruptError(
+                f"{self.path}: the `written`, `skipped` and `slots` tables of this unfinished store disagree (the "
+                f"{int(stored.sum())} rows flagged as stored must fill the {end} slots of its blocks exactly once, "
+                f"and skipped rows hold no slot): a flag or a slot was damaged. Fix: {DELETE_FIX}")
+        if unplaced.any():
+            log.warning("%s: %s flagged as written but given no slot (a flag that reached the disk before its "
+                        "slot); computed again", self.path, describe_rows(np.flatnonzero(unplaced)))
+        self._unflag(unplaced | cut_off)
+        return end
+
+    def _unflag(self, rows: np.ndarray) -> None:
+        """Clear the `written` flags of the rows where the mask `rows` is set (no write for none)."""
+        if rows.any():
+            self._set_values("written", np.flatnonzero(rows), 0)
+            self._written[rows] = False
+
+    def _storage_block(self, rows: np.ndarray, features: np.ndarray) -> np.ndarray:
+        """`features` as (num_layers, rows, D) in the storage dtype, C-contiguous; NaN and inf are refused."""
+        dtype = self.file["features"].dtype
+        with np.errstate(over="ignore"):
+            block = np.ascontiguousarray(features.astype(dtype, copy=False).transpose(1, 0, 2))
+        if not all_finite(block):
+            raise self._non_finite_error(rows, features, block)
+        return block
+
+    def _non_finite_error(self, rows: np.ndarray, features: np.ndarray, block: np.ndarray) -> ProbingError:
+        if not np.isfinite(features).all():
+            bad = rows[~np.isfinite(features).reshape(len(rows), -1).all(axis=1)]
+            return ProbingError(
+                f"{self.path}: the encoder returned NaN or inf features for {describe_rows(bad)}; nothing of this "
+                f"batch was stored. Fix: check the model, and compute in full precision (features.precision=32)")
+        bad = rows[~np.isfinite(block).transpose(1, 0, 2).reshape(len(rows), -1).all(axis=1)]
+        return ProbingError(
+            f"{self.path}: the features of {describe_rows(bad)} exceed the {block.dtype} range and would be stored "
+            f"as inf; nothing of this batch was stored. Fix: features.dtype=float32, and delete the file (the dtype "
+            f"is part of the request; it is rebuilt on the next run)")
+
+    def _set_values(self, name: str, sorted_rows: np.ndarray, values) -> None:
+        if len(sorted_rows):
+            self.file[name][sorted_rows] = values
+            self.file.flush()
+
+    def _mark_written(self, sorted_rows: np.ndarray) -> None:
+        """Flag `sorted_rows`; before the last flags of the store, seal its tables (`written` as it is about to be)."""
+        pending = ~self._written
+        pending[sorted_rows] = False
+        if len(sorted_rows) and not pending.any():
+            tables = read_tables(self.file)
+            tables["written"] = np.ones_like(tables["written"])
+            self.file["table_xxh3"][:] = table_hashes(tables)
+            self.file.flush()
+        self._set_values("written", sorted_rows, 1)
+        self._written[sorted_rows] = True
+
+
+class WindowStage:
+    """The rows of one extraction window (ascending), which will fill the slots from `first` on as one block, staged
+    unit by unit while they are computed so that a killed run keeps them (see "Staging" above).
+
+    A unit is a run of the window's batches, in plan order; `batches` are lists of positions in the window."""
+
+    def __init__(self, writer: StoreWriter, rows: np.ndarray, first: int):
+        self.writer, self.rows, self.first = writer, rows, first
+
+    @property
+    def row_shape(self) -> tuple[int, int]:
+        """(num_layers, hidden_size) of one row's features."""
+        layers, _, dim = self.writer.file["features"].shape
+        return layers, dim
+
+    def save(self, batches: Sequence[Sequence[int]], pooled: np.ndarray) -> None:
+        """Stage the unit `batches`, whose rows' features (float32, (rows, num_layers, D)) are in `pooled` at their
+        positions: features and hash, flushed, then slots, flushed."""
+        positions = np.sort(np.concatenate([np.asarray(batch, dtype=np.int64) for batch in batches]))
+        rows, file = self.rows[positions], self.writer.file
+        block = self.writer._storage_block(rows, pooled[positions])
+        key = self.rows[batches[0][0]]
+        with disk_full_is_user_error(self.writer.path):
+            file["features"][:, self.first + positions, :] = block
+            file["staged_batches"][key] = len(batches)
+            file["staged_xxh3"][key] = xxhash.xxh3_64_intdigest(block)
+            file.flush()
+            self.writer._set_values("slots", rows, self.first + positions)
+
+    def restore(self, batches: Sequence[Sequence[int]], pooled: np.ndarray) -> int:
+        """Put into `pooled` the leading units of `batches` that a killed run staged (their slots those of this
+        window, their features matching their hash); returns the number of batches restored. Anything else (no unit,
+        another plan, damage) is left to be computed again."""
+        done, file = 0, self.writer.file
+        while done < len(batches):
+            key = self.rows[batches[done][0]]
+            count = int(file["staged_batches"][key])
+            if count < 1 or done + count > len(batches):
+                break
+            positions = np.sort(np.concatenate([np.asarray(batch, dtype=np.int64) for batch in
+                                                batches[done:done + count]]))
+            if not np.array_equal(file["slots"][self.rows[positions]], self.first + positions):
+                break
+            block = file["features"][:, self.first + positions, :]
+            if xxhash.xxh3_64_intdigest(block) != int(file["staged_xxh3"][key]):
+                break
+            pooled[positions] = block.transpose(1, 0, 2)
+            done += count
+        return done
+
+    def commit(self, pooled: np.ndarray) -> None:
+        """Write the window as one block (`StoreWriter.write_rows`), then clear the staging entries of its rows (the
+        window's rows are consecutive but for skipped ones, which are never staged)."""
+        self.writer.write_rows(self.rows, pooled)
+        span, file = slice(int(self.rows[0]), int(self.rows[-1]) + 1), self.writer.file
+        if file["staged_batches"][span].any():
+            with disk_full_is_user_error(self.writer.path):
+                file["staged_batches"][span] = 0
+                file["staged_xxh3"][span] = 0
+                file.flush()
+
+
+def tables_named(tables: Sequence[str]) -> str:
+    """`a`, `b` and `c` tables."""
+    names = [f"`{name}`" for name in tables]
+    joined = names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+    return f"{joined} table{'s' if len(names) > 1 else ''}"
+
+
+def describe_rows(rows: np.ndarray, shown: int = 5) -> str:
+    listed = ", ".join(str(row) for row in rows[:shown])
+    more = f" and {len(rows) - shown} more" if len(rows) > shown else ""
+    return f"record{'s' if len(rows) > 1 else ''} {listed}{more}"
