@@ -1,4 +1,5 @@
-"""What every entry script shares: user errors printed as one clear message (no traceback), and logging.
+"""What every entry script shares: the check of its command line before Hydra runs it (through Hydra's public API
+only), user errors printed as one clear message (no traceback), the check of a sweep before its first job, and logging.
 
 Logging scheme: every module logs to `logging.getLogger(__name__)`, so all of it sits under the `probing` logger
 (Hydra's job logging prints it and writes it to the run folder). In a multi-process run (DDP) only the process of
@@ -8,6 +9,7 @@ rank 0 logs below warnings: the other ranks would repeat every line.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import difflib
 import functools
@@ -20,15 +22,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NoReturn
 
-from hydra._internal.config_loader_impl import ConfigLoaderImpl
-from hydra._internal.config_repository import ConfigRepository
-from hydra._internal.config_search_path_impl import ConfigSearchPathImpl
-from hydra._internal.utils import create_config_search_path, get_args_parser
+from hydra import initialize_config_dir, initialize_config_module
+from hydra.core.config_loader import ConfigLoader
+from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.object_type import ObjectType
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, Override, ValueType
-from hydra.core.plugins import Plugins
 from hydra.errors import HydraException, OverrideParseException
 from hydra.experimental.callback import Callback
 from hydra.types import RunMode
@@ -67,7 +67,7 @@ LAUNCHER_PLUGINS = {
 def command_line_checked(config_path: str, config_name: str) -> Callable[[Callable], Callable]:
     """Run the Hydra app `main` after checking its command line (`check_command_line`): Hydra would report a
     misspelt key or config name with a page of text, and exit status 1. `config_path`: the app's configs, as Hydra's
-    main decorator takes them (a folder or `pkg://<package>`); `config_name`: its primary config."""
+    main decorator takes them (a folder's absolute path or `pkg://<package>`); `config_name`: its primary config."""
 
     def decorate(main: Callable) -> Callable:
         @functools.wraps(main)
@@ -83,29 +83,69 @@ def command_line_checked(config_path: str, config_name: str) -> Callable[[Callab
     return decorate
 
 
-# Hydra's flags under which it does not compose the app's config as given (help, another config or search path):
-# the command line is then left to Hydra.
-HYDRA_OWN_FLAGS = ("help", "hydra_help", "info", "shell_completion", "config_path", "config_name", "config_dir",
-                   "experimental_rerun")
+# The check reads the configs through Hydra's public API only (the compose API's initialize_config_dir/_module, the
+# ConfigLoader and ConfigSource interfaces its plugins use, the override parser): tests/test_hydra_api.py pins it to
+# the Hydra versions that pyproject.toml allows.
+HYDRA_VERSION_BASE = "1.3"  # the version_base of the entry points' main decorator (probing.console)
+
+SWITCH, VALUE, OPTIONAL_VALUE = {"action": "store_true"}, {}, {"nargs": "?", "const": "all"}
+# Hydra's command-line flags, as `--hydra-help` lists them (Hydra's own parser is private), and what each takes.
+HYDRA_FLAGS = {("--help", "-h"): SWITCH, ("--hydra-help",): SWITCH, ("--version",): SWITCH, ("--resolve",): SWITCH,
+               ("--run", "-r"): SWITCH, ("--multirun", "-m"): SWITCH, ("--shell-completion", "-sc"): SWITCH,
+               ("--cfg", "-c"): VALUE, ("--package", "-p"): VALUE, ("--config-path", "-cp"): VALUE,
+               ("--config-name", "-cn"): VALUE, ("--config-dir", "-cd"): VALUE, ("--experimental-rerun",): VALUE,
+               ("--info", "-i"): OPTIONAL_VALUE}
+
+# Hydra's flags under which it does not compose the app's config as given (help, version, another config or search
+# path): the command line is then left to Hydra.
+HYDRA_OWN_FLAGS = ("help", "hydra_help", "version", "info", "shell_completion", "config_path", "config_name",
+                   "config_dir", "experimental_rerun")
+
+
+def hydra_flags_parser() -> argparse.ArgumentParser:
+    """A parser of Hydra's flags (HYDRA_FLAGS) and the overrides. Only which flags are given matters here: Hydra
+    itself refuses a flag or value it does not take."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("overrides", nargs="*")
+    for flags, takes in HYDRA_FLAGS.items():
+        parser.add_argument(*flags, **takes)
+    return parser
 
 
 def check_command_line(arguments: list[str], config_path: str, config_name: str) -> None:
     """Refuse, as one ConfigError, what Hydra would refuse with a page of text: a launcher that is not installed, an
     option that a config group does not have (`probe=mlp3`, also within a sweep), a key the config does not have
     (a misspelling of `trainer.max_epochs`: the closest keys are named), and any other override that does not parse
-    or compose.
-    A multirun is checked with each sweep at its first value (the jobs' own configs are checked by SweepCheck)."""
+    or compose; and what Hydra lets through: a top-level setting that the command line adds (`+laeyr=3`), which no
+    job reads. A multirun is checked with each sweep at its first value (the jobs' own configs are checked by
+    SweepCheck)."""
     check_launcher(arguments, config_path)
-    options, _ = get_args_parser().parse_known_args(arguments)
-    if any(getattr(options, flag, None) for flag in HYDRA_OWN_FLAGS):
+    options, _ = hydra_flags_parser().parse_known_args(arguments)
+    if any(getattr(options, flag) for flag in HYDRA_OWN_FLAGS):
         return
     try:
         overrides = OverridesParser.create().parse_overrides(options.overrides)
     except OverrideParseException as error:
         raise ConfigError(f"the command line does not parse: {one_line(str(error))}") from None
-    if not any(override.get_key_element() == "hydra.searchpath" for override in overrides):
-        check_config_group_options(overrides, app_configs(config_path))
-    check_composition(overrides, options, config_path, config_name)
+    with app_config_loader(config_path) as loader:
+        check_config_group_options(overrides, loader, config_name)
+        lines = job_override_lines(overrides, options, loader, config_name)
+        composed(loader, config_name, lines, RunMode.RUN)
+        check_no_setting_added_at_the_top(lines, loader, config_name)
+
+
+@contextlib.contextmanager
+def app_config_loader(config_path: str) -> Iterator[ConfigLoader]:
+    """Hydra's config loader for the app whose configs are at `config_path` (a folder's absolute path, or
+    `pkg://<package>`), with Hydra's config search path as the app's main decorator sets it up (Hydra's own configs,
+    search path plugins, the ConfigStore). Hydra's global state is restored on leaving."""
+    if config_path.startswith("pkg://"):
+        hydra_set_up = initialize_config_module(config_module=config_path.removeprefix("pkg://"),
+                                                version_base=HYDRA_VERSION_BASE)
+    else:
+        hydra_set_up = initialize_config_dir(config_dir=config_path, version_base=HYDRA_VERSION_BASE)
+    with hydra_set_up:
+        yield GlobalHydra.instance().config_loader()
 
 
 def check_launcher(arguments: list[str], config_path: str) -> None:
@@ -124,31 +164,39 @@ def check_launcher(arguments: list[str], config_path: str) -> None:
                               f"install {package}, or leave out hydra/launcher (jobs then run one after another)")
 
 
+APP_CONFIG_SOURCE = "main"  # the provider name that Hydra gives the app's own config source (config_path)
+
+
 def own_launcher_configs(config_path: str) -> list[str]:
-    """The launcher configs (hydra/launcher/<name>) of the app whose configs are at `config_path`, as Hydra's config
-    repository finds them there (a folder or a package; other sources, such as plugins, are left out)."""
-    return app_configs(config_path).get_group_options("hydra/launcher", ObjectType.CONFIG)
+    """The launcher configs (hydra/launcher/<name>) of the app whose configs are at `config_path` (a folder or a
+    package): those of its own config source, not those that Hydra or its plugins bring."""
+    with app_config_loader(config_path) as loader:
+        return sorted({name for source in loader.get_sources() if source.provider == APP_CONFIG_SOURCE
+                       and source.is_group("hydra/launcher")
+                       for name in source.list("hydra/launcher", ObjectType.CONFIG)})
 
 
-def app_configs(config_path: str) -> ConfigRepository:
-    """The configs of the app at `config_path` (a folder or a package), as Hydra's config repository reads them."""
-    Plugins.instance()  # registers Hydra's config sources (file://, pkg://), as a Hydra app does when it starts
-    search_path = ConfigSearchPathImpl()
-    search_path.append("main", config_path)
-    return ConfigRepository(search_path)
-
-
-def check_config_group_options(overrides: list[Override], configs: ConfigRepository) -> None:
+def check_config_group_options(overrides: list[Override], loader: ConfigLoader, config_name: str) -> None:
     """Refuse an option that a config group of the app does not have (`probe=mlp3`, also within a sweep
     `probe=mlp1,mlp3`), naming the group's options. Hydra's own groups (hydra/...) are left to Hydra."""
+    lines = [override.input_line for override in overrides]
     for override in overrides:
         group = override.key_or_group
-        if override.is_delete() or group.startswith("hydra/") or not configs.group_exists(group):
+        if override.is_delete() or override.is_hydra_override():
             continue
-        options = configs.get_group_options(group, ObjectType.CONFIG)
-        for name in chosen_names(override.value()):
+        options = group_options(loader, group, config_name, lines)
+        for name in chosen_names(override.value()) if options else []:
             if name not in options:
                 raise ConfigError(f"{group}={name}: {group} has no config {name!r}. Fix: one of {', '.join(options)}")
+
+
+def group_options(loader: ConfigLoader, group: str, config_name: str, lines: list[str]) -> list[str]:
+    """The configs of the config group `group` (none: no such group), in the search path that the command line
+    `lines` gives (hydra.searchpath can add folders)."""
+    try:
+        return loader.get_group_options(group, ObjectType.CONFIG, config_name, lines)
+    except HydraException as error:
+        raise not_composing(error) from None
 
 
 def chosen_names(value: object) -> list[str]:
@@ -158,6 +206,19 @@ def chosen_names(value: object) -> list[str]:
         value = value.list
     values = value if isinstance(value, list) else [value]
     return [str(item) for item in values if isinstance(item, str | int | float) and not isinstance(item, bool)]
+
+
+def job_override_lines(overrides: list[Override], options: argparse.Namespace, loader: ConfigLoader,
+                       config_name: str) -> list[str]:
+    """The override lines as the job gets them: as given, or in a multirun those of its first job (each sweep at its
+    first value). Only a sweep on the command line needs the mode (a single run refuses it): as Hydra decides it, a
+    multirun with `-m` or a preset's `hydra.mode: MULTIRUN` (learnt from the command line composed as a multirun)."""
+    lines = [override.input_line for override in overrides]
+    if not any(override.is_sweep_override() for override in overrides):
+        return lines
+    if options.multirun or composed(loader, config_name, lines, RunMode.MULTIRUN).hydra.mode == RunMode.MULTIRUN:
+        return [line for line in map(first_job_override, overrides) if line is not None]
+    return lines
 
 
 def first_job_override(override: Override) -> str | None:
@@ -171,34 +232,49 @@ def first_job_override(override: Override) -> str | None:
     return None if first is None else f"{override.get_key_element()}={first}"
 
 
-def check_composition(overrides: list[Override], options: argparse.Namespace, config_path: str,
-                      config_name: str) -> None:
-    """Compose `config_name` with `overrides` as the job runs (a multirun: its first job, each sweep at its first
-    value). With a sweep on the command line the mode decides (a single run refuses it), so the command line is
-    composed as a multirun first to learn the mode (`-m`, or a preset's `hydra.mode: MULTIRUN`). What fails is one
-    ConfigError; a key the config lacks names the closest keys."""
-    loader = ConfigLoaderImpl(config_search_path=create_config_search_path(config_path))
-    lines = [override.input_line for override in overrides]
-    if any(override.is_sweep_override() for override in overrides):
-        config = composed(loader, config_name, lines, RunMode.MULTIRUN)
-        if options.multirun or (not options.run and config.hydra.mode == RunMode.MULTIRUN):
-            lines = [line for line in map(first_job_override, overrides) if line is not None]
-    composed(loader, config_name, lines, RunMode.RUN)
-
-
-def composed(loader: ConfigLoaderImpl, config_name: str, lines: list[str], mode: RunMode) -> DictConfig:
-    """The config composed from `config_name` and the override `lines` in `mode`, or a ConfigError."""
+def composed(loader: ConfigLoader, config_name: str, lines: list[str], mode: RunMode) -> DictConfig:
+    """The config composed from `config_name` and the override `lines` in `mode`, or a ConfigError; a key the config
+    lacks names the closest keys."""
     try:
         return loader.load_configuration(config_name, lines, mode)
     except (HydraException, ValueError) as error:
         missing = error.__cause__
         if not isinstance(missing, ConfigAttributeError | ConfigKeyError) or not missing.full_key:
-            raise ConfigError(f"the command line does not compose: {one_line(str(error))}") from None
+            raise not_composing(error) from None
         raise ConfigError(unknown_key_message(missing.full_key, lines, loader, config_name, mode)) from None
 
 
-def unknown_key_message(key: str, lines: list[str], loader: ConfigLoaderImpl, config_name: str,
-                        mode: RunMode) -> str:
+def not_composing(error: Exception) -> ConfigError:
+    """Hydra's refusal of the command line, on one line."""
+    return ConfigError(f"the command line does not compose: {one_line(str(error))}")
+
+
+def check_no_setting_added_at_the_top(lines: list[str], loader: ConfigLoader, config_name: str) -> None:
+    """Refuse a top-level setting that the command line adds and the config does not have (`+laeyr=3`, the fix Hydra
+    suggests for a misspelt key, or `++laeyr=3`): Hydra lets it in, but no job reads a setting that its config does
+    not have, so the run would go on with the default layer. A config group added to the defaults (`+group=option`)
+    and Hydra's own settings are no settings of the job; a setting added inside a section may be an argument of the
+    object built from it."""
+    additions = [line for line in lines if adds_a_key_at_the_top(line, loader, config_name, lines)]
+    if not additions:
+        return
+    config = composed(loader, config_name, [line for line in lines if line not in additions], RunMode.RUN)
+    for line in additions:
+        key = key_of(line).split(".")[0]
+        if key not in config:
+            raise ConfigError(unknown_key_message(key, lines, loader, config_name, RunMode.RUN))
+
+
+def adds_a_key_at_the_top(line: str, loader: ConfigLoader, config_name: str, lines: list[str]) -> bool:
+    """Whether the override `line` adds (+ or ++) a setting of the job's config at or below a top-level key, rather
+    than a config group's option or a setting of Hydra's."""
+    [override] = OverridesParser.create().parse_overrides([line])
+    key = override.key_or_group
+    return ((override.is_add() or override.is_force_add()) and not override.is_hydra_override() and "/" not in key
+            and ("." in key or not group_options(loader, key, config_name, lines)))
+
+
+def unknown_key_message(key: str, lines: list[str], loader: ConfigLoader, config_name: str, mode: RunMode) -> str:
     """The error for the override (one of `lines`) whose path meets `key`, the first key on it that the config lacks
     (`a.b` of `a.b.c=1` where `a` has no `b`): the closest keys at that place (a misspelling), else the keys that end
     in the override's path from that place on (a wrong place), else all keys at that place, as the config composed

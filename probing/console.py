@@ -14,7 +14,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig
 
-from probing.cli import command_line_checked, user_errors_exit_cleanly
+from probing.cli import HYDRA_VERSION_BASE, command_line_checked, user_errors_exit_cleanly
 from probing.devices import keep_freed_memory
 from probing.tasks import analyze, extract, probe, train
 from probing.tasks.common import optimized_value
@@ -29,7 +29,7 @@ def entry_point(config_name: str, job: Callable[[DictConfig], Any],
     its freed memory for reuse (`keep_freed_memory`: a training step's large tensors are not page-faulted afresh)."""
 
     @command_line_checked(config_path, config_name)
-    @hydra.main(version_base="1.3", config_path=config_path, config_name=config_name)
+    @hydra.main(version_base=HYDRA_VERSION_BASE, config_path=config_path, config_name=config_name)
     @user_errors_exit_cleanly
     def main(cfg: DictConfig) -> Any:
         keep_freed_memory()

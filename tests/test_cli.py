@@ -1,6 +1,7 @@
 """probing/cli.py: user errors as one `error:` line (rank 0 only) and exit status 2, the command-line check
 (launchers, config names, keys), the sweep check (SweepCheck and its helpers) and quiet non-zero ranks. The entry
-scripts run end to end in tests/tasks/test_entry_scripts.py."""
+scripts run end to end in tests/tasks/test_entry_scripts.py; tests/test_hydra_api.py holds cli.py to Hydra's public
+API and to the Hydra versions pyproject.toml allows."""
 
 from __future__ import annotations
 
@@ -9,19 +10,19 @@ import sys
 import warnings
 
 import pytest
-from hydra import initialize_config_dir
-from hydra._internal.callbacks import Callbacks
-from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
+from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from probing import cli
 from probing.cli import (
+    app_config_loader,
     check_command_line,
     check_launcher,
     command_line_axes,
     exit_with,
+    own_launcher_configs,
     probing_cause,
     process_rank,
     quiet_on_other_ranks,
@@ -224,6 +225,7 @@ def refusal(*arguments: str, config_name: str = "probe") -> str:
     (["analysis=isotropy", "analysis/sentences=sts", "analysis.batch_size=8"], "analyze"),
     (["task=mrpc", "trainer=ddp", "trainer.devices=2", "hydra.run.dir=x", "hydra.output_subdir=null"], "train"),
     (["--help", "trainer.max_epoch=3"], "probe"),  # Hydra's help, and other configs (-cn, -cd), are Hydra's business
+    (["-r", "experiment=layer_sweep", "seed=0,1"], "probe"),  # a preset's multirun mode holds under -r, as in Hydra
 ])
 def test_a_command_line_that_composes_passes(arguments, config_name):
     check_command_line(arguments, CONFIG_DIR, config_name)
@@ -267,6 +269,55 @@ def test_a_key_with_no_close_match_is_refused_listing_the_keys_at_its_place():
 ])
 def test_any_other_override_that_hydra_refuses_is_its_message_on_one_line(arguments, expected):
     assert refusal(*arguments).startswith(expected)
+
+
+def test_a_config_group_option_on_the_search_path_is_an_option(tmp_path):
+    (tmp_path / "probe").mkdir()
+    (tmp_path / "probe" / "mlp3.yaml").write_text((REPO / "conf" / "probe" / "mlp2.yaml").read_text())
+    searchpath = f"hydra.searchpath=[file://{tmp_path}]"
+    check_command_line([searchpath, "probe=mlp3"], CONFIG_DIR, "probe")
+    assert refusal(searchpath, "probe=mlp4") == (
+        "probe=mlp4: probe has no config 'mlp4'. Fix: one of linear, mlp1, mlp2, mlp3, sclass_mlp")
+
+
+def test_the_configs_of_an_installed_package_are_checked_as_hydra_reads_them():
+    """The installed commands read `pkg://probing.conf`; the checkout's conf/ is a package too."""
+    assert own_launcher_configs("pkg://conf") == ["slurm_gpu"]
+    with pytest.raises(ConfigError, match="probe=mlp3: probe has no config 'mlp3'"):
+        check_command_line(["probe=mlp3"], "pkg://conf", "probe")
+
+
+# --- what Hydra lets through: a top-level setting that the command line adds ---------------------------------------
+
+@pytest.mark.parametrize("arguments, config_name, expected", [
+    (["+laeyr=3"], "probe", "+laeyr=3: the config has no setting 'laeyr'. Fix: layer (the closest name)"),
+    (["++laeyr=3"], "probe", "++laeyr=3: the config has no setting 'laeyr'. Fix: layer (the closest name)"),
+    (["-m", "layer=0,1", "+laeyr=1,2"], "probe",
+     "+laeyr=1: the config has no setting 'laeyr'. Fix: layer (the closest name)"),
+    (["+taks=ner"], "train", "+taks=ner: the config has no setting 'taks'. Fix: task (the closest name)"),
+    (["compare_to=x", "+layers=3"], "analyze",
+     "+layers=3: the config has no setting 'layers'. Fix: layer (the closest name)"),
+    (["+split=[train]"], "extract",
+     "+split=[train]: the config has no setting 'split'. Fix: splits (the closest name)"),
+])
+def test_a_top_level_setting_that_the_command_line_adds_is_refused_naming_the_closest_keys(arguments, config_name,
+                                                                                            expected):
+    assert refusal(*arguments, config_name=config_name) == expected
+
+
+def test_a_top_level_section_that_the_command_line_adds_is_refused_listing_the_top_level_keys():
+    assert refusal("+newsection.size=3").startswith(
+        "+newsection.size=3: the config has no setting 'newsection'. Fix: one of task_name, layer, ")
+
+
+@pytest.mark.parametrize("arguments", [
+    ["++layer=3"],                       # a setting the config has
+    ["+trainer.gradient_clip_val=1.0"],  # an argument of the object built from a section
+    ["+finetune=default"],               # a config group added to the defaults
+    ["+hydra.job.env_set.X=1"],          # Hydra's own
+])
+def test_adding_what_the_config_has_a_sections_argument_a_group_or_a_hydra_setting_passes(arguments):
+    check_command_line(arguments, CONFIG_DIR, "probe")
 
 
 # --- the sweep check -------------------------------------------------------------------------------------------------
@@ -329,13 +380,14 @@ def test_a_sweep_with_a_value_that_is_no_layer_is_refused_before_its_first_job_n
 
 def multirun_config(*overrides: str):
     """The config a multirun of `probe.py <overrides>` hands its callbacks before the first job (sweeps unapplied)."""
-    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
-        return GlobalHydra.instance().hydra.compose_config("probe", list(overrides), run_mode=RunMode.MULTIRUN)
+    with app_config_loader(CONFIG_DIR) as loader:
+        return loader.load_configuration("probe", list(overrides), run_mode=RunMode.MULTIRUN)
 
 
 @pytest.mark.parametrize("overrides", [["layer=0,1", "seed=range(2)"], ["experiment=layer_sweep", "seed=0,1"]])
 def test_the_sweep_check_of_a_valid_sweep_raises_no_warning(overrides):
     config = multirun_config(*overrides)
     with warnings.catch_warnings():
-        warnings.simplefilter("error")  # Hydra turns a callback's exception into a UserWarning
-        Callbacks(config).on_multirun_start(config=config, config_name="probe")
+        warnings.simplefilter("error")  # Hydra would turn a callback's exception into a UserWarning
+        for callback in config.hydra.callbacks.values():  # as Hydra builds and calls them
+            instantiate(callback).on_multirun_start(config=config, config_name="probe")

@@ -1,6 +1,6 @@
-"""What every job shares (probing.tasks.common): results.json written atomically, a finished job found again (and
-results of another configuration refused, a damaged file run again), the job's loggers closed in `finally`, and
-the feature-store settings a job hands to probing.features.provision."""
+"""What every job shares (probing.tasks.common): the check of the composed config, results.json written atomically, a
+finished job found again (and results of another configuration refused, a damaged file run again), the job's loggers
+closed in `finally`, and the feature-store settings a job hands to probing.features.provision."""
 
 from __future__ import annotations
 
@@ -19,12 +19,20 @@ from probing.features.provision import MULTIRUN_LOCK_WAIT_S
 from probing.tasks import common
 from probing.tasks.common import (
     build_loggers,
+    check_config,
     closing_loggers,
     finished_results,
     optimized_value,
     store_settings,
 )
 from tests.helpers.stores import assert_one_line_error
+
+
+def test_check_config_refuses_a_seed_that_is_no_integer():
+    check_config(OmegaConf.create({"seed": 3}))
+    check_config(OmegaConf.create({"task_name": "extract"}))  # a job without a seed
+    with pytest.raises(ConfigError, match="seed='abc' is not an integer"):
+        check_config(OmegaConf.create({"seed": "abc"}))
 
 
 def test_finished_results_are_found_for_the_same_configuration_only(tmp_path):

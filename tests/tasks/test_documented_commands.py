@@ -8,16 +8,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hydra import initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import OmegaConf, open_dict
 from omegaconf.errors import InterpolationKeyError
 
-from probing.cli import check_command_line
+from probing.cli import app_config_loader, check_command_line
 from probing.errors import ConfigError
-from probing.tasks import analyze, extract, probe, train
 from probing.tasks.common import check_config
 from tests.helpers import CONFIG_DIR
 from tests.helpers.commands import (
@@ -29,8 +26,6 @@ from tests.helpers.commands import (
     with_placeholders_filled,
 )
 
-KNOWN_KEYS = {"probe.py": probe.KNOWN_KEYS, "train.py": train.KNOWN_KEYS, "extract.py": extract.KNOWN_KEYS,
-              "analyze.py": analyze.KNOWN_KEYS}
 COMMANDS = documented_commands()
 DEFAULTS = [Command("defaults", script, (), multirun=False) for script in ENTRY_SCRIPTS]
 ANALYSES = [Command("defaults", "analyze.py", (f"analysis={path.stem}",), multirun=False)
@@ -40,9 +35,9 @@ ANALYSES = [Command("defaults", "analyze.py", (f"analysis={path.stem}",), multir
 def resolved(script: str, overrides: tuple[str, ...], run_dir: Path, multirun: bool) -> dict:
     """The config of `python <script> <overrides>` resolved completely, Hydra's own section included, as the job
     sees it (its run folder at run_dir)."""
-    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
-        cfg = GlobalHydra.instance().hydra.compose_config(
-            script.removesuffix(".py"), list(overrides), run_mode=RunMode.MULTIRUN if multirun else RunMode.RUN)
+    with app_config_loader(CONFIG_DIR) as loader:
+        cfg = loader.load_configuration(script.removesuffix(".py"), list(overrides),
+                                        RunMode.MULTIRUN if multirun else RunMode.RUN)
     with open_dict(cfg):
         cfg.hydra.runtime.output_dir = str(run_dir)
         cfg.hydra.job.override_dirname = ",".join(overrides)
@@ -50,7 +45,7 @@ def resolved(script: str, overrides: tuple[str, ...], run_dir: Path, multirun: b
     hydra_section = OmegaConf.to_container(cfg.hydra, resolve=True)
     with open_dict(cfg):
         del cfg.hydra
-    check_config(cfg, KNOWN_KEYS[script])
+    check_config(cfg)
     job = OmegaConf.to_container(cfg, resolve=True)
     return {"hydra": hydra_section, **job}
 
@@ -101,4 +96,4 @@ def test_a_broken_interpolation_fails_the_check(tmp_path, monkeypatch):
     with pytest.raises(InterpolationKeyError, match="layer"):
         resolved("train.py", ("logger.wandb.name=${model.name}-layer${layer}",), tmp_path / "run", multirun=False)
     with pytest.raises(ConfigError, match="laeyr"):
-        resolved("probe.py", ("+laeyr=3",), tmp_path / "run", multirun=False)
+        check_command_line(["+laeyr=3"], CONFIG_DIR, "probe")

@@ -63,7 +63,6 @@ def test_results_are_replaced_atomically(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("overrides,message", [
     (["seed=abc"], "seed='abc' is not an integer"),
-    (["+laeyr=3"], "unknown setting(s) laeyr"),
     (["probe.batch_size=0"], "probe.batch_size=0 is not an integer >= 1"),
     (["trainer.max_epochs=0"], "trainer.max_epochs=0 is not an integer >= 1"),
     (["probe.control_task.enabled=no"], "probe.control_task.enabled must be true or false"),
@@ -95,7 +94,8 @@ def test_extract_refuses_an_unknown_split(tmp_path):
 
 @pytest.mark.parametrize("script,overrides,message", [
     ("probe.py", ["seed=abc", "logger=none"], "error: seed='abc' is not an integer"),
-    ("probe.py", ["+laeyr=3", "logger=none"], "error: unknown setting(s) laeyr"),
+    ("probe.py", ["+laeyr=3", "logger=none"],
+     "error: +laeyr=3: the config has no setting 'laeyr'. Fix: layer (the closest name)"),
     ("extract.py", ["splits=[train,foo]"], "error: splits=['train', 'foo']"),
 ])
 def test_the_entry_scripts_print_one_error_line_and_exit_2(tmp_path, script, overrides, message):
