@@ -26,9 +26,9 @@ from torch.nn.utils.rnn import pad_sequence
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
+from probing.data.sentences import Text
 from probing.errors import ConfigError
 from probing.features.encoder import EncoderInfo, load_pretrained
-from probing.geometry.sentences import Text
 
 Loaded = tuple[PreTrainedModel, PreTrainedTokenizerFast, EncoderInfo]
 

@@ -32,8 +32,8 @@ import numpy as np
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
+from probing.data.sentences import Text
 from probing.errors import ConfigError
-from probing.geometry.sentences import Text
 
 UNUSED_TOKEN = re.compile(r"\[unused\d+\]")
 BIN_SIZE = 1000
@@ -187,22 +187,6 @@ def input_embeddings(model: PreTrainedModel, name: str) -> np.ndarray:
         raise ConfigError(f"model {name} ({type(model).__name__}) has no input embedding matrix. Fix: analyse the "
                           "contextual vectors of one of its layers instead (layer=<N>)")
     return weight.detach().cpu().double().numpy()
-
-
-def check_layer(layer: Any, model: PreTrainedModel, name: str) -> int | None:
-    """`layer` as None (the input embeddings) or a hidden state 0..L of the model (0 = the embedding output)."""
-    last = int(model.config.num_hidden_layers)
-    if layer is None:
-        return None
-    return check_hidden_state(layer, last, name, f"layer={last}, or layer=null for the input embedding matrix")
-
-
-def check_hidden_state(layer: Any, last: int, name: str, fix: str) -> int:
-    """`layer` as a hidden state 0..last of model `name` (0 = the embedding output), else a ConfigError with `fix`."""
-    if isinstance(layer, bool) or not isinstance(layer, int) or not 0 <= layer <= last:
-        raise ConfigError(f"layer={layer!r} is not a layer of {name}: its hidden states are 0..{last} (0 = the "
-                          f"embedding output, 1..{last} the transformer layers). Fix: {fix}")
-    return layer
 
 
 def token_lookup(tokenizer: PreTrainedTokenizerFast) -> Callable[[str], int | None]:

@@ -21,8 +21,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from probing.data.records import WordInContext
+from probing.data.sentences import Text
 from probing.data.sts import split_words
-from probing.geometry.sentences import Text
 
 OCCURRENCE_CLASS = "occurrence"
 

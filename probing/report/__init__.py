@@ -9,8 +9,8 @@ horizontal lines), by context size, the learned scalar-mix weights (Peters et al
 Fine-tuning runs (train.py) get their own section (probing.report.finetuning): dev scores beside Zhao et al.'s Table 3,
 and Table 7 with its plot when the attention window varies. Probe runs of fine-tuned encoders add Zhao's Fig. 6
 (probing.report.finetuned_probing): pretrained probes, (a) and (b) by layer, one panel per fine-tuned model.
-Attention-map similarity runs (analyze.py) too (probing.report.attention): Fig. 7's heatmaps side by side, per-layer
-means.
+Each analysis of analyze.py has its section in a module of its own, found by the name it declares (`ANALYSIS`, e.g.
+probing.report.attention: Fig. 7's heatmaps side by side, per-layer means).
 
 A results.json that is not valid JSON, not the results of a run, or lacks what its table reads (a `dev` split, a score
 that is a number, ...) stops the report before anything is written, with one error naming the file and the fix
@@ -24,29 +24,38 @@ Runs automatically at the end of every Hydra multirun (see conf/hydra/default.ya
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from pathlib import Path
+from types import ModuleType
 
 from hydra.experimental.callback import Callback
 
 from probing.data.files import write_atomically
-from probing.report import attention, contextuality, isotropy, static_pc, word_probes
+from probing.report import word_probes
 from probing.report.aggregate import RESULTS_FILE, aggregate, distinct_runs, find_results, require
 from probing.report.finetuned_probing import has_finetuned_runs, write_finetuned_probing_report
 from probing.report.finetuning import is_finetuning, write_finetuning_report
 from probing.report.plots import write_plots
 from probing.report.tables import fixed_settings, summary, write_csv
 
+
+def analysis_section_modules() -> list[ModuleType]:
+    """The modules of this package that render an analysis's runs (they declare its name, `ANALYSIS`, beside their
+    `SECTION`), in name order: a new analysis's section module is found here, not listed anywhere."""
+    modules = [importlib.import_module(f"{__name__}.{found.name}") for found in pkgutil.iter_modules(__path__)
+               if not found.name.startswith("_")]
+    return [module for module in modules if hasattr(module, "ANALYSIS")]
+
+
 # The results of the other jobs (train.py, analyze.py): how to recognise them, the writer of their section (returns
 # its Markdown and the files written), its heading, and what the writer reads of every run beyond what every
 # results.json is checked for (probing.report.aggregate.check_result): a run lacking it is refused, naming its
-# results.json. An analysis's section is the SECTION of its report module.
+# results.json. An analysis's section is the SECTION of its report module, found by `analysis_section_modules`.
 OTHER_SECTIONS = (
     word_probes.SECTION,
     (is_finetuning, write_finetuning_report, "Fine-tuning report", ("epochs_trained", "duration_s")),
-    attention.SECTION,
-    isotropy.SECTION,
-    contextuality.SECTION,
-    static_pc.SECTION,
+    *(module.SECTION for module in analysis_section_modules()),
 )
 
 

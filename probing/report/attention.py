@@ -13,7 +13,10 @@ import numpy as np
 
 from probing.report.plots import pyplot, save_figure
 from probing.report.tables import markdown
-from probing.vocabulary import ATTENTION_SIMILARITY
+
+# The analysis whose runs this section renders: its config's `analysis.name`, the "analysis" of its results.json and
+# the `name` of its component (probing.features.analysis.Analysis).
+ANALYSIS = "attention_similarity"
 
 SIDE_BY_SIDE = "attention_similarity_by_model.png"
 ANNOTATE_UP_TO = 144  # cells (Figure 7's 12 x 12): more would be unreadable
@@ -22,7 +25,7 @@ COLOURS = "viridis"   # dark = small
 
 def is_attention_similarity(result: dict[str, Any]) -> bool:
     """A result of analyze.py's attention-map similarity."""
-    return result.get("analysis") == ATTENTION_SIMILARITY
+    return result.get("analysis") == ANALYSIS
 
 
 def model_label(name: str, task: str | None) -> str:
@@ -112,7 +115,7 @@ def write_attention_report(results: list[dict[str, Any]], out_dir: Path) -> tupl
     return text, [SIDE_BY_SIDE]
 
 
-# This analysis's section of report.md (probing.report.OTHER_SECTIONS): which results are its runs, the writer of the
-# section, its heading, and what the writer reads of every run (a results.json lacking it is refused, named).
+# This analysis's section of report.md (probing.report finds it by its ANALYSIS): which results are its runs, the writer
+# of the section, its heading, and what the writer reads of every run (a results.json lacking it is refused, named).
 SECTION = (is_attention_similarity, write_attention_report, "Attention-map similarity (Zhao et al. 2020, Fig. 7)",
            ("model", "compare_to", "cosine", "layer_means"))

@@ -12,7 +12,10 @@ from typing import Any
 from probing.data.files import open_atomically
 from probing.report.plots import layer_axis, pyplot, save_figure
 from probing.report.tables import markdown
-from probing.vocabulary import CONTEXTUALITY
+
+# The analysis whose runs this section renders: its config's `analysis.name`, the "analysis" of its results.json and
+# the `name` of its component (probing.features.analysis.Analysis).
+ANALYSIS = "contextuality"
 
 FIGURE = "contextuality_by_model.png"
 MEASURES = ("anisotropy", "self_similarity", "self_similarity_adjusted", "intra_similarity",
@@ -26,7 +29,7 @@ PANELS = (("anisotropy", "Fig. 1: anisotropy (mean cosine of random words)"),
 
 def is_contextuality(result: dict[str, Any]) -> bool:
     """A result of analyze.py's contextuality analysis."""
-    return result.get("analysis") == CONTEXTUALITY
+    return result.get("analysis") == ANALYSIS
 
 
 def label(result: dict[str, Any]) -> str:
@@ -84,6 +87,6 @@ def write_contextuality_report(results: list[dict[str, Any]], out_dir: Path) -> 
     return "Adjusted = raw - anisotropy baseline of the layer (§3.4).\n\n" + "\n\n".join(sections), [FIGURE]
 
 
-# This analysis's section of report.md (probing.report.OTHER_SECTIONS): which results are its runs, the writer of the
-# section, its heading, and what the writer reads of every run (a results.json lacking it is refused, named).
+# This analysis's section of report.md (probing.report finds it by its ANALYSIS): which results are its runs, the writer
+# of the section, its heading, and what the writer reads of every run (a results.json lacking it is refused, named).
 SECTION = (is_contextuality, write_contextuality_report, "Contextuality (Ethayarajh 2019)", ("layers",))

@@ -13,7 +13,10 @@ from typing import Any
 
 from probing.report.plots import pyplot, save_figure
 from probing.report.tables import markdown
-from probing.vocabulary import ISOTROPY
+
+# The analysis whose runs this section renders: its config's `analysis.name`, the "analysis" of its results.json and
+# the `name` of its component (probing.features.analysis.Analysis).
+ANALYSIS = "isotropy"
 
 FIGURE = "isotropy_unused_cosine.png"
 TRANSFORM_LABELS = {"original": "original", "centered": "+ Centered", "scaled_centered": "+ Centered-Scaled",
@@ -23,7 +26,7 @@ MEASURE_LABELS = {"cosine": "CosSim", "dot": "⟨·,·⟩"}
 
 def is_isotropy(result: dict[str, Any]) -> bool:
     """A result of analyze.py's isotropy analysis."""
-    return result.get("analysis") == ISOTROPY
+    return result.get("analysis") == ANALYSIS
 
 
 def run_label(result: dict[str, Any]) -> str:
@@ -132,6 +135,6 @@ def write_isotropy_report(results: list[dict[str, Any]], out_dir: Path) -> tuple
     return "\n\n".join(sections), files
 
 
-# This analysis's section of report.md (probing.report.OTHER_SECTIONS): which results are its runs, the writer of the
-# section, its heading, and what the writer reads of every run (a results.json lacking it is refused, named).
+# This analysis's section of report.md (probing.report finds it by its ANALYSIS): which results are its runs, the writer
+# of the section, its heading, and what the writer reads of every run (a results.json lacking it is refused, named).
 SECTION = (is_isotropy, write_isotropy_report, "Isotropy (Bis et al. 2021)", ("isotropy",))

@@ -10,7 +10,10 @@ from typing import Any
 
 from probing.report.plots import layer_axis, pyplot, save_figure
 from probing.report.tables import markdown
-from probing.vocabulary import STATIC_PC
+
+# The analysis whose runs this section renders: its config's `analysis.name`, the "analysis" of its results.json and
+# the `name` of its component (probing.features.analysis.Analysis).
+ANALYSIS = "static_pc"
 
 FIGURE = "static_pc_by_layer.png"
 KINDS = ("similarity", "analogy", "categorization")
@@ -18,7 +21,7 @@ KINDS = ("similarity", "analogy", "categorization")
 
 def is_static_pc(result: dict[str, Any]) -> bool:
     """A result of analyze.py's static_pc analysis."""
-    return result.get("analysis") == STATIC_PC
+    return result.get("analysis") == ANALYSIS
 
 
 def model_label(result: dict[str, Any]) -> str:
@@ -82,7 +85,7 @@ def write_static_pc_report(results: list[dict[str, Any]], out_dir: Path) -> tupl
     return text + (f"\n\nScores by layer: `{FIGURE}`." if files else ""), files
 
 
-# This analysis's section of report.md (probing.report.OTHER_SECTIONS): which results are its runs, the writer of the
-# section, its heading, and what the writer reads of every run (a results.json lacking it is refused, named).
+# This analysis's section of report.md (probing.report finds it by its ANALYSIS): which results are its runs, the writer
+# of the section, its heading, and what the writer reads of every run (a results.json lacking it is refused, named).
 SECTION = (is_static_pc, write_static_pc_report, "PC static embeddings (Ethayarajh 2019, §4.3)",
            ("layer", "static_pc"))

@@ -1,15 +1,13 @@
 """analyze.py: analyses of encoders that train nothing, each a config in conf/analysis/ whose `_target_` builds its
-component (a probing.tasks.analysis.Analysis, which checks its own settings). `run` builds it, runs it on the model,
-`layer`, `compare_to` and stores' folder of the composed config (the component writes its own files into the run
-folder), adds the analysis name, the wall time and the config to its results, logs them through the Lightning loggers
-of `logger` (CSV by default, W&B offline unless WANDB_MODE=online; no Trainer: `log_hyperparams`, and the component's
-`metrics` through `log_metrics` with their steps) and writes results.json. A run whose results.json holds the same
-configuration is not run again.
+component (a probing.features.analysis.Analysis in the wing it belongs to, e.g. probing.geometry.isotropy_analysis,
+which checks its own settings). `run` builds it, refuses a top-level `layer=` that it does not read, runs it on the
+model, `layer`, `compare_to` and stores' folder of the composed config (the component writes its own files into the
+run folder), adds the analysis name, the wall time and the config to its results, logs them through the Lightning
+loggers of `logger` (CSV by default, W&B offline unless WANDB_MODE=online; no Trainer: `log_hyperparams`, and the
+component's `metrics` through `log_metrics` with their steps) and writes results.json. A run whose results.json holds
+the same configuration is not run again.
 
-Adding an analysis: its measures in a probing/geometry/ module, its report section in a probing/report/ module (a
-`SECTION`, listed in probing.report.OTHER_SECTIONS), its component in probing/tasks/<name>.py (an Analysis subclass
-with `name`, `report`, `run` and `metrics`; its name in probing.vocabulary) and conf/analysis/<name>.yaml (`_target_`
-and `name`). Nothing here changes.
+Adding an analysis changes nothing here: see docs/development.md, "Adding an analysis".
 """
 
 from __future__ import annotations
@@ -23,21 +21,17 @@ from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig
 
 from probing.data.files import write_json_atomically
-from probing.tasks.analysis import Analysis, AnalysisInputs, ModelSettings, build_analysis
+from probing.features.analysis import Analysis, AnalysisInputs, ModelSettings, build_analysis
 from probing.tasks.common import check_config, closing_loggers, job_state
 
 log = logging.getLogger(__name__)
 
-# The top-level settings of conf/analyze.yaml (anything else is a typo).
-KNOWN_KEYS = ("task_name", "paths", "model", "analysis", "compare_to", "seed", "layer", "logger", "run_name",
-              "run_group")
-
-
 def run(cfg: DictConfig) -> dict[str, Any]:
     """Run the analysis of `analysis` into the run folder; write and return its results."""
-    check_config(cfg, KNOWN_KEYS)
+    check_config(cfg)
     analysis = build_analysis(cfg.analysis)
     inputs = AnalysisInputs(ModelSettings.of(cfg.model), cfg.get("layer"), cfg.get("compare_to"), cfg.paths.store_dir)
+    analysis.check_inputs(inputs)
     out, config, previous = job_state(cfg)
     if previous is not None:
         return previous

@@ -11,8 +11,8 @@ import pytest
 import torch
 from transformers import BertConfig, BertModel
 
+from probing.data.sentences import Text
 from probing.geometry.attention_similarity import attention_similarity, batches, encode_texts, masked_cosine
-from probing.geometry.sentences import Text
 
 PAD = 0
 

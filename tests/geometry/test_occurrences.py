@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from probing.data.sentences import Text
 from probing.geometry.occurrences import (
     collect_occurrences,
     is_punctuation,
@@ -11,7 +12,6 @@ from probing.geometry.occurrences import (
     text_sentences,
     word_index,
 )
-from probing.geometry.sentences import Text
 
 
 def test_punctuation_and_symbols_are_no_occurrences():

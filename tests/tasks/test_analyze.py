@@ -14,9 +14,9 @@ import torch
 from transformers import BertConfig, BertModel
 
 from probing.errors import ConfigError
-from probing.report import OTHER_SECTIONS
+from probing.features.analysis import Analysis, build_analysis
+from probing.report import OTHER_SECTIONS, analysis_section_modules
 from probing.tasks import analyze
-from probing.tasks.analysis import Analysis, build_analysis
 from tests.helpers import CONFIG_DIR, TINY_VOCAB, run_script
 from tests.helpers.runs import compose_job
 
@@ -134,7 +134,8 @@ def test_a_train_run_folder_or_a_missing_model_as_compare_to_is_refused(tmp_path
     (["compare_to=x", "analysis.batch_size=0"], "analysis.batch_size=0 is not an integer >= 1"),
     (["compare_to=x", "analysis.device=tpu9"], "analysis.device=tpu9"),
     (["compare_to=x", "analysis.name=nothing"], "analysis.name='nothing' is no analysis"),
-    (["compare_to=x", "+layers=3"], "unknown setting(s) layers"),
+    (["compare_to=x", "layer=3"], "layer=3: analysis=attention_similarity does not read `layer` (it compares the "
+                                  "attention maps of every layer and head). Fix: leave layer unset (layer=null)"),
 ])
 def test_bad_settings_are_refused_before_any_model_is_loaded(tmp_path, tiny, overrides, message):
     with pytest.raises(ConfigError, match="Fix:") as error:
@@ -143,9 +144,16 @@ def test_bad_settings_are_refused_before_any_model_is_loaded(tmp_path, tiny, ove
     assert not (tmp_path / "run" / "results.json").exists()
 
 
-@pytest.mark.parametrize("name", sorted(path.stem for path in Path(CONFIG_DIR, "analysis").glob("*.yaml")))
+ANALYSES = sorted(path.stem for path in Path(CONFIG_DIR, "analysis").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("name", ANALYSES)
 def test_each_analysis_config_builds_its_component_with_its_report_section(tmp_path, name):
     component = build_analysis(compose_job("analyze", tmp_path, f"analysis={name}").analysis)
-    assert isinstance(component, Analysis) and component.name == name
+    assert isinstance(component, Analysis) and component.name == component.report.ANALYSIS == name
     is_kind, *_ = component.report.SECTION
     assert component.report.SECTION in OTHER_SECTIONS and is_kind({"analysis": name})
+
+
+def test_the_report_finds_the_section_of_every_analysis_and_of_nothing_else():
+    assert sorted(module.ANALYSIS for module in analysis_section_modules()) == ANALYSES

@@ -56,7 +56,7 @@ def test_a_second_run_reuses_the_store_and_centred_mev_differs(tmp_path, tiny):
 
 
 @pytest.mark.parametrize("override, message", [
-    ("analysis.layers=[3]", "this model has the layers 0..2"),
+    ("analysis.layers=[3]", "analysis.layers=3 is not a layer of tiny: its hidden states are 0..2"),
     ("analysis.min_contexts=500", "no word of the"),
     ("analysis.samples=1", "analysis.samples=1 is not an integer >= 2"),
 ])
@@ -69,4 +69,15 @@ def test_a_layer_outside_the_model_is_one_error_line(tmp_path, tiny):
     done = run_script("analyze.py", *tiny, "analysis.layers=[7]", f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
     assert done.returncode != 0
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1 and "analysis.layers=[7]" in errors[0] and "Traceback" not in done.stderr
+    assert len(errors) == 1 and "analysis.layers=7 is not a layer of tiny" in errors[0]
+    assert "Traceback" not in done.stderr
+
+
+def test_a_top_level_layer_is_refused_in_one_line_before_any_work(tmp_path, tiny):
+    """contextuality measures analysis.layers: a layer=3 that nothing reads is refused, not silently ignored."""
+    done = run_script("analyze.py", *tiny, "layer=3", f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert errors == ["error: layer=3: analysis=contextuality does not read `layer` (it measures the hidden states of "
+                      "analysis.layers, null = every one). Fix: analysis.layers=[3], and leave layer unset"]
+    assert not (tmp_path / "stores").exists() and not (tmp_path / "run" / "results.json").exists()

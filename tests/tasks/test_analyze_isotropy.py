@@ -35,7 +35,7 @@ def benchmark(tmp_path) -> Path:
 
 
 def test_input_embeddings_table_1_and_the_benchmark_rows(tmp_path, tiny, tiny_bert_path, benchmark, caplog):
-    caplog.set_level(logging.INFO, logger="probing.tasks.isotropy")
+    caplog.set_level(logging.INFO, logger="probing.geometry.isotropy_analysis")
     results = analyze.run(compose_job("analyze", tmp_path, *tiny, f"analysis.benchmarks=[{benchmark}]"))
     assert json.loads((tmp_path / "run" / "results.json").read_text()) == json.loads(json.dumps(results))
     assert results["analysis"] == "isotropy" and results["layer"] is None and results["source"] == "input embeddings"

@@ -1,15 +1,15 @@
-"""probing/tasks/isotropy.py, its component on its own: built from its config with its settings checked, the metrics
-it logs, and a random-init `model` loaded by the one seeded loader. The whole analysis as a user runs it is in
-tests/tasks/test_analyze_isotropy.py."""
+"""probing/geometry/isotropy_analysis.py, its component on its own: built from its config with its settings checked, the
+metrics it logs, and a random-init `model` loaded by the one seeded loader. The whole analysis as a user runs it is
+in tests/tasks/test_analyze_isotropy.py."""
 
 from __future__ import annotations
 
 import pytest
 
 from probing.errors import ConfigError
+from probing.features.analysis import AnalysisInputs, ModelSettings, build_analysis
 from probing.features.encoder import load_pretrained
-from probing.tasks.analysis import AnalysisInputs, ModelSettings, build_analysis
-from probing.tasks.isotropy import Isotropy
+from probing.geometry.isotropy_analysis import Isotropy, chosen_layer
 from tests.helpers.runs import compose_job
 
 
@@ -50,3 +50,13 @@ def test_a_random_init_model_is_the_seeded_one_of_the_common_loader(tmp_path, ti
     assert results["weights_sha256"] == load_pretrained(str(tiny_bert_path), None, True, 3)[2].weights_sha256
     assert results["weights_sha256"] != load_pretrained(str(tiny_bert_path), None, True, 4)[2].weights_sha256
     assert results["random_init"] is True and results["source"] == "input embeddings"
+
+
+def test_the_layer_is_the_input_embeddings_or_a_hidden_state_counted_either_way():
+    assert chosen_layer(None, 7, "m") is None
+    assert (chosen_layer(6, 7, "m"), chosen_layer(0, 7, "m"), chosen_layer(-1, 7, "m"), chosen_layer(-7, 7, "m")) == (
+        6, 0, 6, 0)
+    for layer in (7, -8, "3", True, 1.0):
+        with pytest.raises(ConfigError, match=r"is not a layer of m: its hidden states are 0\.\.6.*Fix: layer=6, "
+                                              "or layer=null for the input embedding matrix$"):
+            chosen_layer(layer, 7, "m")

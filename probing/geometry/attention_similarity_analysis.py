@@ -1,8 +1,9 @@
 """analyze.py analysis=attention_similarity compare_to=<model>: Zhao et al. 2020 Fig. 7 between `model` and
 `compare_to` on `analysis.sentences`.
 
-The cosines come from probing.geometry.attention_similarity, the heatmap from probing.report.attention; the run folder
-gets attention_similarity.csv (a row per layer and head) and attention_similarity.png.
+The component of conf/analysis/attention_similarity.yaml. The cosines come from probing.geometry.attention_similarity,
+the heatmap from probing.report.attention; the run folder gets attention_similarity.csv (a row per layer and head) and
+attention_similarity.png. Every layer is compared, so the top-level `layer=` is refused: nothing would read it.
 """
 
 from __future__ import annotations
@@ -17,15 +18,14 @@ from typing import Any
 import numpy as np
 
 from probing.data.files import open_atomically
+from probing.data.sentences import Text
 from probing.data.settings import require_int
 from probing.errors import ConfigError, ModelLoadError
+from probing.features.analysis import Analysis, AnalysisInputs, analysis_device
 from probing.features.finetuned import finetuned_task
 from probing.geometry import attention_similarity as attention
-from probing.geometry.sentences import Text
 from probing.report import attention as attention_report
 from probing.report.aggregate import RESULTS_FILE
-from probing.tasks.analysis import Analysis, AnalysisInputs, analysis_device
-from probing.vocabulary import ATTENTION_SIMILARITY
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +34,9 @@ class AttentionSimilarity(Analysis):
     """conf/analysis/attention_similarity.yaml: sentences of up to `max_length` wordpieces (None: the models' limit),
     `batch_size` of them per forward pass on `device`."""
 
-    name = ATTENTION_SIMILARITY
     report = attention_report
+    instead_of_layer = ("it compares the attention maps of every layer and head", "leave layer unset (layer=null): "
+                        "the results hold the cosine of every layer and head, attention_similarity.csv a row each")
 
     def __init__(self, name: str, sentences: dict[str, Any], split: str, max_sentences: int | None,
                  max_length: int | None, batch_size: int, device: str):

@@ -1,7 +1,8 @@
 """The sentences an analysis runs on, from any data source of probing.data (a `_target_` config with `load()`).
 
 Tagging tasks (POS, NER) give pre-split words, GLUE tasks a text or a text pair, word-in-context corpora (STREUSLE)
-the sentence of each record: a sentence that holds several targets is used once.
+the sentence of each record: a sentence that holds several targets is used once. Records in, texts out, torch-free:
+here, below every wing, so that the analyses' base (probing.features.analysis) and any wing's analysis read them.
 """
 
 from __future__ import annotations

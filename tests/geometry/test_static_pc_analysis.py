@@ -1,6 +1,6 @@
-"""probing/tasks/static_pc.py, its own functions on hand-made spaces: the benchmark rows of `evaluate` (benchmark
-words lower-cased like the occurrences, or not), and the two files it writes, value for value. The whole analysis on
-the tiny BERT runs in tests/tasks/test_analyze_static_pc.py."""
+"""probing/geometry/static_pc_analysis.py, its own functions on hand-made spaces: the benchmark rows of `evaluate`
+(benchmark words lower-cased like the occurrences, or not), and the two files it writes, value for value. The whole
+analysis on the tiny BERT runs in tests/tasks/test_analyze_static_pc.py."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from probing.data.word_benchmarks import AnalogyBenchmark, CategorizationBenchmark, SimilarityBenchmark
-from probing.tasks.static_pc import all_rows, evaluate, score_text, write_static_pc_files
+from probing.geometry.static_pc_analysis import all_rows, evaluate, score_text, write_static_pc_files
 
 # cos(cat, dog) = 2/sqrt(5) = 0.894, cos(dog, car) = 1/sqrt(5) = 0.447, cos(cat, car) = 0; man : king :: woman : queen
 # by 3CosAdd (king - man + woman = queen exactly)

@@ -1,7 +1,8 @@
 """analyze.py analysis=static_pc layer=N: PC static embeddings (Ethayarajh 2019, §4.3, Table 1) of hidden state N of
 `model` on `analysis.sentences`, evaluated on the word benchmarks the config names.
 
-The occurrences and the every-word store are those of the contextuality analysis (the same store is reused when the
+The component of conf/analysis/static_pc.yaml. The occurrences and the every-word store are those of
+probing.geometry.occurrence_analysis, shared with analysis=contextuality (the same store is reused when the
 sentences, model and extraction settings agree); the static vectors come from probing.geometry.static_pc, the scores
 from probing.geometry.benchmarks, the report section from probing.report.static_pc. Writes static_pc.csv (a row per
 benchmark) and static_pc_vectors.txt (word2vec text format: a word and its vector per line) into the run folder.
@@ -20,16 +21,15 @@ import numpy as np
 from probing.data.files import open_atomically
 from probing.data.settings import choose, require_bool, require_int
 from probing.data.word_benchmarks import read_analogies, read_categorization, read_similarity
+from probing.features.analysis import AnalysisInputs
 from probing.features.finetuned import finetuned_task
+from probing.features.layers import resolve_layer
 from probing.features.store import FeatureStore
 from probing.geometry import static_pc as pc
 from probing.geometry.benchmarks import CORRELATIONS, evaluate_similarity
-from probing.geometry.isotropy import check_hidden_state
+from probing.geometry.occurrence_analysis import OccurrenceAnalysis, require_contexts, stored_occurrences
 from probing.geometry.occurrences import word_index
 from probing.report import static_pc as static_pc_report
-from probing.tasks.analysis import AnalysisInputs
-from probing.tasks.contextuality import OccurrenceAnalysis, require_contexts, stored_occurrences
-from probing.vocabulary import STATIC_PC
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +44,8 @@ class StaticPC(OccurrenceAnalysis):
     ones when `centered`), scored on the similarity files `benchmarks` (`correlation`), the `analogies` and the
     `categorization` files (k-means with `restarts` starts drawn with `seed`)."""
 
-    name = STATIC_PC
     report = static_pc_report
+    instead_of_layer = None  # `layer` (required) is the hidden state whose occurrence vectors give the static ones
 
     def __init__(self, centered: bool, benchmarks: list[str], correlation: str, analogies: list[str],
                  categorization: list[str], restarts: int, seed: int, **settings: Any):
@@ -63,8 +63,8 @@ class StaticPC(OccurrenceAnalysis):
         model = inputs.model
         encoder = self.encoder(model)
         last = encoder.info.num_layers - 1
-        layer = check_hidden_state(inputs.layer, last, model.name,
-                                   f"layer=1 (the paper's best), or a multirun layer=0,1,...,{last}")
+        layer = resolve_layer(inputs.layer, encoder.info.num_layers, model=model.name,
+                              fix=f"layer=1 (the paper's best), or a multirun layer=0,1,...,{last}")
         started = time.perf_counter()
         path = self.store(inputs.store_dir, data, occurrences, encoder)
         with FeatureStore(path) as store:

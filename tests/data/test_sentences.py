@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from probing.data.records import SkipCounter, WordInContext
+from probing.data.sentences import Text, texts_of
 from probing.data.task_records import TaggedSentence, TaskData, TextExample
 from probing.data.task_sources import PosSource
 from probing.errors import ConfigError
-from probing.geometry.sentences import Text, texts_of
 
 
 def test_the_bundled_pos_dev_sentences_by_default():

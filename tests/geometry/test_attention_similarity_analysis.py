@@ -1,16 +1,16 @@
-"""probing/tasks/attention_similarity.py, its component on its own: built from its config with its settings checked,
-the metrics it logs, and a random-init `model` loaded by the one seeded loader. The whole analysis as a user runs it
-is in tests/tasks/test_analyze.py."""
+"""probing/geometry/attention_similarity_analysis.py, its component on its own: built from its config with its settings
+checked, the metrics it logs, and a random-init `model` loaded by the one seeded loader. The whole analysis as a user
+runs it is in tests/tasks/test_analyze.py."""
 
 from __future__ import annotations
 
 import pytest
 
 from probing.errors import ConfigError
+from probing.features.analysis import AnalysisInputs, ModelSettings, build_analysis
 from probing.features.encoder import load_pretrained
 from probing.geometry.attention_similarity import load_attention_model
-from probing.tasks.analysis import AnalysisInputs, ModelSettings, build_analysis
-from probing.tasks.attention_similarity import AttentionSimilarity
+from probing.geometry.attention_similarity_analysis import AttentionSimilarity
 from tests.helpers.runs import compose_job
 
 

@@ -1,9 +1,9 @@
 """analyze.py analysis=isotropy: Bis et al. 2021 Tables 1-2 and Fig. 3 on the input embeddings of `model` (layer=null)
 or on contextual word vectors of one layer (layer=N, one per word occurrence of `analysis.sentences`).
 
-The measures come from probing.geometry.isotropy, the benchmark scores from probing.geometry.benchmarks, Fig. 3 from
-probing.report.isotropy; the run folder gets isotropy_unused_cosine.csv and .png (when the vocabulary has unused
-tokens) and isotropy_benchmarks.csv (when benchmarks ran).
+The component of conf/analysis/isotropy.yaml. The measures come from probing.geometry.isotropy, the benchmark scores
+from probing.geometry.benchmarks, Fig. 3 from probing.report.isotropy; the run folder gets isotropy_unused_cosine.csv
+and .png (when the vocabulary has unused tokens) and isotropy_benchmarks.csv (when benchmarks ran).
 """
 
 from __future__ import annotations
@@ -20,12 +20,12 @@ from transformers import PreTrainedModel, PreTrainedTokenizerFast
 from probing.data.files import open_atomically
 from probing.data.settings import choose, require_int
 from probing.data.word_benchmarks import read_similarity
+from probing.features.analysis import Analysis, AnalysisInputs, analysis_device
 from probing.features.encoder import load_pretrained
+from probing.features.layers import resolve_layer
 from probing.geometry import isotropy as iso
 from probing.geometry.benchmarks import CORRELATIONS, MEASURES, average_scores, evaluate_spaces
 from probing.report import isotropy as isotropy_report
-from probing.tasks.analysis import Analysis, AnalysisInputs, analysis_device
-from probing.vocabulary import ISOTROPY
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +36,8 @@ class Isotropy(Analysis):
     ids (`fallback_tokens` last ids for a vocabulary without unused tokens); for layer=N, up to `max_vectors` word
     vectors, `batch_size` sentences per forward pass on `device` (resolved only then)."""
 
-    name = ISOTROPY
     report = isotropy_report
+    instead_of_layer = None  # `layer` picks the vectors: null = the input embeddings, N = hidden state N
 
     def __init__(self, name: str, sentences: dict[str, Any], split: str, max_sentences: int | None,
                  max_vectors: int, batch_size: int, device: str, pc_removed: int | None, benchmarks: Sequence[str],
@@ -57,7 +57,7 @@ class Isotropy(Analysis):
         model = inputs.model
         encoder, tokenizer, info = load_pretrained(model.name_or_path, model.revision, model.random_init,
                                                    model.init_seed)
-        layer = iso.check_layer(inputs.layer, encoder, model.name)
+        layer = chosen_layer(inputs.layer, info.num_layers, model.name)
         W, spaces_of, source = self.vectors(encoder, tokenizer, layer, model.name)
         removed = iso.check_removed(self.pc_removed, W.shape[1])
         transformed = {name: transform(W) for name, transform in iso.transforms(removed).items()}
@@ -112,6 +112,14 @@ class Isotropy(Analysis):
         scores = {f"{row['benchmark']}/{row['transform']}/{row['measure']}": row["score"]
                   for row in results["benchmarks"]}
         return [(results["layer"] or 0, {**block, **scores})]
+
+
+def chosen_layer(layer: Any, num_layers: int, model: str) -> int | None:
+    """`layer` as None (the input embedding matrix) or a hidden state of `model`, which has `num_layers` of them."""
+    if layer is None:
+        return None
+    return resolve_layer(layer, num_layers, model=model,
+                         fix=f"layer={num_layers - 1}, or layer=null for the input embedding matrix")
 
 
 def averages_text(averages: dict[str, dict[str, float | None]]) -> str:

@@ -1,6 +1,10 @@
 """What the analyses of analyze.py share: the `Analysis` base class of their components (one per
 conf/analysis/<name>.yaml, built from its `_target_`), what they read from the top level of the composed config
-(`AnalysisInputs`: the model, `layer`, `compare_to`, the stores' folder), the sentences they run on and their device."""
+(`AnalysisInputs`: the model, `layer`, `compare_to`, the stores' folder), the sentences they run on and their device.
+
+An analysis lives in the wing it belongs to (probing/geometry/ today; probes/ or finetune/ can hold one too), so its
+base lives here, below the wings, where each of them may import it. docs/development.md, "Adding an analysis", has
+the recipe: a component module, a report section module, a config."""
 
 from __future__ import annotations
 
@@ -14,10 +18,10 @@ import torch
 from omegaconf import DictConfig
 
 from probing.config import build
+from probing.data.sentences import Text, texts_of
 from probing.data.settings import require_bool
 from probing.errors import ConfigError
 from probing.features.encoder import resolve_device
-from probing.geometry.sentences import Text, texts_of
 
 
 @dataclass(frozen=True)
@@ -43,8 +47,8 @@ class ModelSettings:
 
 @dataclass(frozen=True)
 class AnalysisInputs:
-    """What an analysis reads besides its own settings: `model`, `layer` (null or a hidden state), `compare_to` and
-    `paths.store_dir`."""
+    """What an analysis reads besides its own settings: `model`, `layer` (null, or the value given: an analysis that
+    reads it resolves it with probing.features.layers.resolve_layer), `compare_to` and `paths.store_dir`."""
 
     model: ModelSettings
     layer: Any = None
@@ -54,12 +58,15 @@ class AnalysisInputs:
 
 class Analysis(ABC):
     """An analysis of analyze.py, built by `probing.config.build` from conf/analysis/<name>.yaml with `sentences`
-    unbuilt (built here, so that its errors name `analysis.sentences`). A subclass sets `name` (its config's `name`
-    and the "analysis" of its results) and `report` (the probing.report module whose SECTION renders its runs), checks
-    its own settings in its constructor (ConfigError naming `analysis.<key>`), and implements `run` and `metrics`."""
+    unbuilt (built here, so that its errors name `analysis.sentences`). A subclass sets `report` (its probing.report
+    section module: `ANALYSIS`, its name, and `SECTION`, which renders its runs), says whether `run` reads the
+    top-level `layer` (`instead_of_layer`), checks its own settings in its constructor (ConfigError naming
+    `analysis.<key>`), and implements `run` and `metrics`."""
 
-    name: str
     report: ModuleType
+    # The top-level `layer`: None when `run` reads it; otherwise what the analysis measures instead and the fix
+    # (`{layer}`: the value given), for the one-line refusal of a `layer=` that nothing would read.
+    instead_of_layer: tuple[str, str] | None = ("it measures no single hidden state", "leave layer unset (layer=null)")
 
     def __init__(self, name: str, sentences: dict[str, Any], split: str, max_sentences: int | None):
         if name != self.name:
@@ -68,6 +75,18 @@ class Analysis(ABC):
                               "analysis=<name> (conf/analysis/<name>.yaml) and leave analysis.name as it is")
         self.sentences = build(sentences, "analysis.sentences")
         self.split, self.max_sentences = split, max_sentences
+
+    @property
+    def name(self) -> str:
+        """Its config's `name` and the "analysis" of its results: the `ANALYSIS` of its report section."""
+        return self.report.ANALYSIS
+
+    def check_inputs(self, inputs: AnalysisInputs) -> None:
+        """Refuse, before any work, a `layer=` that `run` would not read (see `instead_of_layer`)."""
+        if self.instead_of_layer is not None and inputs.layer is not None:
+            instead, fix = self.instead_of_layer
+            raise ConfigError(f"layer={inputs.layer}: analysis={self.name} does not read `layer` ({instead}). "
+                              f"Fix: {fix.format(layer=inputs.layer)}")
 
     @abstractmethod
     def run(self, inputs: AnalysisInputs, run_dir: Path) -> dict[str, Any]:
