@@ -5,7 +5,7 @@ All sides train on the same features, on the same shuffled batches, at the same 
 float32; `bf16`: the steps under `torch.autocast(bfloat16)`, as `trainer.precision=bf16-mixed` runs them, and the
 bare products in bfloat16):
 
-  batched   one `BatchedBinaryMLPs` with C probes (each layer one batched product over the probe axis, the
+  batched   one `BatchedProbes` with C binary MLP-1 probes (each layer one batched product over the probe axis, the
             examples as columns), its Adam (`SClassProbe.configure_optimizers`: fused), the loss of
             `SClassProbe.probe_loss`
   gemm      the limit: per batch only the two big products of a step, with fresh outputs as in a step
@@ -79,11 +79,10 @@ from torch.nn import functional as F
 from probing.config import build
 from probing.data.files import write_json_atomically
 from probing.devices import cpu_description, keep_freed_memory, timed
-from probing.probes.components.word_probes import first_layer_products
+from probing.probes.components.batched_probes import first_layer_products
 from probing.probes.metrics import SClassMetrics
 from probing.probes.sclass_probe import SClassProbe
-from probing.tasks import probe as probe_task
-from probing.tasks.common import build_loggers, build_trainer
+from probing.tasks.common import build_loggers, build_trainer, store_settings
 
 # The configs of the entry scripts (the repository's conf/).
 CONFIG_DIR = str(Path(__file__).resolve().parents[1] / "conf")
@@ -135,6 +134,13 @@ class Split:
                    tensors["combination"].to(device))
 
 
+def probe_inputs(cfg):
+    """The inputs of probe.py's s-class run of `cfg` (its stores filled, its datamodule built), as the pipeline makes
+    them."""
+    probing = build(cfg.probing, "probing", source=build(cfg.data.source, "data.source"))
+    return probing.inputs(build(cfg.representation, "representation"), store_settings(cfg.features))
+
+
 def probe_config(args: argparse.Namespace, control: bool = False):
     overrides = [f"model.name_or_path={args.model}", f"layer={args.layer}",
                  f"probe.control_task.enabled={str(control).lower()}", *args.override]
@@ -146,7 +152,7 @@ def probe_config(args: argparse.Namespace, control: bool = False):
 
 def load_layer(args: argparse.Namespace) -> tuple[dict[str, Split], list[str], int]:
     """Train/dev/test of one layer, extracted into (or reused from) the store a probe run would use."""
-    _, inputs = probe_task.context_inputs(probe_config(args))
+    inputs = probe_inputs(probe_config(args))
     device = torch.device(args.device)
     splits = {name: Split.of(split.tensors, device) for name, split in inputs.datamodule.splits.items()}
     return splits, list(inputs.classes), inputs.about["layer"]
@@ -251,7 +257,8 @@ def compare(splits: dict[str, Split], class_names: list[str], batch_size: int, a
     """Train both models from the same initial weights on the same batches; their epoch times and F1."""
     train = splits["train"]
     torch.manual_seed(args.seed)
-    module = SClassProbe(train.features.shape[1], class_names, hidden_dim=args.hidden_dim).to(train.features.device)
+    module = SClassProbe(labels=class_names, input_dim=train.features.shape[1],
+                         hidden_dim=args.hidden_dim).to(train.features.device)
     probes = [module.probes.mlps.as_sequential(k) for k in range(len(class_names))]
     epochs = epoch_orders(len(train.labels), batch_size, args.epochs, args.seed, train.features.device)
     steps = len(epochs[0])
@@ -376,10 +383,10 @@ def benchmark_trainer(args: argparse.Namespace) -> None:
                      f"trainer.accelerator={args.device}", f"probe.batch_size={args.batch_size[0]}",
                      f"paths.output_dir={tempfile.mkdtemp(prefix='bench-probe-')}", *args.override]
     cfg = probe_config(args, control=True)
-    _, inputs = probe_task.context_inputs(cfg, build(cfg.probe.control_task, "probe.control_task"))
+    inputs = probe_inputs(cfg)
     torch.manual_seed(args.seed)
-    template = SClassProbe(inputs.datamodule.feature_dim, list(inputs.classes), hidden_dim=args.hidden_dim,
-                           control=True)
+    template = SClassProbe(labels=list(inputs.classes), input_dim=inputs.datamodule.feature_dim,
+                           hidden_dim=args.hidden_dim, control=True)
     lightning_seconds, bare_seconds = [], []
     for _ in range(args.rounds):
         lightning_seconds += lightning_epochs(cfg, copy.deepcopy(template), inputs.datamodule)[1:]

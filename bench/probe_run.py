@@ -42,7 +42,7 @@ import torch
 
 from probing.data.files import write_json_atomically
 from probing.devices import cpu_description, keep_freed_memory, timed
-from probing.probes.components.word_probes import first_layer_products, layer_sizes
+from probing.probes.components.batched_probes import first_layer_products, layer_sizes
 
 PRECISIONS = {"32": ("32-true", torch.float32), "bf16": ("bf16-mixed", torch.bfloat16)}
 REPO = Path(__file__).resolve().parents[1]
@@ -92,13 +92,15 @@ def gemm_rate(dtype: torch.dtype, batch: int, dim: int, probes: int, hidden: int
 
 
 def probe_layers(results: dict) -> tuple[list[int], int]:
-    """(the layer sizes of one probe, input first; the probes of one task) of the run."""
+    """(the layer sizes of one probe, input first; the probes of one task) of the run: C binary probes of the
+    s-class task (results written before they recorded their family were MLP-1s), one K-way probe of a word task."""
     probe, dim = results["config"]["probe"], feature_dim(results)
-    if "classes" in results:  # s-class: C binary MLPs D -> H -> 2
-        return [dim, probe["module"]["hidden_dim"], 2], len(results["classes"])
+    hidden = probe["module"]["hidden_dim"]
+    if "classes" in results:
+        return layer_sizes(results.get("probe_family", "mlp1"), dim, 2, hidden, results.get("rank")), \
+            len(results["classes"])
     dim *= 3 if results.get("pair_product") else 2 if results.get("pair") else 1
-    return layer_sizes(results["probe_family"], dim, len(results["labels"]), probe["word_module"]["hidden_dim"],
-                       results["rank"]), 1
+    return layer_sizes(results["probe_family"], dim, len(results["labels"]), hidden, results["rank"]), 1
 
 
 def run_flops(results: dict) -> dict:

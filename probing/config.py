@@ -31,8 +31,16 @@ def build(node: DictConfig, key: str, **kwargs: Any) -> Any:
         if isinstance(cause, ProbingError):
             raise cause from None
         first_line = str(cause or error).strip().splitlines()[-1]
+        key = nested_key(error, key)
         raise ConfigError(f"{key}: cannot be built ({first_line}). Fix: check the values under `{key}` "
                           "(python probe.py --cfg job shows the composed config)") from error
+
+
+def nested_key(error: InstantiationException, key: str) -> str:
+    """The key of the node that failed to build inside the one built at `key` (Hydra names it `full_key: <key>.<...>`
+    in its message), or `key` itself."""
+    named = re.search(r"full_key: (\S+)", str(error))
+    return named.group(1) if named and named.group(1).startswith(f"{key}.") else key
 
 
 # The config group that says where things are (the launch directory, the log, store and run folders), not what a run

@@ -20,7 +20,7 @@ def bench(monkeypatch):
 
 def word_results(**extra) -> dict:
     return {"labels": ["A", "B", "C"], "probe_family": "mlp1", "rank": None, "epochs_trained": 3,
-            "config": {"probe": {"word_module": {"hidden_dim": 8}, "batch_size": 2}},
+            "config": {"probe": {"module": {"hidden_dim": 8}, "batch_size": 2}},
             "data_summary": {"train": {"examples": 11}, "dev": {"examples": 5}},
             "extraction_skipped_rows": {"train": 1, "dev": 0}, "test": {"accuracy": 0.5}, **extra}
 
@@ -47,3 +47,12 @@ def test_an_sclass_run_counts_c_binary_probes_per_task(bench):
                "extraction_skipped_rows": {"train": 0, "dev": 0}, "test": {"micro_f1": 0.5, "control_micro_f1": 0.1}}
     # layers 4 -> 8 -> 2: products 32 + 16; forward 96, train 96 + 96 + 32; 2 classes x 2 tasks
     assert bench.run_flops(results)["flops"] == 2 * 4 * (6 * 224 + 3 * 96)
+
+
+def test_an_sclass_run_of_linear_probes_counts_their_one_layer(bench):
+    results = {"classes": ["x", "y"], "probe_family": "linear", "rank": None, "epochs_trained": 2,
+               "config": {"probe": {"module": {"hidden_dim": 8}, "batch_size": 2}},
+               "data_summary": {"train": {"contexts": 6}, "dev": {"contexts": 3}},
+               "extraction_skipped_rows": {"train": 0, "dev": 0}, "test": {"micro_f1": 0.5}}
+    # layers 4 -> 2: one product of 8; forward 16, train 16 + 16; 2 classes, no control task
+    assert bench.run_flops(results)["flops"] == 2 * 2 * (6 * 32 + 3 * 16)

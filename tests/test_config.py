@@ -3,7 +3,11 @@ configs compared wherever the run was written."""
 
 from __future__ import annotations
 
-from probing.config import RUN_DIR, job_dir_name, location_free, override_items, same_run
+import pytest
+from omegaconf import OmegaConf
+
+from probing.config import RUN_DIR, build, job_dir_name, location_free, override_items, same_run
+from probing.errors import ConfigError
 
 FILES = "analysis.benchmarks=[/data/word-sim/EN-SIMLEX-999.txt,/data/word-sim/EN-MEN-TR-3k.txt,/data/EN-WS-353.txt]"
 
@@ -61,3 +65,10 @@ def test_another_setting_or_a_folder_that_only_begins_like_the_run_folder_is_ano
     elsewhere["task"]["files"][1] = "/runs/b2/train.txt"
     assert not same_run(here, elsewhere)
     assert not same_run(here, None) and not same_run([here], [here])
+
+
+def test_a_node_that_cannot_be_built_inside_another_is_named_by_its_own_key():
+    node = OmegaConf.create({"outer": {"_target_": "builtins.dict", "inner": {"_target_": "probing.data.NoSuchThing"}}})
+    with pytest.raises(ConfigError, match=r"^outer\.inner: cannot be built \(.*\)\. Fix: check the values under "
+                                          r"`outer\.inner`"):
+        build(node.outer, "outer")

@@ -49,6 +49,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -63,6 +64,7 @@ from probing.data.task_records import TaggedSentence, TaskData
 from probing.data.task_sources import (
     CONLLU_SPLITS,
     NerSource,
+    PosSource,
     bundled_pos_paths,
     check_splits,
     files_by_split,
@@ -173,8 +175,20 @@ def unseen_label_summary(data: WordTaskData) -> str:
     return "; ".join(parts) if parts else "no unseen labels"
 
 
-def read_word_task(source) -> WordTaskData:
-    """`source.load_word_task()`, with the split sizes logged and what was skipped or left out logged as warnings."""
+@runtime_checkable
+class WordTaskSource(Protocol):
+    """What every source of a word task gives (the `data.source` of conf/task/upos.yaml, deprel, feats, ner, pos,
+    supersense, jsonl): the task's words and labels, split into train, dev and test."""
+
+    def load_word_task(self) -> WordTaskData: ...
+
+
+def read_word_task(source: object, data_name: str = "data") -> WordTaskData:
+    """The word task of `source` (a `WordTaskSource`; any other source is refused, naming `data=<data_name>`), with
+    the split sizes logged and what was skipped or left out logged as warnings."""
+    if not isinstance(source, WordTaskSource):
+        raise ConfigError(f"data={data_name} is not the data of a word task. Fix: leave data= out, as each word task "
+                          "reads its own data (data.source.paths=... for other files)")
     data = source.load_word_task()
     for split, examples in data.splits.items():
         log.info("%s %s: %d examples in %d sentences", data.name, split, len(examples), len(examples.sentences))
@@ -490,6 +504,14 @@ class Conll2003WordTask:
     def load(self) -> TaskData:
         """The fine-tuning view (train.py task=ner): IOB2-tagged sentences of the same files (NerSource)."""
         return NerSource(None if self.data_dir is None else str(self.data_dir), self.files, self.hub_name).load()
+
+
+class PosWordTask(PosSource):
+    """Part-of-speech tagging (`PosSource`: the PTB tags of the EWT sample or of WSJ) that probe.py also probes as a
+    word task (task=pos): every word, its tag the label (`tagging_word_task`)."""
+
+    def load_word_task(self) -> WordTaskData:
+        return tagging_word_task(self.load())
 
 
 def tagging_word_task(data: TaskData, dev_fraction: float = 0.2, seed: int = 0) -> WordTaskData:

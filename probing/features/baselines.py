@@ -126,6 +126,8 @@ class WordBaseline:
 
     `vectors_for(words) -> (len(words), D) float32` gives the vectors of new words (deterministic per word)."""
 
+    pooling = "mean"  # a context's vector is the mean of its window's word vectors (not in the store's metadata)
+
     def __init__(self, kind: str, vectors_for: Callable[[list[str]], np.ndarray], dim: int,
                  identity: dict[str, Any], context_size: int | str | None, lower: bool):
         self.kind, self.vectors_for, self.identity = kind, vectors_for, identity

@@ -37,9 +37,9 @@ def ensure_features(data: WordInContextData, featurizer: Featurizer, *, store_di
     arguments; sharded extraction takes the same); a store built for another request is refused. `lock_wait_s`: how
     long to wait for another run extracting into the same store (`lock_wait_seconds`).
 
-    The hashes of `data.files` are part of each store's request (`data_files`); data without files (every-word data,
-    whose records identify it) requests none, and then any store of the same records is taken, whatever files it
-    records (`probing.features.store`)."""
+    The hashes of the data's files (`WordInContextData.files`) are part of each store's request (`data_files`); data
+    without files (every-word data, whose records identify it) requests none, and then any store of the same records
+    is taken, whatever files it records (`probing.features.store`)."""
     root = store_root(store_dir)
     data_files = data_files_entry(data.files)
     paths = {}

@@ -198,7 +198,7 @@ class ResumePolicy:
 
 def resumable(checkpoint: Path, fix: str) -> str:
     """`checkpoint` once verified and read as Lightning will load it (its tensors mapped, not read), so that a file
-    Lightning would refuse is one CheckpointError ending in `fix` instead of a traceback from `trainer.fit`."""
+    Lightning would refuse is one CheckpointError ending in `fix` instead of a traceback from Lightning's fit."""
     read_checkpoint(checkpoint, fix, mmap=True)
     return str(checkpoint)
 

@@ -28,7 +28,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from probing.data.settings import require_bool, require_number
-from probing.data.task_records import SENTENCE_TASKS
+from probing.data.task_records import FINETUNING_KINDS, SENTENCE_TASKS
 from probing.errors import ConfigError, ProbingError
 from probing.features.attention import (
     DEFAULT_POLICY,
@@ -42,7 +42,6 @@ from probing.features.encoder import load_encoder
 from probing.finetune.isotropy import mean_pairwise_cosine
 from probing.finetune.metrics import IGNORE, dev_metrics
 
-KINDS = ("token", "sentence")
 DEFAULT_OPTIMIZER = partial(torch.optim.Adam, lr=5e-5)
 
 
@@ -166,8 +165,8 @@ class FineTuner(L.LightningModule):
 
 def check_arguments(kind: str, dropout: float, isotropy_reg: float, isotropy_on_context: bool) -> None:
     """Refuse the FineTuner's own settings before its encoder is loaded, naming the config keys that set them."""
-    if kind not in KINDS:
-        raise ConfigError(f"kind={kind!r} is not a kind of task. Fix: one of {', '.join(KINDS)}")
+    if kind not in FINETUNING_KINDS:
+        raise ConfigError(f"kind={kind!r} is not a kind of task. Fix: one of {', '.join(FINETUNING_KINDS)}")
     require_number("finetune.module.dropout", dropout, high=1.0, example="0.1")
     require_number("finetune.isotropy_reg", isotropy_reg, example="0.1 (or 0 for none)")
     require_bool("finetune.isotropy_on_context", isotropy_on_context)

@@ -27,7 +27,7 @@ from probing.data.splits import SEEN, TEST_SPLITS
 from probing.errors import ConfigError
 from probing.features.store import FeatureStore
 from probing.probes.controls import class_distribution, control_classes, seen_rows
-from probing.probes.mdl import mdl_order
+from probing.probes.mdl import OnlineCode
 
 ALL_LAYERS = "all"
 
@@ -101,19 +101,19 @@ class StoreDataModule(ProbingDataModule):
     `seen_fraction` (> 0, with the control task) moves that share of the training contexts, drawn by
     `probing.probes.controls.seen_rows` from `control_seed`, into a `seen` split scored after training.
     `expected_layers`: the number of layers the run needs in every store (the scalar mix needs all of them).
-    With `mdl_seed`, the training contexts get their position in a permutation drawn from that seed (`order`),
-    which cuts them into the blocks of the MDL online code (probing.probes.mdl).
+    With `online_code` (probing.probes.mdl.OnlineCode), the training contexts get their position in its seeded order
+    (`order`), which cuts them into the blocks of the MDL online code.
     """
 
     def __init__(self, stores: Mapping[str, str | Path], layer: int | str, batch_size: int = 256,
                  control_seed: int | None = None, expected_layers: int | None = None, seen_fraction: float = 0.0,
-                 mdl_seed: int | None = None):
+                 online_code: OnlineCode | None = None):
         super().__init__(batch_size=batch_size)
         if seen_fraction and control_seed is None:
             raise ValueError("a seen split is drawn and scored for the control task: give control_seed too")
         self.stores, self.layer = dict(stores), layer
         self.control_seed, self.expected_layers, self.seen_fraction = control_seed, expected_layers, seen_fraction
-        self.mdl_seed = mdl_seed
+        self.online_code = online_code
 
     def setup(self, stage: str | None = None) -> None:
         if self.splits:
@@ -133,9 +133,9 @@ class StoreDataModule(ProbingDataModule):
             train = by_split["train"]
             by_split["train"], by_split[SEEN] = split_rows(
                 train, seen_rows(train["word"].numpy(), self.seen_fraction, self.control_seed))
-        if self.mdl_seed is not None:
+        if self.online_code is not None:
             train = by_split["train"]
-            train["order"] = torch.from_numpy(mdl_order(len(train["label"]), self.mdl_seed))
+            train["order"] = torch.from_numpy(self.online_code.order(len(train["label"])))
         self.splits = {name: TensorSplit(tensors) for name, tensors in by_split.items()}
 
     def _read(self, path: Path) -> tuple[dict[str, torch.Tensor], list[str], list[str]]:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import math
 import operator
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -122,27 +121,48 @@ def summary(num_labels: int, ends: Sequence[int], block_bits: Sequence[float],
     return result
 
 
-@dataclass(frozen=True)
-class MdlSettings:
-    """`probe.mdl` (on/off), `probe.mdl_fractions` (the block ends as shares of the training set; null = the paper's)
-    and the seed that orders the training examples before the blocks are cut: the examples take their positions in a
-    permutation drawn from it, and an example's position decides its block (and so the prefix probes that train on
-    it). The order is therefore the same for the real and the control task and for every representation probed with
-    the same seed."""
+class OnlineCode:
+    """The online code of one probe run (`probe.mdl=true`; built by `online_code`): the seed that orders the training
+    examples before the blocks are cut (the examples take their positions in a permutation drawn from it, and an
+    example's position decides its block, and so the prefix probes that train on it) and the block ends as shares of
+    the training set (`probe.mdl_fractions`). It gives the datamodule its order (`order`) and the probe module its
+    block ends (`block_ends`), and computes the codelength once the probes are trained (`codelength`). The order is
+    the same for the real and the control task and for every representation probed with the same seed."""
 
-    enabled: bool = False
-    fractions: Sequence[float] | None = DEFAULT_FRACTIONS
-    seed: int = 0
-    _fractions: tuple[float, ...] = field(init=False, repr=False)
+    def __init__(self, fractions: Sequence[float] | None = DEFAULT_FRACTIONS, seed: int = 0):
+        self.fractions = check_fractions(fractions)
+        self.seed = require_int("seed", seed)
 
-    def __post_init__(self) -> None:
-        require_bool("probe.mdl", self.enabled)
-        require_int("seed", self.seed)
-        object.__setattr__(self, "_fractions", check_fractions(self.fractions))
+    def order(self, n: int) -> np.ndarray:
+        """Each of the n training examples' position in the seeded order (`mdl_order`)."""
+        return mdl_order(n, self.seed)
 
     def block_ends(self, n: int) -> list[int]:
         """The block ends of n training examples (`block_ends`)."""
-        return block_ends(n, self._fractions)
+        return block_ends(n, self.fractions)
+
+    def codelength(self, module, datamodule) -> dict:
+        """The `mdl` block of results.json: the trained module's online code of the training labels, every training
+        example sent once (`ProbeModule.codelength`)."""
+        return module.codelength(datamodule.train_dataloader_in_order())
+
+
+def online_code(enabled: bool, fractions: Sequence[float] | None = DEFAULT_FRACTIONS, seed: int = 0,
+                level: str = "context", reuse: object = None) -> OnlineCode | None:
+    """`probe.mdl`: the run's online code, or None when it is off (its settings are checked either way). Refused where
+    there is nothing to send: at probe.level=type (one example per word, not the labels of the training contexts),
+    and with saved probes (probe.reuse trains nothing, and the code is what training the prefix probes costs)."""
+    require_bool("probe.mdl", enabled)
+    code = OnlineCode(fractions, seed)
+    if not enabled:
+        return None
+    if reuse:
+        raise ConfigError("probe.mdl=true trains the prefix probes of the online code; probe.reuse scores saved "
+                          "probes without training. Fix: probe.mdl=false or probe.reuse=null")
+    if level != "context":
+        raise ConfigError("probe.mdl=true sends the labels of the training contexts; probe.level=type has one "
+                          "example per word instead. Fix: probe.level=context or probe.mdl=false")
+    return code
 
 
 SCORES = ("codelength_bits", "compression", "control_codelength_bits", "control_compression")  # into W&B's summary

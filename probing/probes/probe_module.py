@@ -1,29 +1,116 @@
-"""What the probe LightningModules share (SClassProbe, WordProbe): the dev and test steps around their own metrics, the
-guarded training loss, the scalar mix's logging, and the Lightning side of the MDL online code (Voita & Titov 2020
-§2.2) for the `PrefixProbes` they train beside their probes."""
+"""The base of every probe LightningModule (SClassProbe, WordProbe, and the probes that come next), and the keyword
+contract all of them take: probe.py builds the module that the task's probing names (`module`, conf/probings/) with it.
+
+The contract (keyword arguments, the same for every probe module):
+
+    labels          the task's labels (the s-classes, the tags, ...), in the order of the datamodule's label ids
+    input_dim       D, the size of one example's features (a word's vector; a word pair's 2D or 3D)
+    num_layers      the representation's layers when it is the scalar mix (features (B, num_layers, D)), else None
+    level           the representation's level: "context" (an example per word in context) or "type" (one per word)
+    control         train the control task's probes beside (batches carry its labels too)
+    mdl_block_ends  the block ends of the MDL online code (`probing.probes.mdl.OnlineCode.block_ends`), or None
+    family, hidden_dim, rank, dropout
+                    the probe family (`probing.probes.components.batched_probes`: linear, mlp1, mlp2), from
+                    `probe=linear|mlp1|mlp2|sclass_mlp` (`probe.module`)
+    optimizer       builds the optimizer from parameter groups (a `_partial_` config); fused Adam, lr 1e-3
+    mix             the scalar mix's options (layer_norm, dropout, l2_lambda, lr) when num_layers is set
+
+A subclass says how many probes its task has and how many outputs each (`probe_shape`: C binary probes for the
+s-class task, one K-way probe for a word task), the training loss of a batch (`task_loss`), the target columns of the
+MDL online code (`mdl_targets`, `mdl_columns`), and its metrics (`_update_metrics`, `_log_split`); everything else is
+here: the heads (the task's `probes`, the control task's `control_probes`, the MDL `mdl_probes`, built in that order),
+the guarded loss, the optimizer's parameter groups, the scalar mix's logging, the dev and test passes and the MDL
+prefix probes' best-dev weights and codelength (Voita & Titov 2020 §2.2).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 import lightning
+import torch
 from lightning.pytorch.trainer.states import TrainerFn
 from torch import Tensor
 
+from probing.data.settings import choose
 from probing.data.splits import TEST_SPLITS
+from probing.devices import has_native_bf16
 from probing.errors import ProbingError
-from probing.probes.components.prefix_probes import PrefixProbes
-from probing.probes.components.scalar_mix import ScalarMix
+from probing.probes.components.prefix_probes import PrefixProbes, check_block_ends
+from probing.probes.components.probe_head import ProbeHead
+from probing.vocabulary import LEVELS
+
+log = logging.getLogger(__name__)
+
+# fused: one pass over parameters, gradients and moments instead of ~10 (the Adam step of ~10M probe weights is
+# memory-bound)
+DEFAULT_OPTIMIZER = partial(torch.optim.Adam, lr=1e-3, fused=True)
+CONTROL = "control"
+# What `hparams` holds that is not a setting of the probes (saved probes record the rest, `probing.probes.saved`).
+NOT_RECORDED = ("mdl_block_ends",)
 
 
 class ProbeModule(lightning.LightningModule):
-    """A probe module: subclasses score a batch into a split's metrics (`_update_metrics`), log a split's scores
-    (`_log_split`), and with MDL have `mdl_probes` (PrefixProbes, else None), `mdl_targets(batch)` (B, T) and
-    `mdl_columns()`. Here: the dev pass also scores the prefix probes, each keeping its best-dev weights while fitting
-    (restored when fitting ends, carried by checkpoints), and `codelength` after fitting."""
+    """A probe module (see the module docstring for the contract and what a subclass provides).
 
-    mdl_probes: PrefixProbes | None  # set by the subclass (None without MDL)
+    `split_metrics[split]` holds the latest metrics of each split scored ("dev", "test", "seen"), as plain values;
+    `SCORES` names the headline scores among them (W&B's summary of the run)."""
+
+    SCORES: tuple[str, ...] = ()
+
+    def __init__(
+        self,
+        *,
+        labels: Sequence[str],
+        input_dim: int,
+        num_layers: int | None = None,
+        level: str = "context",
+        control: bool = False,
+        mdl_block_ends: Sequence[int] | None = None,
+        family: str = "mlp1",
+        hidden_dim: int = 1024,
+        rank: int | None = None,
+        dropout: float = 0.0,
+        optimizer: Callable[..., torch.optim.Optimizer] = DEFAULT_OPTIMIZER,
+        mix: Mapping[str, Any] | None = None,
+    ):
+        super().__init__()
+        choose("probe.level", level, LEVELS)
+        self.save_hyperparameters(ignore=["optimizer"])
+        self.labels, self.level, self.optimizer = list(labels), level, optimizer
+        mix_options = {key: value for key, value in dict(mix or {}).items() if key != "lr"}
+        self.mix_lr = dict(mix or {}).get("lr")
+        num_probes, num_outputs = self.probe_shape()
+        family_settings = dict(family=family, hidden_dim=hidden_dim, rank=rank, dropout=dropout,
+                               num_layers=num_layers, mix=mix_options)
+        self.probes = ProbeHead(num_probes, input_dim, num_outputs, **family_settings)
+        self.control_probes = ProbeHead(num_probes, input_dim, num_outputs, **family_settings) if control else None
+        ends = check_block_ends(mdl_block_ends)
+        self.mdl_probes = (PrefixProbes(ends, num_probes * (2 if control else 1), input_dim, num_outputs,
+                                        **family_settings) if ends else None)
+        self.split_metrics: dict[str, dict] = {}
+
+    # --- what a subclass provides ---------------------------------------------------------------------------------
+
+    def probe_shape(self) -> tuple[int, int]:
+        """(probes per task, outputs per probe)."""
+        raise NotImplementedError
+
+    def task_loss(self, logits: Tensor, batch: dict, control: bool) -> Tensor:
+        """The loss of one head's logits (B, probes, outputs) on the batch's targets (the control task's with
+        `control`)."""
+        raise NotImplementedError
+
+    def mdl_targets(self, batch: dict) -> Tensor:
+        """(B, T) int64: the prefix probes' target columns."""
+        raise NotImplementedError
+
+    def mdl_columns(self) -> tuple[int, slice, slice | None]:
+        """(K, the task's target columns, the control task's or None)."""
+        raise NotImplementedError
 
     def _update_metrics(self, split: str, batch: dict) -> None:
         raise NotImplementedError
@@ -31,12 +118,36 @@ class ProbeModule(lightning.LightningModule):
     def _log_split(self, split: str) -> None:
         raise NotImplementedError
 
-    def mdl_targets(self, batch: dict) -> Tensor:
-        raise NotImplementedError
+    # --- shared -----------------------------------------------------------------------------------------------------
 
-    def mdl_columns(self) -> tuple[int, slice, slice | None]:
-        """(K, the task's target columns, the control task's or None)."""
-        raise NotImplementedError
+    @property
+    def has_control(self) -> bool:
+        return self.control_probes is not None
+
+    def settings(self) -> dict[str, Any]:
+        """The probes' settings as built (the contract's values but the MDL block ends): what saved probes record and
+        what rebuilds them."""
+        return {key: value for key, value in self.hparams.items() if key not in NOT_RECORDED}
+
+    def forward(self, features: Tensor) -> Tensor:
+        """features (B, D) or (B, num_layers, D) -> the task probes' logits (B, probes, outputs)."""
+        return self.probes(features)
+
+    def on_fit_start(self) -> None:
+        note_precision(str(self.trainer.precision), self.device)
+
+    def training_step(self, batch: dict, batch_idx: int) -> Tensor:
+        """The task's loss + the control task's + the MDL prefix probes' (each over its prefix's rows) and the mixes'
+        L2 penalties. The heads share no parameter, so each gets the gradient it would get alone."""
+        features = batch["features"]
+        loss = self.task_loss(self.probes(features), batch, control=False) + self.probes.penalty()
+        if self.control_probes is not None:
+            loss = loss + self.task_loss(self.control_probes(features), batch, control=True)
+            loss = loss + self.control_probes.penalty()
+        if self.mdl_probes is not None:
+            prefix_losses = self.mdl_probes.losses(features, self.mdl_targets(batch), batch.get("order"))
+            loss = loss + prefix_losses.sum() + self.mdl_probes.penalty()
+        return self.checked_loss(loss, batch_idx, features.shape[0])
 
     def checked_loss(self, loss: Tensor, batch_idx: int, batch_size: int) -> Tensor:
         """The training loss, logged per epoch; a non-finite one stops the run (it would train on and score garbage)."""
@@ -47,12 +158,21 @@ class ProbeModule(lightning.LightningModule):
         self.log("train/loss", loss, on_step=False, on_epoch=True, batch_size=batch_size)
         return loss
 
-    def log_mix(self, mix: ScalarMix | None) -> None:
+    def on_train_epoch_end(self) -> None:
         """The task probes' scalar mix, every epoch: mix/weight_<j>, mix/gamma."""
+        mix = self.probes.mix
         if mix is not None:
             for j, weight in enumerate(mix.normalized_weights().tolist()):
                 self.log(f"mix/weight_{j}", weight)
             self.log("mix/gamma", float(mix.gamma.detach()))
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        heads = [head for head in (self.probes, self.control_probes, self.mdl_probes) if head is not None]
+        return self.optimizer([group for head in heads for group in head.parameter_groups(self.mix_lr)])
+
+    def mix_summary(self) -> dict[str, Any]:
+        """The task probes' mix (ScalarMix.summary: weights, gamma, center of gravity); {} without one."""
+        return {} if self.probes.mix is None else self.probes.mix.summary()
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         self._update_metrics("dev", batch)
@@ -90,3 +210,17 @@ class ProbeModule(lightning.LightningModule):
         num_labels, task, control = self.mdl_columns()
         batches = ((batch["features"], self.mdl_targets(batch), batch["order"]) for batch in train_batches)
         return self.mdl_probes.online_code(batches, num_labels, task, control)
+
+
+def note_precision(precision: str, device: torch.device) -> None:
+    """bf16 training on a device without bf16 arithmetic units is correct but emulated, many times slower than
+    float32 (on CPU: no AVX-512 BF16 or AMX): a warning. float32 on a CPU with them: a one-line hint, as bf16-mixed
+    trains the default probe run 2.3 times as fast there at the same F1 within the seeds' spread (bench/probe_run.py).
+    It stays opt-in so that a command gives the same numbers on every machine (a default that followed the hardware
+    would make a laptop's table differ from a cluster's)."""
+    if precision.startswith("bf16") and not has_native_bf16(device):
+        log.warning("trainer.precision=%s: this %s has no bf16 arithmetic units, so bf16 is emulated and slower than "
+                    "float32 here (the scores are unaffected). Fix: trainer.precision=32-true on this machine",
+                    precision, device.type)
+    elif precision.startswith("32") and device.type == "cpu" and has_native_bf16(device):
+        log.info("this CPU has bf16 units: trainer.precision=bf16-mixed trains the probes about twice as fast")

@@ -6,7 +6,9 @@ composition: `representation: ${representations.${representation_of:...}}` in co
 configs of `conf/representation/` by `representation_of` below, and `hydra.utils.instantiate` builds it. Each
 representation validates its own settings (a `ConfigError` with the fix), knows what fills its stores (a
 Featurizer) and which of their layers it reads, its `layer` and `representation` label for results.json and the
-report, and builds the datamodule the probes train on.
+report, what its features are (`described`: the model they come from, pooling, context size, attention window, from
+the featurizer's own metadata; saved probes record it and a reuse must match it), and builds the datamodule the probes
+train on.
 
 - context level (Zhao et al. 2020 §3.2.2): `EncoderLayer`, `LayerMix` (the ELMo scalar mix of every layer, Peters et
   al. 2018, learned with the probes), `Baseline` (P-BERT, BERTw, P-Rand, P-static: one vector per context);
@@ -25,21 +27,23 @@ from typing import Any
 import numpy as np
 import torch
 
+from probing.data.every_word import every_word_data
 from probing.data.settings import choose
 from probing.data.sources import WordInContextData, read_contexts
 from probing.data.splits import SEEN, split_summary
 from probing.data.types import TypeLevelData, type_summary
 from probing.errors import ConfigError
 from probing.features.baselines import check_baseline, oov_summary
-from probing.features.featurizer import Featurizer
+from probing.features.featurizer import Featurizer, parse_context_size
+from probing.features.layers import resolve_layer
 from probing.features.provision import ensure_features
 from probing.features.sentence_store import sentence_encoder_of
 from probing.features.store import FeatureStore
 from probing.probes.controls import ControlTask, class_distribution, control_classes
 from probing.probes.datamodule import ALL_LAYERS, ProbingDataModule, StoreDataModule, TensorSplit
-from probing.probes.sclass_probe import LEVELS
-from probing.probes.word_data import WordTaskDataModule, every_word_data
-from probing.vocabulary import BASELINE_LABELS, MIX
+from probing.probes.mdl import OnlineCode
+from probing.probes.word_data import WordTaskDataModule
+from probing.vocabulary import BASELINE_LABELS, LEVELS, MIX
 
 log = logging.getLogger(__name__)
 
@@ -78,17 +82,6 @@ def representation_of(layer: Any, baseline: str | None, level: str, embeddings: 
     return "layer"
 
 
-def resolve_layer(layer: Any, num_layers: int) -> int:
-    """`layer` as an index into the hidden states 0..L (negative counts from the top); out of range is an error."""
-    if isinstance(layer, bool) or not isinstance(layer, int):
-        raise ConfigError(f"layer={layer!r} is not an integer; use 0..{num_layers - 1} (0 = embeddings), -1 for the "
-                          f"top layer, mix, or a baseline ({', '.join(BASELINE_LABELS)})")
-    if not -num_layers <= layer < num_layers:
-        raise ConfigError(f"layer={layer} is out of range for this model: it has layers 0..{num_layers - 1} "
-                          f"(0 = embeddings); use one of those, or -1 for the top layer")
-    return layer % num_layers
-
-
 def warn_if_num_layers_differ(configured: int | None, encoder: Featurizer) -> None:
     """The presets sweep `model.num_layers` layers: say so when the config disagrees with the model loaded."""
     num_layers = encoder.info.num_layers
@@ -100,11 +93,39 @@ def warn_if_num_layers_differ(configured: int | None, encoder: Featurizer) -> No
 
 @dataclass
 class ProbeInputs:
-    """What a probe run trains on, and what its results.json says about where it came from."""
+    """What a probe run trains on, and what its results.json says about where it came from.
+
+    `level` is the representation's; `features` what the probes are trained on, as saved probes record it
+    (`features_about`); `about`: layer, representation, stores, data sizes, skips..."""
 
     datamodule: ProbingDataModule
     classes: list[str]
-    about: dict[str, Any] = field(default_factory=dict)  # layer, representation, stores, data sizes, skips...
+    about: dict[str, Any] = field(default_factory=dict)
+    level: str = "context"
+    features: dict[str, Any] = field(default_factory=dict)
+
+
+def described_featurizer(featurizer: Featurizer | None) -> dict[str, Any]:
+    """What the features come from, read from the featurizer's own store metadata (what its stores record): the
+    model's location and weights hash, pooling (a baseline's own where its stores do not record it), context size
+    (None for the whole sentence) and attention window and policy (None for the model's own attention). A featurizer
+    without a model (P-Rand, a static file) has no location or weights hash."""
+    metadata = featurizer.store_metadata() if featurizer is not None else {}
+    return {"model_name_or_path": metadata.get("model_path"), "weights_sha256": metadata.get("weights_sha256"),
+            "pooling": metadata.get("pooling", getattr(featurizer, "pooling", None)),
+            "context_size": parse_context_size(metadata.get("context_size")),
+            "attention_window": metadata.get("attention_window"),
+            "attention_policy": metadata.get("attention_policy")}
+
+
+def features_about(described: Mapping[str, Any], level: str, classes: list[str], datamodule: ProbingDataModule,
+                   about: Mapping[str, Any], control: ControlTask, data_name: str) -> dict[str, Any]:
+    """What probes trained on these inputs are trained on: the representation's description, its level, layer and
+    label, the classes, the feature size and layers, the control seed and the data (saved with the probes;
+    `probing.probes.saved.MUST_MATCH` of it must agree for saved probes to be scored on other features)."""
+    return {**described, "level": level, "classes": list(classes), "feature_dim": datamodule.feature_dim,
+            "layer": about["layer"], "representation": about["representation"], "num_layers": datamodule.num_layers,
+            "control_seed": control.seed, "data": data_name}
 
 
 class ContextRepresentation:
@@ -119,25 +140,27 @@ class ContextRepresentation:
         self.expected_layers = expected_layers  # the layers every store must hold (the mix needs all)
 
     def inputs(self, source: Any, store_settings: Mapping[str, Any], batch_size: int,
-               control: ControlTask, mdl_seed: int | None = None) -> ProbeInputs:
-        """Read the data's contexts, fill (or reuse) their stores and build the datamodule over them (with `mdl_seed`,
-        the training contexts in their MDL order); the featurizer (an encoder's memory) is let go before training."""
-        data = read_contexts(source)
+               control: ControlTask, online_code: OnlineCode | None = None) -> ProbeInputs:
+        """Read the data's contexts, fill (or reuse) their stores and build the datamodule over them (with
+        `online_code`, the training contexts in its order); the featurizer (an encoder's memory) is let go before
+        training."""
+        data, described = read_contexts(source), described_featurizer(self.featurizer)
         stores = ensure_features(data, self.featurizer, **store_settings)
         about = {"layer": self.layer, "representation": self.label,
                  "stores": {split: str(path) for split, path in stores.items()},
                  "data_summary": split_summary(data.splits), "data_skips": data.skips.as_dict(),
                  "extraction_skipped_rows": {split: stored_skips(path) for split, path in stores.items()},
                  **self.about_data(data)}
-        classes, self.featurizer = data.classes, None
+        classes, data_name, self.featurizer = data.classes, data.name, None
         del data  # the stores hold what training reads: the records need not stay beside the features
         datamodule = StoreDataModule(stores, layer=self.store_layer, batch_size=batch_size, control_seed=control.seed,
                                      expected_layers=self.expected_layers, seen_fraction=control.seen_fraction,
-                                     mdl_seed=mdl_seed)
+                                     online_code=online_code)
         datamodule.setup()
         if SEEN in datamodule.splits:
             about["seen_split"] = seen_split_summary(datamodule)
-        return ProbeInputs(datamodule, classes, about)
+        features = features_about(described, self.level, classes, datamodule, about, control, data_name)
+        return ProbeInputs(datamodule, classes, about, self.level, features)
 
     def about_data(self, data: WordInContextData) -> dict[str, Any]:
         return {}
@@ -147,21 +170,23 @@ class ContextRepresentation:
         return self.featurizer
 
     def word_inputs(self, data: Any, store_settings: Mapping[str, Any], batch_size: int, control: ControlTask,
-                    pair_product: bool = False, mdl_seed: int | None = None) -> ProbeInputs:
+                    pair_product: bool = False, online_code: OnlineCode | None = None) -> ProbeInputs:
         """A word or word-pair task (`WordTaskData`): fill (or reuse) the every-word store of each split, then build
         the datamodule of its examples; the featurizer is let go before training."""
+        described = described_featurizer(self.featurizer)
         stores = ensure_features(every_word_data(data), self.word_featurizer(), **store_settings)
         self.featurizer = None
         datamodule = WordTaskDataModule(stores, data, layer=self.store_layer, batch_size=batch_size,
                                         control_seed=control.seed, expected_layers=self.expected_layers,
-                                        pair_product=pair_product, mdl_seed=mdl_seed)
+                                        pair_product=pair_product, online_code=online_code)
         datamodule.setup()
         about = {"layer": self.layer, "representation": self.label,
                  "stores": {split: str(path) for split, path in stores.items()},
                  "data_summary": word_task_summary(data, datamodule.dropped), "data_skips": data.skips.as_dict(),
                  "unseen_labels": data.unseen_labels,
                  "extraction_skipped_rows": {split: stored_skips(path) for split, path in stores.items()}}
-        return ProbeInputs(datamodule, list(data.labels), about)
+        features = features_about(described, self.level, list(data.labels), datamodule, about, control, data.name)
+        return ProbeInputs(datamodule, list(data.labels), about, self.level, features)
 
 
 class EncoderLayer(ContextRepresentation):
@@ -169,7 +194,7 @@ class EncoderLayer(ContextRepresentation):
 
     def __init__(self, encoder: Featurizer, layer: Any, configured_layers: int | None = None):
         warn_if_num_layers_differ(configured_layers, encoder)
-        index = resolve_layer(layer, encoder.info.num_layers)
+        index = resolve_layer(layer, encoder.info.num_layers, model=encoder.info.model_name)
         super().__init__(encoder, index, index, str(index))
 
     def word_featurizer(self) -> Featurizer:
@@ -234,9 +259,9 @@ class TypeSpace:
         return self.space
 
     def inputs(self, source: Any, store_settings: Mapping[str, Any], batch_size: int,
-               control: ControlTask, mdl_seed: int | None = None) -> ProbeInputs:
-        """The word vectors and multi-hot targets of the type-level word splits (no MDL order: the online code is
-        computed at context level only)."""
+               control: ControlTask, online_code: OnlineCode | None = None) -> ProbeInputs:
+        """The word vectors and multi-hot targets of the type-level word splits (no online code: it is refused at
+        type level, `probing.probes.mdl.online_code`)."""
         types = source.load_types()
         space = self.built_space(source, store_settings)
         data, vectors, about = space.vectors(types)
@@ -246,7 +271,12 @@ class TypeSpace:
         about |= {"layer": self.layer, "embeddings": str(space.name), "representation": space.label,
                   "data_summary": type_summary(data)}
         splits = type_splits(data, vectors, control.seed)
-        return ProbeInputs(ProbingDataModule(splits, batch_size=batch_size), data.classes, about)
+        datamodule = ProbingDataModule(splits, batch_size=batch_size)
+        features = features_about(self.described, self.level, data.classes, datamodule, about, control, data.name)
+        return ProbeInputs(datamodule, data.classes, about, self.level, features)
+
+    # A word type's vector has no context window and no pooling of its own to describe (AVG-l: the model it comes from)
+    described: dict[str, Any] = described_featurizer(None)
 
 
 class AvgSpaceOfLayer(TypeSpace):
@@ -255,7 +285,7 @@ class AvgSpaceOfLayer(TypeSpace):
 
     def __init__(self, space: Callable[..., Any], encoder: Featurizer, layer: Any):
         super().__init__(space)
-        self.encoder, self.layer = encoder, resolve_layer(layer, encoder.info.num_layers)
+        self.encoder, self.layer = encoder, resolve_layer(layer, encoder.info.num_layers, model=encoder.info.model_name)
 
     @property
     def label(self) -> str:
@@ -263,6 +293,8 @@ class AvgSpaceOfLayer(TypeSpace):
 
     def built_space(self, source: Any, store_settings: Mapping[str, Any]) -> Any:
         stores = ensure_features(read_contexts(source), self.encoder, **store_settings)
+        model = described_featurizer(self.encoder)
+        self.described = {**self.described, **{key: model[key] for key in ("model_name_or_path", "weights_sha256")}}
         self.encoder = None  # its memory is let go before training
         return self.space(stores=stores, layer=self.layer)
 

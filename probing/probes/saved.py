@@ -266,10 +266,11 @@ def probe_files(folder: str | Path, key: str = "probe.reuse") -> list[Path]:
 
 
 def find_reusable(folder: str | Path, current: Mapping[str, Any], seed: int | None = None,
-                  key: str = "probe.reuse") -> SavedProbes:
-    """The saved probes below `folder` (a probe run folder, or a folder of runs such as a sweep) that fit the
-    current features (MUST_MATCH); among several, those of `seed`. Refused with the differences when none fits."""
-    candidates = [load_probes(path) for path in probe_files(folder, key)]
+                  key: str = "probe.reuse", candidates: list[SavedProbes] | None = None) -> SavedProbes:
+    """The saved probes below `folder` (a probe run folder, or a folder of runs such as a sweep; `candidates`: those
+    already loaded from it) that fit the current features (MUST_MATCH); among several, those of `seed`. Refused with
+    the differences when none fits."""
+    candidates = candidates or [load_probes(path) for path in probe_files(folder, key)]
     fitting = [saved for saved in candidates if not differences(saved.about, current)]
     if not fitting:
         closest = min(candidates, key=lambda saved: len(differences(saved.about, current)))
@@ -290,12 +291,24 @@ def module_of(saved: SavedProbes, build_module: Callable[..., torch.nn.Module], 
     """The probe module that `saved` describes (its `about["module"]` settings, with or without the control head),
     holding its weights."""
     try:
-        module = build_module(**{**saved.about["module"], "control": control})
+        module = build_module(**{**module_settings(saved.about), "control": control})
     except (TypeError, ValueError, ConfigError) as error:
         raise ProbingError(f"{saved.path}: its module settings ({saved.about['module']}) do not build probes "
                            f"({error}). {RERUN_FIX}") from error
     load_into(module, saved)
     return module
+
+
+def module_settings(about: Mapping[str, Any]) -> dict[str, Any]:
+    """The keyword contract of the probe module that saved probes describe (`about["module"]`). Files written before
+    every probe module took one contract name the s-class probes' classes `class_names` and record no family (they
+    were MLP-1s), their level beside the settings only, and the MDL block ends (never saved weights) among them."""
+    settings = dict(about["module"])
+    if "class_names" in settings:
+        settings = {"labels": settings.pop("class_names"), "family": "mlp1", **settings}
+    settings.pop("mdl_block_ends", None)
+    settings.setdefault("level", about.get("level", "context"))
+    return settings
 
 
 def reused_summary(saved: SavedProbes) -> dict[str, Any]:

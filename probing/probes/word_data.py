@@ -1,9 +1,8 @@
 """Serve a word or word-pair task to a Lightning Trainer, its vectors gathered from the every-word stores.
 
 A word task's examples point at words of sentences (`probing.data.word_tasks.WordTaskSplit`); the vectors of those
-words are the rows of an every-word store: one row per word of every sentence of the split, whole sentence as
-context (the store kind of the geometry analyses, `probing.features.sentence_store`). UPOS, XPOS, DEPREL and FEATS
-probes of one treebank therefore read the same stores, extracted once.
+words are the rows of an every-word store (`probing.data.every_word`): one row per word of every sentence of the
+split, whole sentence as context.
 
 A split keeps the store's layer (or all its layers, for the scalar mix) once, in its stored dtype, and each example
 as a row index: a batch gathers its rows, and for a pair task joins the two words' vectors as [a; b] or, with
@@ -18,7 +17,6 @@ elementwise product for arcs). Batch keys:
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -26,62 +24,10 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from probing.data.records import RecordTable, RecordTableBuilder
-from probing.data.sources import WordInContextData
-from probing.data.task_records import TOKEN_TASKS
-from probing.data.word_tasks import tagging_word_task
-from probing.errors import ConfigError
 from probing.features.store import FeatureStore
 from probing.probes.controls import class_distribution, control_classes
 from probing.probes.datamodule import ALL_LAYERS, ProbingDataModule, check_layers
-from probing.probes.mdl import mdl_order
-
-log = logging.getLogger(__name__)
-
-EVERY_WORD_CLASS = "word"  # the class of every row of an every-word store (the task's labels are kept here)
-EVERY_WORD_DATA = "words"  # the data name of every-word stores: tasks over the same sentences share them
-
-
-def every_word_data(data) -> WordInContextData:
-    """The every-word records of each split of a word task (`WordTaskData`), as the stores take them. No data files
-    are passed: an every-word store holds the vectors of its sentences, whatever task labels them, so it is keyed on
-    its records (their fingerprint: the sentences and the word of each row), not on the task's files; tasks over
-    the same sentences (UPOS, DEPREL, FEATS of one treebank) thus share it."""
-    return WordInContextData(EVERY_WORD_DATA, [EVERY_WORD_CLASS],
-                             {split: every_word_records(task) for split, task in data.splits.items()}, [], data.skips)
-
-
-def load_word_task(source, task: str, data_name: str):
-    """The task's words and labels: the source's word-task view, or a tagging task's tags (task=pos); any other
-    source is refused with the fix."""
-    if hasattr(source, "load_word_task"):
-        data = source.load_word_task()
-    elif hasattr(source, "load") and task in TOKEN_TASKS:
-        data = tagging_word_task(source.load())
-    else:
-        raise ConfigError(f"data={data_name} is not data of a word task (task={task}). Fix: leave data= out, as each "
-                          "word task reads its own data (data.source.paths=... for other files)")
-    for split, counts in data.unseen_labels.items():
-        if counts:
-            log.warning("%s %s: %d example(s) left out, their label is not in the training split: %s", data.name,
-                        split, sum(counts.values()), ", ".join(f"{label} ({n})" for label, n in sorted(counts.items())))
-    if data.skips.total():
-        log.warning("%s: skipped while reading: %s", data.name, data.skips.summary())
-    return data
-
-
-def every_word_records(split) -> RecordTable:
-    """One record per word of every sentence of a WordTaskSplit, in its every-word order (whole sentence as context,
-    the word as target, lower-cased as word type): the records of its store."""
-    builder = RecordTableBuilder()
-    for (tokens, position), source in zip(split.every_word(), every_word_sources(split)):
-        builder.add(tokens, (position,), tokens[position].lower(), EVERY_WORD_CLASS, source)
-    return builder.build()
-
-
-def every_word_sources(split) -> list[str]:
-    """The source ("file:line" of the sentence) of each row of the every-word order."""
-    return [source for tokens, source in zip(split.sentences, split.sources) for _ in tokens]
+from probing.probes.mdl import OnlineCode
 
 
 class GatheredSplit(Dataset):
@@ -123,17 +69,17 @@ class WordTaskDataModule(ProbingDataModule):
     Examples whose word (or, for pairs, either word) the featurizer could not represent (flagged in the store, e.g.
     a word without wordpieces) are left out and counted in `dropped`. With `control_seed`, every example gets the
     control label of its word type: one label per type, drawn from the label distribution of the training examples
-    (probing.probes.controls), unseen words by the same rule. With `mdl_seed`, the training examples get their
-    position in a permutation drawn from that seed (`order`), which cuts them into the MDL blocks.
+    (probing.probes.controls), unseen words by the same rule. With `online_code` (probing.probes.mdl.OnlineCode), the
+    training examples get their position in its seeded order (`order`), which cuts them into the MDL blocks.
     """
 
     def __init__(self, stores: Mapping[str, str | Path], data, layer: int | str, batch_size: int = 256,
                  control_seed: int | None = None, expected_layers: int | None = None, pair_product: bool = False,
-                 mdl_seed: int | None = None):
+                 online_code: OnlineCode | None = None):
         super().__init__(batch_size=batch_size)
         self.stores, self.data, self.layer = dict(stores), data, layer
         self.control_seed, self.expected_layers = control_seed, expected_layers
-        self.pair_product, self.mdl_seed = pair_product, mdl_seed
+        self.pair_product, self.online_code = pair_product, online_code
         self.dropped: dict[str, int] = {}
 
     @property
@@ -166,8 +112,8 @@ class WordTaskDataModule(ProbingDataModule):
         if probabilities is not None:
             types = [word for word, keep in zip(split.word_types(), kept) if keep]
             tensors["control_label"] = torch.from_numpy(control_classes(types, probabilities, self.control_seed))
-        if self.mdl_seed is not None and name == "train":
-            tensors["order"] = torch.from_numpy(mdl_order(int(kept.sum()), self.mdl_seed))
+        if self.online_code is not None and name == "train":
+            tensors["order"] = torch.from_numpy(self.online_code.order(int(kept.sum())))
         return GatheredSplit(vectors, torch.from_numpy(rows[kept]),
                              None if second is None else torch.from_numpy(second[kept]), tensors, self.pair_product)
 

@@ -3,8 +3,6 @@ and the prefix probes of the MDL online code (Voita & Titov 2020 §2.2) trained 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from functools import partial
 from typing import Any
 
 import torch
@@ -13,28 +11,21 @@ from torch.nn import functional as F
 from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score, MulticlassStatScores
 
 from probing.data.splits import EVAL_SPLITS, TEST_SPLITS
-from probing.errors import ConfigError
-from probing.probes.components.prefix_probes import PrefixProbes, check_block_ends
-from probing.probes.components.word_probes import WordProbeHead, check_word_probe_settings
-from probing.probes.probe_module import ProbeModule
-from probing.probes.sclass_probe import note_precision
-
-CONTROL = "control"
-# fused: one pass over parameters, gradients and moments (as SClassProbe)
-DEFAULT_OPTIMIZER = partial(torch.optim.Adam, lr=1e-3, fused=True)
+from probing.probes.probe_module import CONTROL, ProbeModule
 
 
 class WordProbe(ProbeModule):
-    """One multi-class probe on frozen word (or word-pair) vectors, its control task, and the MDL prefix probes.
+    """One multi-class probe on frozen word (or word-pair) vectors, its control task, and the MDL prefix probes, built
+    with the keyword contract of `ProbeModule` (a family of Hewitt & Liang: probe=linear, mlp1, mlp2).
 
     Batches: `features` (B, D) or (B, num_layers, D) float32, `label` (B,) int64; with `control=True` also
     `control_label` (B,) (Hewitt & Liang's control task: a label per word type); with `mdl_block_ends` the training
     batches also carry `order` (B,) int64, the example's position in the seeded MDL order (`probing.probes.mdl`).
 
-    Submodules: `probes` (the task's probe, a `WordProbeHead` with one head), `control_probes` (the same, for the
-    control task, with control=True) and `mdl_probes` (with MDL): the `PrefixProbes` of the online code, one target
-    column for the task's labels and, with the control task, one for the control labels (S = len(mdl_block_ends)
-    blocks, S-1 prefix probes per column). Family, size and dropout are those of the task probe.
+    Heads: `probes` (the task's probe, a `ProbeHead` of one K-way probe), `control_probes` (the same, for the
+    control task) and `mdl_probes` (with MDL): the `PrefixProbes` of the online code, one target column for the task's
+    labels and, with the control task, one for the control labels (S = len(mdl_block_ends) blocks, S-1 prefix probes
+    per column). Family, size and dropout are those of the task probe.
 
     Training: every batch is drawn from the whole training set, and all probes train in the same steps. The loss is
     the task's mean cross-entropy + the control task's + the sum over prefix probes of each one's mean cross-entropy
@@ -43,9 +34,8 @@ class WordProbe(ProbeModule):
     batches are the rows of the shared batches that fall in it, so they are smaller (B * t_i / n rows on average) and
     more frequent than batches of B drawn from the prefix alone, while an epoch still shows each probe each of its
     examples once; what it buys is one fit, one pass over the data and one optimizer for all probes (bench/mdl.py).
-    A prefix probe without rows in a batch does not run and the optimizer skips it. `optimizer` builds the optimizer
-    from parameter groups; Adam, lr 1e-3 by default (fused). A non-finite training loss stops the run with a
-    ProbingError.
+    A prefix probe without rows in a batch does not run and the optimizer skips it. Adam, lr 1e-3 by default (fused).
+    A non-finite training loss stops the run with a ProbingError.
 
     Prefix probes' weights: each keeps the weights of its epoch with the lowest dev cross-entropy (`PrefixProbes`),
     restored when fitting ends. `codelength(train_batches)` then gives the online code.
@@ -59,85 +49,33 @@ class WordProbe(ProbeModule):
     each split as plain Python values: accuracy, macro_f1, per_label_f1 {label: f1}, n_examples, and with the control
     task control_accuracy, control_macro_f1, selectivity.
 
-    `num_layers`: features are (B, num_layers, D) and each probe has its own ELMo scalar mix (options in `mix`:
-    layer_norm, dropout, l2_lambda, lr), its L2 penalty added to the loss; the task probe's mix is logged every epoch
-    (mix/weight_<j>, mix/gamma).
-
-    `rank` (linear family, Hewitt & Liang's rank-constrained probe D -> rank -> K) is at most `input_dim`, the
-    feature dimension D (a word pair's 2D or 3D): a larger rank constrains nothing, so it would be recorded as a
-    constraint that never applied. It is refused with a ConfigError when the module is built, before any training
-    (probe.py builds it before the loggers start).
+    `num_layers`: features are (B, num_layers, D) and the probe has an ELMo scalar mix (options in `mix`: layer_norm,
+    dropout, l2_lambda, lr), its L2 penalty added to the loss and its weights logged every epoch (mix/weight_<j>,
+    mix/gamma); each prefix probe has its own.
     """
 
-    def __init__(
-        self,
-        input_dim: int,
-        label_names: list[str],
-        family: str = "linear",
-        hidden_dim: int = 1000,
-        rank: int | None = None,
-        dropout: float = 0.0,
-        optimizer: Callable[..., torch.optim.Optimizer] = DEFAULT_OPTIMIZER,
-        num_layers: int | None = None,
-        mix: Mapping[str, Any] | None = None,
-        control: bool = False,
-        mdl_block_ends: list[int] | None = None,
-    ):
-        super().__init__()
-        check_word_probe_settings(family, hidden_dim, rank, dropout)
-        check_rank_within(rank, input_dim)
-        ends = check_block_ends(mdl_block_ends)
-        self.save_hyperparameters(ignore=["optimizer"])
-        self.label_names = list(label_names)
-        self.optimizer = optimizer
-        mix_options = {key: value for key, value in dict(mix or {}).items() if key != "lr"}
-        self.mix_lr = dict(mix or {}).get("lr")
-        head = dict(input_dim=input_dim, num_labels=len(self.label_names), family=family, hidden_dim=hidden_dim,
-                    rank=rank, dropout=dropout, num_layers=num_layers, mix=mix_options)
-        self.probes = WordProbeHead(1, **head)
-        self.control_probes = WordProbeHead(1, **head) if control else None
-        self.mdl_block_ends = ends
-        self.mdl_probes = PrefixProbes(ends, 2 if control else 1, **head) if ends else None
-        names = [*EVAL_SPLITS, *(f"{split}_{CONTROL}" for split in EVAL_SPLITS if control)]
-        self.metrics = nn.ModuleDict({name: split_metrics(len(self.label_names)) for name in names})
-        self.split_metrics: dict[str, dict] = {}
+    SCORES = ("accuracy", "macro_f1", "selectivity", "control_accuracy")  # a run's headline scores
+
+    def __init__(self, **contract: Any):
+        super().__init__(**contract)
+        names = [*EVAL_SPLITS, *(f"{split}_{CONTROL}" for split in EVAL_SPLITS if self.has_control)]
+        self.metrics = nn.ModuleDict({name: split_metrics(self.num_labels) for name in names})
+
+    def probe_shape(self) -> tuple[int, int]:
+        """One K-way probe."""
+        return 1, len(self.labels)
 
     @property
     def num_labels(self) -> int:
-        return len(self.label_names)
+        return len(self.labels)
 
-    @property
-    def has_control(self) -> bool:
-        return self.control_probes is not None
-
-    def forward(self, features: Tensor) -> Tensor:
-        """features (B, D) or (B, num_layers, D) -> logits (B, K)."""
-        return self.probes(features)[:, 0]
-
-    def on_fit_start(self) -> None:
-        note_precision(str(self.trainer.precision), self.device)
-
-    def training_step(self, batch: dict, batch_idx: int) -> Tensor:
-        features, label = batch["features"], batch["label"]
-        loss = F.cross_entropy(self.probes(features)[:, 0], label) + self.probes.penalty()
-        if self.control_probes is not None:
-            loss = loss + F.cross_entropy(self.control_probes(features)[:, 0], batch["control_label"])
-            loss = loss + self.control_probes.penalty()
-        if self.mdl_probes is not None:
-            loss = loss + self.prefix_losses(batch).sum() + self.mdl_probes.penalty()
-        return self.checked_loss(loss, batch_idx, features.shape[0])
+    def task_loss(self, logits: Tensor, batch: dict, control: bool) -> Tensor:
+        return F.cross_entropy(logits[:, 0], batch["control_label" if control else "label"])
 
     def mdl_targets(self, batch: dict) -> Tensor:
         """(B, T): the prefix probes' target columns, the label and, with the control task, the control label."""
         labels = [batch["label"]] + ([batch["control_label"]] if self.has_control else [])
         return torch.stack(labels, dim=1)
-
-    def prefix_losses(self, batch: dict) -> Tensor:
-        """(prefixes, T): each prefix probe's mean cross-entropy over the batch rows of its prefix (0 without any)."""
-        return self.mdl_probes.losses(batch["features"], self.mdl_targets(batch), batch.get("order"))
-
-    def on_train_epoch_end(self) -> None:
-        self.log_mix(self.probes.mixes[0] if self.probes.mixes is not None else None)
 
     def on_test_epoch_end(self) -> None:
         for split in TEST_SPLITS:
@@ -160,7 +98,7 @@ class WordProbe(ProbeModule):
         tp, fp, fn, support = stats[:, 0], stats[:, 1], stats[:, 3], stats[:, 4]
         denominator = (2 * tp + fp + fn).tolist()
         per_label = {label: (2 * t / d if d else None)
-                     for label, t, d in zip(self.label_names, tp.tolist(), denominator)}
+                     for label, t, d in zip(self.labels, tp.tolist(), denominator)}
         return {"accuracy": accuracy, "macro_f1": macro_f1, "per_label_f1": per_label,
                 "n_examples": int(support.sum())}
 
@@ -181,25 +119,9 @@ class WordProbe(ProbeModule):
             self.log(f"{split}/control_accuracy", metrics["control_accuracy"])
             self.log(f"{split}/selectivity", metrics["selectivity"], prog_bar=split == "dev")
 
-    def configure_optimizers(self) -> torch.optim.Optimizer:
-        heads = [head for head in (self.probes, self.control_probes, self.mdl_probes) if head is not None]
-        return self.optimizer([group for head in heads for group in head.parameter_groups(self.mix_lr)])
-
-    def mix_summary(self) -> dict[str, Any]:
-        """The task probe's mix (ScalarMix.summary: weights, gamma, center of gravity); {} without one."""
-        return {} if self.probes.mixes is None else self.probes.mixes[0].summary()
-
     def mdl_columns(self) -> tuple[int, slice, slice | None]:
         """K labels; the task's target column, then the control task's."""
         return self.num_labels, slice(0, 1), slice(1, 2) if self.has_control else None
-
-
-def check_rank_within(rank: int | None, input_dim: int) -> None:
-    """probe.rank at most the feature dimension: a rank of D or more leaves a D-dimensional linear map unconstrained."""
-    if rank is not None and rank > input_dim:
-        raise ConfigError(f"probe.rank={rank} exceeds the feature dimension {input_dim} of this representation; a "
-                          f"rank of {input_dim} or more constrains nothing. Fix: probe.rank<={input_dim}, or "
-                          "probe.rank=null")
 
 
 def split_metrics(num_labels: int) -> nn.ModuleDict:

@@ -42,8 +42,9 @@ BASELINE_ORDER = (RAND, BASELINE_LABELS["prand"], None, BASELINE_LABELS["pstatic
 # Then AVG-l by l, the contextual layers by number, and the scalar mix last.
 KIND_ORDER = ("baseline", "avg", "layer", MIX)
 # Config nodes made only of other settings (conf/probe.yaml's representation, chosen by the shorthand, and every
-# representation a run could probe): a value that differs there differs at its own key too.
-DERIVED = ("representation.", "representations.")
+# representation a run could probe; its probing, chosen by the task, and every probing): a value that differs there
+# differs at its own key too.
+DERIVED = ("representation.", "representations.", "probing.", "probings.")
 # What the tables read from a results.json without a default, checked before any table is made (`check_result`):
 # the scores of every run but an analysis's (analyze.py's results name their `analysis` and have no splits), ...
 REQUIRED = ("dev",)

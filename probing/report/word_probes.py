@@ -35,7 +35,7 @@ from probing.report.aggregate import (
 )
 from probing.report.plots import pyplot, save_figure
 from probing.report.tables import display_value, format_score, markdown, setting_label, varying_keys
-from probing.vocabulary import MIX, SCLASS_TASK, WORD_PROBE_FAMILIES
+from probing.vocabulary import MIX, PROBE_FAMILIES, SCLASS_TASK
 
 CSV_FILE = "word_probes.csv"
 # A row of the tables: runs equal in these keys differ only in their seed and are averaged.
@@ -84,7 +84,7 @@ def family_sort_key(label: str) -> tuple:
     match = re.fullmatch(r"(.*?)(?: r=(\d+))?", label)
     family, rank = match.group(1), match.group(2)
     # a family not listed sorts after them
-    index = WORD_PROBE_FAMILIES.index(family) if family in WORD_PROBE_FAMILIES else len(WORD_PROBE_FAMILIES)
+    index = PROBE_FAMILIES.index(family) if family in PROBE_FAMILIES else len(PROBE_FAMILIES)
     return (index, family, 0 if rank is None else 1, int(rank or 0))
 
 

@@ -11,7 +11,6 @@ import logging
 import os
 import socket
 import sys
-import time
 import urllib.parse
 import urllib.request
 from collections.abc import Iterable, Iterator, Sequence
@@ -27,11 +26,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from probing.config import build, same_run, wandb_online_asked
 from probing.data.settings import require_int
-from probing.data.splits import EVAL_SPLITS
 from probing.errors import ConfigError
 from probing.features.provision import lock_wait_seconds
-from probing.probes import mdl as online_code
-from probing.probes.mdl import MdlSettings
 from probing.report.aggregate import RESULTS_FILE, json_type
 
 log = logging.getLogger(__name__)
@@ -42,40 +38,11 @@ WANDB_SERVER = "https://api.wandb.ai"  # wandb's default base URL (WANDB_BASE_UR
 WANDB_CONNECT_TIMEOUT_S = 3.0  # how long a run waits to learn that the W&B server cannot be reached
 
 
-def check_config(cfg: DictConfig, known_keys: Iterable[str]) -> None:
-    """Refuse what Hydra lets through: a top-level key no job reads (`+laeyr=3`, the fix Hydra suggests for a typo,
-    would otherwise probe the default layer) and a seed that is not an integer."""
-    unknown = sorted(set(cfg) - set(known_keys))
-    if unknown:
-        raise ConfigError(f"unknown setting(s) {', '.join(unknown)}: no part of this job reads them. Fix: check the "
-                          f"spelling; the top-level settings are {', '.join(sorted(known_keys))}")
+def check_config(cfg: DictConfig) -> None:
+    """Refuse what Hydra lets through: a seed that is not an integer. (A top-level key that the config does not have,
+    such as `+laeyr=3`, is refused by the command-line check, `probing.cli`.)"""
     if "seed" in cfg:
         require_int("seed", cfg.seed)
-
-
-def encoder_name_or_path(cfg: DictConfig) -> str:
-    """What the features come from: the encoder's name or path, or for imported vectors (model=imported) the file."""
-    return cfg.features.encoder.get("name_or_path") or str(cfg.model.name_or_path)
-
-
-def finish_results(results: dict[str, Any], module: L.LightningModule, datamodule: Any, mdl: MdlSettings,
-                   trainer: L.Trainer, summary_scores: Iterable[str], started: float,
-                   config: dict[str, Any]) -> dict[str, Any]:
-    """A probe run's results completed: the online code of its training labels (with MDL), its duration and config;
-    its headline scores (`<split>/final_<key>` of `summary_scores`, `mdl/...`) into W&B's summary."""
-    if mdl.enabled:
-        results["mdl"] = module.codelength(datamodule.train_dataloader_in_order())
-    results["duration_s"], results["config"] = round(time.time() - started, 2), config
-    scores = {f"{split}/final_{key}": results[split][key] for split in EVAL_SPLITS if split in results
-              for key in summary_scores if key in results[split]} | online_code.scores(results)
-    summarise_in_wandb(trainer.loggers, {**scores, "representation": results["representation"],
-                                         "best_epoch": results.get("best_epoch")})
-    return results
-
-
-def mdl_settings(cfg: DictConfig) -> MdlSettings:
-    """probe.mdl, probe.mdl_fractions and the run's seed (which orders the training examples into blocks)."""
-    return MdlSettings(enabled=cfg.probe.get("mdl", False), fractions=cfg.probe.get("mdl_fractions"), seed=cfg.seed)
 
 
 def store_settings(features: DictConfig) -> dict[str, Any]:
@@ -184,6 +151,13 @@ def gpu_indices(devices: Any) -> list[int] | None:
     return [int(part) for part in parts] if parts and all(part.isdigit() for part in parts) else None
 
 
+def check_trainer(trainer: DictConfig) -> None:
+    """Refuse, before any work, a Trainer that would train nothing (max_epochs 0 would score untrained weights) or
+    that this machine cannot start (`check_devices`)."""
+    require_int("trainer.max_epochs", trainer.get("max_epochs"), minimum=1)
+    check_devices(trainer)
+
+
 def check_devices(trainer: DictConfig) -> None:
     """Refuse what Lightning would start anyway or quietly change: more devices than there are, and float16 on a
     CPU (Lightning would switch it to bf16 with a warning)."""
@@ -261,7 +235,7 @@ def finished_results(path: Path, config: dict[str, Any]) -> dict[str, Any] | Non
 def job_state(cfg: DictConfig) -> tuple[Path, dict[str, Any], dict[str, Any] | None]:
     """(where the job's results.json goes, the resolved config, the results of an earlier job of this same
     configuration there or None, also when the folder was moved since); a finished job is not run again."""
-    out = results_path(cfg)
+    out = Path(cfg.paths.output_dir) / RESULTS_FILE
     config = OmegaConf.to_container(cfg, resolve=True)
     previous = finished_results(out, config)
     if previous is not None:
@@ -269,8 +243,7 @@ def job_state(cfg: DictConfig) -> tuple[Path, dict[str, Any], dict[str, Any] | N
     return out, config, previous
 
 
-def results_path(cfg: DictConfig) -> Path:
-    return Path(cfg.paths.output_dir) / RESULTS_FILE
+
 
 
 @contextlib.contextmanager

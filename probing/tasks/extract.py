@@ -20,14 +20,16 @@ from lightning.fabric.strategies import DDPStrategy
 from omegaconf import DictConfig
 
 from probing.config import build
+from probing.data.every_word import EVERY_WORD_DATA, every_word_data
 from probing.data.sources import WordInContextData, read_contexts
 from probing.data.splits import SPLIT_NAMES
+from probing.data.task_records import SCLASS_KIND
+from probing.data.word_tasks import read_word_task
 from probing.errors import ConfigError
 from probing.features.elmo_hdf5 import check_export_folder, export_every_word_stores
 from probing.features.provision import ensure_features
 from probing.features.sentence_store import sentence_encoder_of
 from probing.features.sharded import SHARD_WAIT, extract_split_sharded
-from probing.probes.word_data import EVERY_WORD_DATA, every_word_data, load_word_task
 from probing.tasks.common import (
     check_config,
     check_devices,
@@ -35,22 +37,18 @@ from probing.tasks.common import (
     keep_ddp_processes_on_this_job,
     store_settings,
 )
-from probing.vocabulary import SCLASS_TASK
 
 log = logging.getLogger(__name__)
 
-# The top-level settings of conf/extract.yaml (anything else is a typo).
-KNOWN_KEYS = ("task_name", "task", "paths", "model", "data", "features", "context_size", "splits", "trainer",
-              "optimized_metric", "export_elmo")
 # The strategies extraction runs under: one process ("auto" with one device), or DDP processes.
 STRATEGIES = ("auto", "ddp")
 
 
 def run(cfg: DictConfig) -> dict[str, Path]:
-    check_config(cfg, KNOWN_KEYS)
+    check_config(cfg)
     splits = requested_splits(cfg.splits)
     check_devices(cfg.trainer)  # in one process too (the encoder on features.device): an impossible trainer is refused
-    export_dir = export_folder(cfg, splits)
+    export_dir = export_folder(cfg.get("export_elmo"), cfg.task, splits)
     if is_single_process(cfg.trainer):
         paths, first_process = extract(cfg, splits), True
     else:
@@ -58,17 +56,16 @@ def run(cfg: DictConfig) -> dict[str, Path]:
     for split, path in paths.items():
         log.info("%s store: %s", split, path)
     if export_dir is not None and first_process:  # one export, not one per DDP process into the same files
-        export_elmo_files(cfg, paths, export_dir)
+        export_elmo_files(cfg.data, paths, export_dir)
     return paths
 
 
-def export_folder(cfg: DictConfig, splits: list[str]) -> Path | None:
+def export_folder(folder: str | None, task: DictConfig, splits: list[str]) -> Path | None:
     """`export_elmo`: a folder for the every-word stores in the ELMo HDF5 layout (a word task's only), checked
     before any extraction: created, writable, and holding no file of the user's that the export would replace."""
-    folder = cfg.get("export_elmo")
     if folder is None:
         return None
-    if cfg.task.get("kind", SCLASS_TASK) == SCLASS_TASK:
+    if task.get("kind", SCLASS_KIND) == SCLASS_KIND:
         raise ConfigError(f"export_elmo={folder} writes every word of every sentence, which the s-class stores do not "
                           "hold (one row per target word). Fix: extract a word task's stores, e.g. task=upos")
     path = Path(str(folder)).expanduser()
@@ -76,10 +73,10 @@ def export_folder(cfg: DictConfig, splits: list[str]) -> Path | None:
     return path
 
 
-def export_elmo_files(cfg: DictConfig, paths: dict[str, Path], folder: Path) -> None:
+def export_elmo_files(data_config: DictConfig, paths: dict[str, Path], folder: Path) -> None:
     """The splits' every-word stores as one export, `<folder>/<split>.hdf5` in the ELMo layout and the manifest
-    beside them (probing.features.elmo_hdf5)."""
-    data = load_word_task(build(cfg.data.source, "data.source"), cfg.task.name, cfg.data.name)
+    beside them (probing.features.elmo_hdf5); `data_config`: the task's `data` (its source and name)."""
+    data = read_word_task(build(data_config.source, "data.source"), data_config.name)
     written = export_every_word_stores({split: (store, data.splits[split].sentences)
                                         for split, store in paths.items()}, folder)
     for split, out in written.items():
@@ -97,7 +94,7 @@ def requested_splits(splits) -> list[str]:
 def extract(cfg: DictConfig, splits: list[str], fabric: Fabric | None = None) -> dict[str, Path]:
     """Load the data and the featurizer, then fill the stores: in this process alone, or as one of `fabric`'s
     processes (the featurizer on that process's device)."""
-    data = task_data(cfg)
+    data = task_data(cfg.get("task"), cfg.data)
     on_device = {"device": str(fabric.device)} if fabric is not None and "device" in cfg.features.encoder else {}
     featurizer = build(cfg.features.encoder, "features.encoder", **on_device)
     if data.name == EVERY_WORD_DATA:
@@ -109,13 +106,13 @@ def extract(cfg: DictConfig, splits: list[str], fabric: Fabric | None = None) ->
                            **store_settings(cfg.features))
 
 
-def task_data(cfg: DictConfig) -> WordInContextData:
+def task_data(task: DictConfig | None, data_config: DictConfig) -> WordInContextData:
     """The records to extract: the word-in-context data of the s-class task, or every word of a word task's
     sentences (the every-word stores that probe.py task=upos, deprel, ... read)."""
-    source = build(cfg.data.source, "data.source")
-    if cfg.get("task") is None or cfg.task.get("kind", SCLASS_TASK) == SCLASS_TASK:
+    source = build(data_config.source, "data.source")
+    if task is None or task.get("kind", SCLASS_KIND) == SCLASS_KIND:
         return read_contexts(source)
-    return every_word_data(load_word_task(source, cfg.task.name, cfg.data.name))
+    return every_word_data(read_word_task(source, data_config.name))
 
 
 def is_single_process(trainer: DictConfig) -> bool:

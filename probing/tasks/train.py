@@ -24,6 +24,7 @@ from omegaconf import DictConfig
 from probing.config import build
 from probing.data.files import write_json_atomically
 from probing.data.settings import require_int
+from probing.data.task_records import FINETUNING_KINDS
 from probing.data.task_records import TASK_NAMES as FINETUNING_TASKS
 from probing.errors import ConfigError
 from probing.features.finetuned import MODEL_DIR
@@ -37,7 +38,6 @@ from probing.finetune.checkpoints import (
 )
 from probing.finetune.datamodule import TaskDataModule, load_task_data
 from probing.finetune.export import export_model
-from probing.finetune.module import KINDS
 from probing.tasks.common import (
     build_trainer,
     check_config,
@@ -49,14 +49,10 @@ from probing.tasks.common import (
 
 log = logging.getLogger(__name__)
 
-# The top-level settings of conf/train.yaml (anything else is a typo).
-KNOWN_KEYS = ("task_name", "paths", "model", "task", "data", "finetune", "trainer", "callbacks", "logger", "seed",
-              "optimized_metric", "run_name", "run_group")
-
 
 def run(cfg: DictConfig) -> dict[str, Any]:
     """Fine-tune, export the best dev model to <run>/model, write results.json (rank 0)."""
-    check_config(cfg, KNOWN_KEYS)
+    check_config(cfg)
     check_finetuning_task(cfg.task)
     resume = ResumePolicy(cfg.finetune.get("resume", "auto"))
     out, config, previous = job_state(run_identity(cfg))
@@ -75,7 +71,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
 
 def check_finetuning_task(task: DictConfig) -> None:
     """A probing-only task (the s-class task, word-pair and FEATS tasks) is refused with the fix."""
-    if task.get("kind") not in KINDS:
+    if task.get("kind") not in FINETUNING_KINDS:
         raise ConfigError(f"task={task.name} is a probing task (python probe.py task={task.name}); train.py fine-tunes "
                           f"on a tagging or sentence task. Fix: task={', '.join(FINETUNING_TASKS)}")
 

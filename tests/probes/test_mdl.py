@@ -4,11 +4,20 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from probing.errors import ConfigError, ProbingError
 from probing.probes import mdl
-from probing.probes.mdl import DEFAULT_FRACTIONS, MdlSettings, block_ends, online_codelength, uniform_codelength
+from probing.probes.mdl import (
+    DEFAULT_FRACTIONS,
+    OnlineCode,
+    block_ends,
+    mdl_order,
+    online_code,
+    online_codelength,
+    uniform_codelength,
+)
 
 
 def test_default_fractions_are_the_papers_percentages():
@@ -79,14 +88,26 @@ def test_summary_refuses_bits_that_do_not_match_the_blocks():
         mdl.summary(2, [1, 2, 4], [1.0])
 
 
-def test_settings_default_and_validation():
-    settings = MdlSettings(enabled=True, fractions=None, seed=3)
-    assert settings.block_ends(1000) == block_ends(1000)
-    assert MdlSettings(fractions=[0.5, 1.0]).block_ends(10) == [5, 10]
+def test_the_online_code_is_built_from_its_settings_or_is_none():
+    code = online_code(True, None, seed=3)
+    assert isinstance(code, OnlineCode) and code.block_ends(1000) == block_ends(1000)
+    assert np.array_equal(code.order(50), mdl_order(50, 3))  # the datamodule's order: the seed's permutation
+    assert online_code(True, [0.5, 1.0]).block_ends(10) == [5, 10]
+    assert online_code(False, [0.5, 1.0]) is None
     with pytest.raises(ConfigError, match="probe.mdl"):
-        MdlSettings(enabled="yes")
+        online_code("yes")
     with pytest.raises(ConfigError, match="probe.mdl_fractions"):
-        MdlSettings(fractions=[0.5])
+        online_code(False, [0.5])  # checked when off too: turning it on later must not be what reveals it
+
+
+@pytest.mark.parametrize("settings,message", [
+    ({"level": "type"}, "probe.mdl=true sends the labels of the training contexts; probe.level=type"),
+    ({"reuse": "logs/probe/runs/x"}, "probe.mdl=true trains the prefix probes of the online code; probe.reuse"),
+])
+def test_the_online_code_refuses_what_it_cannot_send(settings, message):
+    with pytest.raises(ConfigError, match=message):
+        online_code(True, **settings)
+    assert online_code(False, **settings) is None
 
 
 def test_several_labels_per_example_multiply_the_uniform_code():

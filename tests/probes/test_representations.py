@@ -19,24 +19,12 @@ from probing.probes.representations import (
     LayerMix,
     TypeSpace,
     representation_of,
-    resolve_layer,
 )
 from tests.helpers import CONFIG_DIR
 
 
 def fake_encoder(num_layers: int = 7) -> SimpleNamespace:
     return SimpleNamespace(info=SimpleNamespace(num_layers=num_layers, model_name="fake"))
-
-
-@pytest.mark.parametrize("layer,expected", [(0, 0), (6, 6), (-1, 6), (-7, 0)])
-def test_resolve_layer(layer, expected):
-    assert resolve_layer(layer, num_layers=7) == expected
-
-
-@pytest.mark.parametrize("layer", [7, -8, "mix", 2.5, True])
-def test_resolve_layer_rejects(layer):
-    with pytest.raises(ConfigError, match="0..6"):
-        resolve_layer(layer, num_layers=7)
 
 
 @pytest.mark.parametrize("layer,baseline,level,embeddings,expected", [
@@ -89,7 +77,7 @@ def test_the_refusal_of_a_shorthand_comes_when_the_config_is_resolved():
 def test_a_layer_knows_its_store_layer_and_label():
     layer = EncoderLayer(fake_encoder(), -1)
     assert (layer.store_layer, layer.layer, layer.label, layer.level) == (6, 6, "6", "context")
-    with pytest.raises(ConfigError, match="out of range"):
+    with pytest.raises(ConfigError, match=r"^layer=7 is not a layer of fake: its hidden states are 0\.\.6"):
         EncoderLayer(fake_encoder(), 7)
 
 

@@ -11,11 +11,13 @@ import numpy as np
 import pytest
 import torch
 
+from probing.data.every_word import every_word_data
 from probing.data.word_tasks import ConlluWordTask, JsonlWordTask
 from probing.features.elmo_hdf5 import ElmoFileFeaturizer
 from probing.features.provision import ensure_features
 from probing.probes.controls import class_distribution
-from probing.probes.word_data import WordTaskDataModule, every_word_data
+from probing.probes.mdl import OnlineCode
+from probing.probes.word_data import WordTaskDataModule
 from tests.data.test_word_tasks import treebank  # noqa: F401  (the fixture)
 from tests.features.test_elmo_hdf5 import write_elmo
 
@@ -96,19 +98,19 @@ def test_control_labels_are_one_per_word_type_drawn_from_the_training_label_dist
 
 def test_the_mdl_order_is_a_seeded_permutation_of_the_training_examples(tmp_path):
     data = jsonl_task(tmp_path, n_types=40).load_word_task()
-    module, _ = datamodule(data, tmp_path, mdl_seed=5)
+    module, _ = datamodule(data, tmp_path, online_code=OnlineCode(seed=5))
     order = module.splits["train"].tensors["order"]
     assert sorted(order.tolist()) == list(range(len(module.splits["train"])))
     assert order.tolist() != sorted(order.tolist()) and "order" not in module.splits["dev"].tensors
     in_order = [int(position) for batch in module.train_dataloader_in_order() for position in batch["order"]]
     assert in_order == order.tolist()
-    other, _ = datamodule(data, tmp_path / "other", mdl_seed=6)
+    other, _ = datamodule(data, tmp_path / "other", online_code=OnlineCode(seed=6))
     assert not torch.equal(other.splits["train"].tensors["order"], order)
 
 
 @pytest.mark.parametrize("seed", [0, 1])
 def test_the_same_seed_gives_the_same_order(tmp_path, seed):
     data = jsonl_task(tmp_path, n_types=40).load_word_task()
-    first, _ = datamodule(data, tmp_path / "a", mdl_seed=seed)
-    second, _ = datamodule(data, tmp_path / "b", mdl_seed=seed)
+    first, _ = datamodule(data, tmp_path / "a", online_code=OnlineCode(seed=seed))
+    second, _ = datamodule(data, tmp_path / "b", online_code=OnlineCode(seed=seed))
     assert torch.equal(first.splits["train"].tensors["order"], second.splits["train"].tensors["order"])

@@ -33,7 +33,7 @@ def test_layer_out_of_range_is_one_clear_line(tmp_path, tiny_bert_path):
     result = run_script("probe.py", f"model.name_or_path={tiny_bert_path}", f"data.source.paths=[{FIXTURE_STREUSLE}]",
                         "layer=5", "logger=none", cwd=tmp_path)
     assert result.returncode == 2
-    assert "layer=5 is out of range" in result.stderr and "0..2" in result.stderr
+    assert "layer=5 is not a layer of" in result.stderr and "0..2" in result.stderr
     assert "Traceback" not in result.stderr
 
 

@@ -14,6 +14,7 @@ from probing.cli import probing_cause
 from probing.config import build
 from probing.errors import ProbingError
 from probing.probes.controls import ControlTask
+from probing.probes.saved import load_probes
 from probing.tasks import probe
 from tests.helpers import CONFIG_DIR, FIXTURES, run_script
 from tests.helpers.runs import compose_job, tiny_model
@@ -62,6 +63,20 @@ def test_layers_mix_and_baselines_in_one_sweep(tmp_path, tiny):
     report = (sweep / "report.md").read_text()
     assert "| micro-F1 | P-Rand | P-BERT | 1 | mix |" in report  # Zhao Table 6 layout, baselines first
     assert (sweep / "mix_weights.png").is_file()
+
+
+@pytest.mark.parametrize("family,hidden_layers", [("linear", 0), ("mlp1", 1), ("mlp2", 2)])
+def test_a_probe_family_on_the_s_class_task_trains_binary_probes_of_that_family(tmp_path, tiny, family, hidden_layers):
+    """probe=linear on the s-class task trains C binary probes D -> 2 (it trained Zhao's MLP-1s under the name
+    linear); results.json and the saved probes record the family."""
+    results = run_in_process(tmp_path, family, f"probe={family}", "layer=1", "trainer.max_epochs=1", *tiny)
+    assert results["probe_family"] == family and results["probe"] == family and results["task"] == "sclass"
+    saved = load_probes(Path(results["probes_file"]))
+    classes, dim, hidden = len(results["classes"]), saved.about["feature_dim"], 1000  # probe.module.hidden_dim: 1000
+    sizes = [dim, *[hidden] * hidden_layers, 2]
+    expected = classes * sum(fan_in * fan_out + fan_out for fan_in, fan_out in zip(sizes, sizes[1:]))
+    assert sum(tensor.numel() for name, tensor in saved.state_dict.items() if name.startswith("probes.")) == expected
+    assert saved.about["module"]["family"] == family
 
 
 def test_context_sizes_get_their_own_stores_and_report_table(tmp_path, tiny):

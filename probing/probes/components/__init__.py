@@ -1,6 +1,7 @@
 """Building blocks of the probe models."""
 
-from probing.probes.components.binary_mlps import BatchedBinaryMLPs
+from probing.probes.components.batched_probes import BatchedProbes
+from probing.probes.components.probe_head import ProbeHead
 from probing.probes.components.scalar_mix import ScalarMix
 
-__all__ = ["BatchedBinaryMLPs", "ScalarMix"]
+__all__ = ["BatchedProbes", "ProbeHead", "ScalarMix"]

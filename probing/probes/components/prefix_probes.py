@@ -6,7 +6,7 @@ and encodes block p+1, positions [ends[p], ends[p+1]).
 
 A task may send several labels per example, one per target column: a word task sends one (two with its control
 task), the s-class task C binary decisions (2C with the control task). Every (prefix, target) pair is an independent
-probe: head t of `heads[p]`, a `WordProbeHead` of T heads (one batched product for the T probes of a prefix).
+probe: head t of `heads[p]`, a `PrefixHead` of T heads (one batched product for the T probes of a prefix).
 
 Training cost. Each step runs prefix p's probes on the batch rows of its prefix only (gathered): with uniformly
 shuffled batches prefix p gets about B * t_p / n rows, so the products of an epoch cost what the prefixes' own epochs
@@ -29,7 +29,8 @@ from torchmetrics import Metric
 
 from probing.errors import ProbingError
 from probing.probes import mdl
-from probing.probes.components.word_probes import WordProbeHead
+from probing.probes.components.batched_probes import BatchedProbes
+from probing.probes.components.scalar_mix import ScalarMix
 
 
 def check_block_ends(ends: Iterable[int] | None) -> list[int] | None:
@@ -62,7 +63,7 @@ class PrefixProbes(nn.Module):
         self.ends, self.num_targets = ends, num_targets
         self.num_prefixes = len(ends) - 1
         self.heads = nn.ModuleList(
-            WordProbeHead(num_targets, input_dim, num_labels, family, hidden_dim, rank, dropout, num_layers, mix)
+            PrefixHead(num_targets, input_dim, num_labels, family, hidden_dim, rank, dropout, num_layers, mix)
             for _ in range(self.num_prefixes))
         self.register_buffer("block_ends", torch.tensor(ends, dtype=torch.long), persistent=False)
         self.dev_loss = HeadLoss(self.num_prefixes * num_targets)
@@ -112,7 +113,7 @@ class PrefixProbes(nn.Module):
             self._keep_best(loss, epoch)
 
     def state_of_heads(self) -> list[dict[str, Tensor]]:
-        """Each prefix's `WordProbeHead.state_of_heads` (a detached copy, its T probes on dim 0)."""
+        """Each prefix's `PrefixHead.state_of_heads` (a detached copy, its T probes on dim 0)."""
         return [head.state_of_heads() for head in self.heads]
 
     def _keep_best(self, loss: Tensor, epoch: int) -> None:
@@ -196,6 +197,71 @@ class PrefixProbes(nn.Module):
                                f"{expected.tolist()}: the batches must hold every training example exactly once. Fix: "
                                "pass the whole training split, unshuffled, not dropping the last batch")
         return bits
+
+
+class PrefixHead(nn.Module):
+    """The probes of one MDL prefix (one per target column): `BatchedProbes`, with optional ELMo scalar mixes in front,
+    one per probe (a task's `ProbeHead` has one mix for all its probes).
+
+    With `num_layers` set, features are (B, num_layers, D) and each head gets its own `ScalarMix` (options in `mix`:
+    layer_norm, dropout, l2_lambda): the heads are independent models, so none shares its layer weights. With one
+    head this is ProbeHead's single mix; with several, each head's mixed vector is its own input (heads, B, D), read
+    by the head's first layer alone.
+    """
+
+    def __init__(self, num_heads: int, input_dim: int, num_labels: int, family: str = "linear",
+                 hidden_dim: int = 1000, rank: int | None = None, dropout: float = 0.0,
+                 num_layers: int | None = None, mix: Mapping[str, Any] | None = None):
+        super().__init__()
+        self.mixes = (nn.ModuleList(ScalarMix(num_layers, **dict(mix or {})) for _ in range(num_heads))
+                      if num_layers is not None else None)
+        self.probes = BatchedProbes(num_heads, input_dim, num_labels, family, hidden_dim, rank, dropout)
+
+    @property
+    def num_heads(self) -> int:
+        return self.probes.num_heads
+
+    def forward(self, features: Tensor) -> Tensor:
+        """features (B, D), or (B, num_layers, D) with a mix -> logits (B, heads, K)."""
+        if self.mixes is not None:
+            if features.dim() != 3:
+                raise ValueError(
+                    f"the scalar mix needs features of shape (batch, layers, dim), got {tuple(features.shape)}")
+            layers = features.transpose(0, 1)
+            features = (self.mixes[0](layers) if len(self.mixes) == 1
+                        else torch.stack([mix(layers) for mix in self.mixes]))
+        return self.probes(features)
+
+    def penalty(self) -> Tensor | float:
+        """The mixes' L2 penalties on their pre-softmax weights, summed (0 without a mix)."""
+        return sum(mix.l2_penalty() for mix in self.mixes) if self.mixes is not None else 0.0
+
+    def parameter_groups(self, mix_lr: float | None = None) -> list[dict]:
+        """The probes' parameters (the optimizer's own lr and weight decay); the mixes' as one group of their own
+        (mix_lr, the optimizer's lr when None; no weight decay, see `ScalarMix.parameter_group`)."""
+        groups = [{"params": list(self.probes.parameters())}]
+        if self.mixes is not None:
+            group = self.mixes[0].parameter_group(mix_lr)
+            groups.append({**group, "params": [p for mix in self.mixes for p in mix.parameter_group()["params"]]})
+        return groups
+
+    def state_of_heads(self) -> dict[str, Tensor]:
+        """A detached copy of every parameter, heads on dim 0 (the mixes' weights and gammas stacked)."""
+        state = {f"probes.{name}": value for name, value in self.probes.state_of_heads().items()}
+        if self.mixes is not None:
+            state["mix.weights"] = torch.stack([mix.weights.detach() for mix in self.mixes]).clone()
+            state["mix.gamma"] = torch.stack([mix.gamma.detach() for mix in self.mixes]).clone()
+        return state
+
+    @torch.no_grad()
+    def copy_heads_(self, state: Mapping[str, Tensor], heads: Tensor) -> None:
+        """Load the heads selected by `heads` (bool (num_heads,)) from `state` (as `state_of_heads` gives it)."""
+        self.probes.copy_heads_({name.removeprefix("probes."): value for name, value in state.items()
+                                 if name.startswith("probes.")}, heads)
+        if self.mixes is not None:
+            for h in torch.as_tensor(heads).nonzero().flatten().tolist():
+                self.mixes[h].weights.copy_(state["mix.weights"][h])
+                self.mixes[h].gamma.copy_(state["mix.gamma"][h])
 
 
 class HeadLoss(Metric):

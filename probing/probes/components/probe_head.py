@@ -1,4 +1,5 @@
-"""What one probing model trains: an optional ELMo scalar mix over the layers, then the C binary MLP probes."""
+"""What one task's probing model trains (the real task's, or the control task's): an optional ELMo scalar mix over
+the layers, then the task's probes, all of one family."""
 
 from __future__ import annotations
 
@@ -8,31 +9,41 @@ from typing import Any
 import torch
 from torch import nn
 
-from probing.probes.components.binary_mlps import BatchedBinaryMLPs
+from probing.probes.components.batched_probes import BatchedProbes
 from probing.probes.components.scalar_mix import ScalarMix
 
 
 class ProbeHead(nn.Module):
-    """The C probes of one task (real or control) on one layer, or on a scalar mix of all layers.
+    """The `num_probes` probes of one task (the C binary probes of the s-class task, a word task's one K-way probe)
+    on one layer, or on a scalar mix of all layers; `family`, `hidden_dim`, `rank` and `dropout` as `BatchedProbes`
+    takes them.
 
-    With `num_layers` set, features are (B, num_layers, D) and one ScalarMix, shared by the C probes of this
-    head, turns them into (B, D); `mix` holds its options (layer_norm, dropout, l2_lambda). The mix weights are
-    then one answer for the whole task, as in ELMo, where one mix serves one task model.
+    With `num_layers` set, features are (B, num_layers, D) and one ScalarMix, shared by the probes of this head, turns
+    them into (B, D); `mix` holds its options (layer_norm, dropout, l2_lambda). The mix weights are then one answer for
+    the whole task, as in ELMo, where one mix serves one task model. (The MDL prefix probes, independent models, each
+    have their own mix: `probing.probes.components.prefix_probes.PrefixHead`.)
     """
 
-    def __init__(self, num_probes: int, input_dim: int, hidden_dim: int = 1024, dropout: float = 0.0,
-                 num_layers: int | None = None, mix: Mapping[str, Any] | None = None):
+    def __init__(self, num_probes: int, input_dim: int, num_labels: int = 2, family: str = "mlp1",
+                 hidden_dim: int = 1024, rank: int | None = None, dropout: float = 0.0, num_layers: int | None = None,
+                 mix: Mapping[str, Any] | None = None):
         super().__init__()
         self.mix = ScalarMix(num_layers, **dict(mix or {})) if num_layers is not None else None
-        self.mlps = BatchedBinaryMLPs(num_probes, input_dim, hidden_dim, dropout)
+        self.mlps = BatchedProbes(num_probes, input_dim, num_labels, family, hidden_dim, rank, dropout)
+
+    @property
+    def num_probes(self) -> int:
+        return self.mlps.num_heads
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
-        """features (B, D), or (B, num_layers, D) with a mix -> logits (B, C, 2)."""
+        """features (B, D), or (B, num_layers, D) with a mix -> logits (B, num_probes, K)."""
         if self.mix is not None:
             if features.dim() != 3:
                 raise ValueError(
                     f"the scalar mix needs features of shape (batch, layers, dim), got {tuple(features.shape)}")
             features = self.mix(features.transpose(0, 1))
+        elif features.dim() != 2:
+            raise ValueError(f"expected features of shape (batch, {self.mlps.input_dim}), got {tuple(features.shape)}")
         return self.mlps(features)
 
     def penalty(self) -> torch.Tensor | float:

@@ -1,35 +1,32 @@
-"""Multi-class word and word-pair probes (Hewitt & Liang 2019 §4), several independent ones as one batched module.
+"""The probe families, several independent probes of one family as one batched module (every probe of every task).
 
-The three families of Hewitt & Liang §4, each reading a word's vector (or a pair's, built upstream as [a; b] or
-[a; b; a * b]) and giving K logits:
+The three families of Hewitt & Liang (2019) §4, each reading an example's vector (a word's, or a pair's, built
+upstream as [a; b] or [a; b; a * b]) and giving K logits:
 
     linear   D -> K                      (rank=r: D -> r -> K, a rank-constrained linear map, no nonlinearity)
-    mlp1     D -> H ReLU -> K
-    mlp2     D -> H ReLU -> H ReLU -> K  (H = 1000 in the paper)
+    mlp1     D -> H ReLU -> K            (Zhao et al. 2020's s-class probe: H = 1024, K = 2)
+    mlp2     D -> H ReLU -> H ReLU -> K  (H = 1000 in Hewitt & Liang)
 
-`num_heads` such probes with the same shape but no shared parameter train side by side (the MDL prefix probes, or a
-single task probe with num_heads=1); each gets exactly the gradient it would get alone.
+`num_heads` such probes with the same shape but no shared parameter train side by side (the C binary probes of the
+s-class task, a word task's single probe, the MDL prefix probes); each gets exactly the gradient it would get alone.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from probing.data.settings import choose, require_int, require_number
 from probing.errors import ConfigError
-from probing.probes.components.scalar_mix import ScalarMix
-from probing.vocabulary import WORD_PROBE_FAMILIES
+from probing.vocabulary import PROBE_FAMILIES
 
-FAMILIES = WORD_PROBE_FAMILIES
+FAMILIES = PROBE_FAMILIES
 
 
-def check_word_probe_settings(family: str, hidden_dim: int, rank: int | None, dropout: float) -> None:
-    """The probe family's settings, refused with the config key that sets them (hidden_dim and dropout are set under
-    probe.module, shared with the s-class probes)."""
+def check_family_settings(family: str, hidden_dim: int, rank: int | None, dropout: float) -> None:
+    """The probe family's settings, refused with the config key that sets them."""
     choose("probe.family", family, FAMILIES)
     require_int("probe.module.hidden_dim", hidden_dim, minimum=1)
     require_number("probe.module.dropout", dropout, high=1.0, example="0.1")
@@ -41,6 +38,15 @@ def check_word_probe_settings(family: str, hidden_dim: int, rank: int | None, dr
                               "or probe=linear")
 
 
+def check_rank_within(rank: int | None, input_dim: int) -> None:
+    """probe.rank at most the feature dimension D: a rank of D or more leaves a D-dimensional linear map
+    unconstrained, so it would be recorded as a constraint that never applied."""
+    if rank is not None and rank > input_dim:
+        raise ConfigError(f"probe.rank={rank} exceeds the feature dimension {input_dim} of this representation; a "
+                          f"rank of {input_dim} or more constrains nothing. Fix: probe.rank<={input_dim}, or "
+                          "probe.rank=null")
+
+
 def layer_sizes(family: str, input_dim: int, num_labels: int, hidden_dim: int, rank: int | None = None) -> list[int]:
     """The sizes of one probe's layers, input first: [D, K] for a linear probe ([D, r, K] with rank r), [D, H, K] for
     mlp1, [D, H, H, K] for mlp2."""
@@ -50,7 +56,7 @@ def layer_sizes(family: str, input_dim: int, num_labels: int, hidden_dim: int, r
 
 
 def first_layer_products(weight: Tensor, x: Tensor, hidden_grad: Tensor) -> tuple[Tensor, Tensor]:
-    """The two big products of a training step of P probes, alone, in `BatchedWordProbes`' layout: the first layer's
+    """The two big products of a training step of P probes, alone, in `BatchedProbes`' layout: the first layer's
     forward W1 · xᵀ, (P, H, D) x (D, B), and its weight gradient G · x, (P, H, B) x (B, D); 4·P·H·D·B FLOPs. What
     the benches time as the machine's limit for a step."""
     probes = len(weight)
@@ -58,7 +64,7 @@ def first_layer_products(weight: Tensor, x: Tensor, hidden_grad: Tensor) -> tupl
             torch.bmm(hidden_grad, x.expand(probes, *x.shape)))
 
 
-class BatchedWordProbes(nn.Module):
+class BatchedProbes(nn.Module):
     """`num_heads` independent multi-class probes of one family with stacked parameters.
 
     Layer j of head h is the `nn.Linear` with weight w{j}[h] (out, in) and bias b{j}[h] (out); all layers have a
@@ -86,7 +92,8 @@ class BatchedWordProbes(nn.Module):
         if num_heads < 1 or input_dim < 1 or num_labels < 1:
             raise ValueError(f"num_heads, input_dim and num_labels must be >= 1, got {num_heads}, {input_dim}, "
                              f"{num_labels}")
-        check_word_probe_settings(family, hidden_dim, rank, dropout)
+        check_family_settings(family, hidden_dim, rank, dropout)
+        check_rank_within(rank, input_dim)
         self.num_heads, self.input_dim, self.num_labels = num_heads, input_dim, num_labels
         self.family, self.hidden_dim, self.rank = family, hidden_dim, rank
         self.sizes = layer_sizes(family, input_dim, num_labels, hidden_dim, rank)
@@ -182,68 +189,3 @@ class BatchedWordProbes(nn.Module):
         rank = f", rank={self.rank}" if self.rank is not None else ""
         return (f"num_heads={self.num_heads}, family={self.family}, sizes={self.sizes}{rank}, "
                 f"dropout={self.dropout.p}")
-
-
-class WordProbeHead(nn.Module):
-    """What one word-probing model trains: the probes of `BatchedWordProbes`, with an optional ELMo scalar mix in
-    front as `ProbeHead` has one for the s-class probes.
-
-    With `num_layers` set, features are (B, num_layers, D) and each head gets its own `ScalarMix` (options in `mix`:
-    layer_norm, dropout, l2_lambda): the heads are independent models, so none shares its layer weights. With one
-    head this is ProbeHead's single mix; with several, each head's mixed vector is its own input (heads, B, D), read
-    by the head's first layer alone.
-    """
-
-    def __init__(self, num_heads: int, input_dim: int, num_labels: int, family: str = "linear",
-                 hidden_dim: int = 1000, rank: int | None = None, dropout: float = 0.0,
-                 num_layers: int | None = None, mix: Mapping[str, Any] | None = None):
-        super().__init__()
-        self.mixes = (nn.ModuleList(ScalarMix(num_layers, **dict(mix or {})) for _ in range(num_heads))
-                      if num_layers is not None else None)
-        self.probes = BatchedWordProbes(num_heads, input_dim, num_labels, family, hidden_dim, rank, dropout)
-
-    @property
-    def num_heads(self) -> int:
-        return self.probes.num_heads
-
-    def forward(self, features: Tensor) -> Tensor:
-        """features (B, D), or (B, num_layers, D) with a mix -> logits (B, heads, K)."""
-        if self.mixes is not None:
-            if features.dim() != 3:
-                raise ValueError(
-                    f"the scalar mix needs features of shape (batch, layers, dim), got {tuple(features.shape)}")
-            layers = features.transpose(0, 1)
-            features = (self.mixes[0](layers) if len(self.mixes) == 1
-                        else torch.stack([mix(layers) for mix in self.mixes]))
-        return self.probes(features)
-
-    def penalty(self) -> Tensor | float:
-        """The mixes' L2 penalties on their pre-softmax weights, summed (0 without a mix)."""
-        return sum(mix.l2_penalty() for mix in self.mixes) if self.mixes is not None else 0.0
-
-    def parameter_groups(self, mix_lr: float | None = None) -> list[dict]:
-        """The probes' parameters (the optimizer's own lr and weight decay); the mixes' as one group of their own
-        (mix_lr, the optimizer's lr when None; no weight decay, see `ScalarMix.parameter_group`)."""
-        groups = [{"params": list(self.probes.parameters())}]
-        if self.mixes is not None:
-            group = self.mixes[0].parameter_group(mix_lr)
-            groups.append({**group, "params": [p for mix in self.mixes for p in mix.parameter_group()["params"]]})
-        return groups
-
-    def state_of_heads(self) -> dict[str, Tensor]:
-        """A detached copy of every parameter, heads on dim 0 (the mixes' weights and gammas stacked)."""
-        state = {f"probes.{name}": value for name, value in self.probes.state_of_heads().items()}
-        if self.mixes is not None:
-            state["mix.weights"] = torch.stack([mix.weights.detach() for mix in self.mixes]).clone()
-            state["mix.gamma"] = torch.stack([mix.gamma.detach() for mix in self.mixes]).clone()
-        return state
-
-    @torch.no_grad()
-    def copy_heads_(self, state: Mapping[str, Tensor], heads: Tensor) -> None:
-        """Load the heads selected by `heads` (bool (num_heads,)) from `state` (as `state_of_heads` gives it)."""
-        self.probes.copy_heads_({name.removeprefix("probes."): value for name, value in state.items()
-                                 if name.startswith("probes.")}, heads)
-        if self.mixes is not None:
-            for h in torch.as_tensor(heads).nonzero().flatten().tolist():
-                self.mixes[h].weights.copy_(state["mix.weights"][h])
-                self.mixes[h].gamma.copy_(state["mix.gamma"][h])

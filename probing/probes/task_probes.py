@@ -1,0 +1,188 @@
+"""What probe.py does with each kind of task: the one probe pipeline (`probing.tasks.probe`) builds the object that
+the task's config names (`task.probing`, conf/probings/) and asks it for each step.
+
+    SClassProbing   Zhao et al.'s s-class task: the word-in-context data of `data=` (context level) or its word types
+                    (probe.level=type); C binary probes, saved with what they were trained on (probes.safetensors),
+                    and saved probes scored on other features (probe.reuse, Zhao et al. 2020 §4.4.2 setup (a))
+    WordProbing     a word or word-pair task (task=upos, deprel, feats, ner, pos, supersense, jsonl): the labelled
+                    words of the task's sentences, read from the every-word stores; one multi-class probe
+
+Each is built from its settings and refuses, in its constructor, what its task cannot do (ConfigError naming the
+setting): before any model loads or any store fills. The steps: `load` (the task's data, read before the model),
+`inputs` (a representation turns the data into stores and a datamodule), `build_module` (the probe module of
+`module`, a `ProbeModule` built with the keyword contract, or the saved one), `keepers` (the best-weights keepers of
+the control head), `fit` (train and save, or nothing for saved probes) and `results` (what the task's results.json
+records beyond every run's keys).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+
+from probing.data.settings import require_bool, require_int
+from probing.data.splits import SEEN
+from probing.data.word_tasks import read_word_task
+from probing.errors import ConfigError
+from probing.probes.callbacks import best_epochs, best_weights_keeper, control_keeper, training_warnings
+from probing.probes.controls import NO_CONTROL_TASK, ControlTask
+from probing.probes.mdl import OnlineCode
+from probing.probes.probe_module import ProbeModule
+from probing.probes.representations import ProbeInputs
+from probing.probes.saved import (
+    PROBES_FILE,
+    SavedProbes,
+    find_reusable,
+    load_probes,
+    module_of,
+    probe_files,
+    reused_summary,
+    save_probes,
+    storage_dtype,
+)
+from probing.vocabulary import SCLASS_TASK
+
+log = logging.getLogger(__name__)
+
+
+class TaskProbing:
+    """The settings every task's probing shares: `name` (the task's), `source` (its data source), `module` (the probe
+    module's class, partial: the contract's values come from the data), `settings` (the probe family's settings,
+    `probe.module`), `control` (the control task), `online_code` (MDL, or None), `batch_size` and the run's `seed`."""
+
+    def __init__(self, name: str, source: Any, module: Callable[..., ProbeModule], settings: Mapping[str, Any],
+                 control: ControlTask | None, online_code: OnlineCode | None, batch_size: int, seed: int):
+        self.name, self.source, self.module, self.settings = str(name), source, module, dict(settings)
+        self.control = control or NO_CONTROL_TASK
+        self.online_code = online_code
+        self.batch_size = require_int("probe.batch_size", batch_size, minimum=1)
+        self.seed = require_int("seed", seed)
+
+    def load(self) -> None:
+        """Read what can be read before the model loads (a task the data cannot serve is refused first)."""
+
+    def inputs(self, representation: Any, store_settings: Mapping[str, Any]) -> ProbeInputs:
+        raise NotImplementedError
+
+    def new_module(self, inputs: ProbeInputs) -> ProbeModule:
+        """Untrained probes for `inputs`: the task's probe module built with the keyword contract."""
+        datamodule = inputs.datamodule
+        train_examples = len(datamodule.splits["train"])
+        return self.module(labels=list(inputs.classes), input_dim=datamodule.feature_dim,
+                           num_layers=datamodule.num_layers, level=inputs.level, control=self.control.seed is not None,
+                           mdl_block_ends=self.online_code.block_ends(train_examples) if self.online_code else None,
+                           **self.settings)
+
+    def build_module(self, inputs: ProbeInputs) -> ProbeModule:
+        """The probe module this run scores: new probes (or saved ones, for a task that reuses them)."""
+        return self.new_module(inputs)
+
+    def keepers(self, inputs: ProbeInputs) -> list[L.Callback]:
+        """The control head keeps the weights of its own best dev epoch (or the real head's, with a seen split)."""
+        return [] if self.control.seed is None else [control_keeper(SEEN in inputs.datamodule.splits)]
+
+    def fit(self, trainer: L.Trainer, module: ProbeModule, inputs: ProbeInputs, run_dir: Path) -> dict[str, Any]:
+        """Train the probes, each head keeping its best-dev weights; the best epochs and the fit's warnings."""
+        trainer.fit(module, datamodule=inputs.datamodule)
+        warnings = training_warnings(best_weights_keeper(trainer.callbacks).best_score, trainer.current_epoch)
+        for warning in warnings:
+            log.warning("%s", warning)
+        return {**best_epochs(trainer.callbacks), "warnings": warnings}
+
+    def results(self, module: ProbeModule, inputs: ProbeInputs) -> dict[str, Any]:
+        """What this task's results.json records beyond every run's keys."""
+        return {}
+
+
+class SClassProbing(TaskProbing):
+    """The s-class task (see the module docstring). `level` (probe.level): context or type; `reuse` (probe.reuse): a
+    probe run folder (or a sweep of them) whose saved probes are scored instead of training new ones, read and
+    checked here, before any extraction."""
+
+    def __init__(self, level: str = "context", reuse: str | None = None, **shared: Any):
+        super().__init__(**shared)
+        self.level = level
+        self.saved: list[SavedProbes] = [load_probes(path) for path in probe_files(reuse)] if reuse else []
+        self.reuse = reuse
+
+    def inputs(self, representation: Any, store_settings: Mapping[str, Any]) -> ProbeInputs:
+        return representation.inputs(self.source, store_settings, self.batch_size, self.control, self.online_code)
+
+    def build_module(self, inputs: ProbeInputs) -> ProbeModule:
+        """New probes; with `reuse`, the saved probes that fit these features (their control head too when this run
+        draws the same control classes, same seed)."""
+        if not self.reuse:
+            return self.new_module(inputs)
+        saved = find_reusable(self.reuse, inputs.features, seed=self.seed, candidates=self.saved)
+        same_controls = self.control.seed is not None and saved.about.get("control_seed") == self.control.seed
+        module = module_of(saved, self.module, saved.has_control and same_controls)
+        log.info("Scoring the probes saved in %s (trained on %s) on %s, without training", saved.path,
+                 saved.about["model_name_or_path"], inputs.features["model_name_or_path"])
+        self.reused = saved
+        return module
+
+    def keepers(self, inputs: ProbeInputs) -> list[L.Callback]:
+        return [] if self.reuse else super().keepers(inputs)
+
+    def fit(self, trainer: L.Trainer, module: ProbeModule, inputs: ProbeInputs, run_dir: Path) -> dict[str, Any]:
+        """Train and save the probes' best-dev weights in `run_dir` with what they were trained on (the MDL prefix
+        probes are not saved: only the codelength needs them); saved probes are scored as they are."""
+        if self.reuse:
+            return {"best_epoch": None, "reused_probes": reused_summary(self.reused), "warnings": []}
+        outcome = super().fit(trainer, module, inputs, run_dir)
+        path = run_dir / PROBES_FILE
+        if trainer.is_global_zero:  # every process holds the same weights; one writes them
+            about = {**inputs.features, **{key: outcome[key] for key in outcome if key.endswith("best_epoch")},
+                     "seed": self.seed, "best_dev_micro_f1": best_weights_keeper(trainer.callbacks).best_score,
+                     "module": module.settings()}
+            save_probes(module, path, about, dtype=storage_dtype(str(trainer.precision)))
+        return {**outcome, "probes_file": str(path)}
+
+    def results(self, module: ProbeModule, inputs: ProbeInputs) -> dict[str, Any]:
+        return {"classes": list(inputs.classes)}
+
+
+class WordProbing(TaskProbing):
+    """A word or word-pair task (see the module docstring). `data_name` names the data in errors; `pair_product`
+    (probe.pair_product): a pair's input is [a; b; a * b] instead of [a; b]. A word task has no type level, no saved
+    probes and no seen split (its dev and test already hold words seen in training): those settings are refused."""
+
+    def __init__(self, data_name: str, pair_product: bool = False, level: str = "context", reuse: str | None = None,
+                 **shared: Any):
+        super().__init__(**shared)
+        if reuse:
+            raise ConfigError("probe.reuse scores saved s-class probes; a word task trains its own. "
+                              "Fix: probe.reuse=null")
+        if level != "context":
+            raise ConfigError(f"probe.level={level} is a setting of the s-class task (type-level probing); "
+                              f"task={self.name} probes every labelled word in context. Fix: probe.level=context")
+        if self.control.seen_fraction:
+            raise ConfigError("probe.control_task.seen_fraction holds out s-class contexts; a word task's dev and test "
+                              "already hold words seen in training. Fix: seen_fraction=0")
+        self.data_name, self.pair_product = str(data_name), require_bool("probe.pair_product", pair_product)
+        self.data = None
+
+    def load(self) -> None:
+        self.data = read_word_task(self.source, self.data_name)
+
+    def inputs(self, representation: Any, store_settings: Mapping[str, Any]) -> ProbeInputs:
+        if self.data is None:
+            self.load()
+        return representation.word_inputs(self.data, store_settings, self.batch_size, self.control,
+                                          pair_product=self.pair_product, online_code=self.online_code)
+
+    def results(self, module: ProbeModule, inputs: ProbeInputs) -> dict[str, Any]:
+        return {"pair": bool(self.data.pair), "pair_product": self.pair_product if self.data.pair else None,
+                "labels": list(inputs.classes)}
+
+
+def check_probing_task(task_name: str, probing: Any) -> None:
+    """A task whose config names no probing (`task.probing`) is a fine-tuning task of train.py."""
+    if probing is None:
+        raise ConfigError(f"task={task_name} classifies whole sentences (a fine-tuning task of train.py); probe.py "
+                          f"probes words. Fix: task={SCLASS_TASK} (the default), upos, xpos, deprel, feats, ner, pos, "
+                          "supersense or jsonl")
