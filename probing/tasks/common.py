@@ -25,7 +25,8 @@ from lightning.pytorch.loggers import Logger, WandbLogger
 from omegaconf import DictConfig, OmegaConf
 
 from probing.config import build, same_run, wandb_online_asked
-from probing.data.settings import require_int
+from probing.data.settings import choose, require_int
+from probing.data.task_records import TASK_KINDS
 from probing.errors import ConfigError
 from probing.features.provision import lock_wait_seconds
 from probing.report.aggregate import RESULTS_FILE, json_type
@@ -39,10 +40,12 @@ WANDB_CONNECT_TIMEOUT_S = 3.0  # how long a run waits to learn that the W&B serv
 
 
 def check_config(cfg: DictConfig) -> None:
-    """Refuse what Hydra lets through: a seed that is not an integer. (A top-level key that the config does not have,
-    such as `+laeyr=3`, is refused by the command-line check, `probing.cli`.)"""
+    """Refuse what Hydra lets through: a seed that is not an integer, a task of a kind no job knows. (A top-level key
+    that the config does not have, such as `+laeyr=3`, is refused by the command-line check, `probing.cli`.)"""
     if "seed" in cfg:
         require_int("seed", cfg.seed)
+    if cfg.get("task") is not None and cfg.task.get("kind") is not None:
+        choose("task.kind", cfg.task.kind, TASK_KINDS)
 
 
 def store_settings(features: DictConfig) -> dict[str, Any]:

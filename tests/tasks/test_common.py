@@ -218,3 +218,9 @@ def test_a_reachable_server_keeps_a_key_online_also_through_a_proxy(tmp_path, wa
         wandb_environment.setenv("WANDB_BASE_URL", "https://no-such-host.invalid")  # reached through the proxy
         wandb_environment.setenv("HTTPS_PROXY", f"http://{address}")
         assert not wandb_loggers(tmp_path)[0]._offline
+
+
+def test_check_config_refuses_a_task_of_a_kind_no_job_knows():
+    check_config(OmegaConf.create({"seed": 1, "task": {"kind": "pair"}}))
+    with pytest.raises(ConfigError, match=r"^task.kind='tree' is not one of sclass, token, word, pair, sentence"):
+        check_config(OmegaConf.create({"seed": 1, "task": {"kind": "tree"}}))
