@@ -22,3 +22,5 @@ SCLASS_TASK = "sclass"
 # The probe families (`probe=linear|mlp1|mlp2`; sclass_mlp is Zhao et al.'s MLP-1; results' "probe_family"), in the
 # order of Hewitt & Liang (2019).
 PROBE_FAMILIES = ("linear", "mlp1", "mlp2")
+# The scores of a structural probe of each kind (Hewitt & Manning 2019; results' `kind`), the headline first.
+TREE_SCORES = {"distance": ("uuas", "dspr"), "depth": ("root_acc", "nspr")}

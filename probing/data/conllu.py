@@ -1,10 +1,14 @@
 """CoNLL-U files (Universal Dependencies): every word line with its 10 columns (`read_conllu_sentences`, read by
-the word-level probing tasks of probing.data.word_tasks), and POS-tagged sentences with the language-specific XPOS
-tags (`read_conllu_xpos`, for POS fine-tuning), built on the same word-line parser.
+the word-level probing tasks of probing.data.word_tasks and the dependency trees of probing.data.trees), and
+POS-tagged sentences with the language-specific XPOS tags (`read_conllu_xpos`, for POS fine-tuning), built on the
+same word-line parser.
 
 CoNLL-U: one word per line, 10 tab-separated columns ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC, "#"
 comment lines, a blank line after each sentence. For English-EWT, XPOS holds Penn Treebank tags (plus UD's own
-ADD, AFX, GW, HYPH, NFP).
+ADD, AFX, GW, HYPH, NFP). CoNLL-X (*.conllx, *.conll: the Penn Treebank dependency conversions that structural
+probes are trained on) has the same layout, ID FORM LEMMA CPOSTAG POSTAG FEATS HEAD DEPREL PHEAD PDEPREL, with the
+fine POS tag in column 5 and HEAD in column 7 as in CoNLL-U, so the same parser reads it (`treebank_files` finds
+both kinds of file).
 
 Choices where the format leaves room:
 - A multiword token ("3-4 don't") is a line over the words that follow it ("3 do", "4 n't"); the words are read
@@ -22,8 +26,9 @@ Choices where the format leaves room:
   a word ID of the sentence, and the heads must form a tree: every word's chain of heads reaches the root 0 without
   coming back to a word (a word headed by itself is the shortest such cycle). Otherwise the file is refused at the
   first word of the cycle: tree distances and depths, and a dependent's head, are undefined there. Several words
-  headed by 0 are accepted (a forest under the root, as some non-UD treebanks write a sentence). The other readers
-  do not read HEAD.
+  headed by 0 are accepted (a forest under the root, as some non-UD treebanks write a sentence), except with
+  `single_root` (the tree probes, whose depths count from one root word): then a sentence must have exactly one
+  word headed by 0, refused otherwise at the line of its first word. The other readers do not read HEAD.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from probing.errors import DataFormatError
 N_COLUMNS = 10
 ID, FORM, UPOS, XPOS, FEATS, HEAD, DEPREL = 0, 1, 3, 4, 5, 6, 7
 SUFFIX = ".conllu"
+TREEBANK_SUFFIXES = (SUFFIX, ".conllx", ".conll")  # CoNLL-U and CoNLL-X, the files `treebank_files` finds
 SKIP_MULTIWORD = "multiword-token line (e.g. 3-4), its words are read from the lines after it"
 SKIP_EMPTY_NODE = "empty node (e.g. 5.1), not a word"
 FORMAT_FIX = "use CoNLL-U: 10 tab-separated columns, word IDs 1, 2, 3... per sentence, a blank line after each"
@@ -48,6 +54,8 @@ EMPTY_FILE_FIX = "give a CoNLL-U file with at least one sentence, or leave it ou
 HEAD_FIX = "HEAD (column 7) must be 0 (root) or the ID of a word of the same sentence"
 TREE_FIX = ("give every sentence a dependency tree: each word's chain of HEADs (column 7) must reach the root 0 "
             "without coming back to a word; or probe a task without heads, such as task=upos")
+ONE_ROOT_FIX = ("a dependency tree has one root: give exactly one word of each sentence HEAD 0 (column 7) and "
+                "the others the ID of their head word")
 ROOT = 0  # the HEAD of a sentence's root word
 # The 45 Penn Treebank POS tags (Marcus et al. 1993, with -LRB-/-RRB- for brackets, and -LCB-/-RCB- for braces as the
 # treebank writes them), and what UD English-EWT adds: ADD (e-mail, web address), AFX (affix), GW (goes-with), HYPH
@@ -79,6 +87,20 @@ class ConlluWord(NamedTuple):
 def conllu_files(paths: Sequence[Path], config_key: str = "data.source.paths") -> list[Path]:
     """The CoNLL-U files to read: files as given and each folder's *.conllu files, sorted by name."""
     return files_in(paths, f"*{SUFFIX}", config_key)
+
+
+def treebank_files(paths: Sequence[Path], config_key: str = "data.source.paths") -> list[Path]:
+    """The CoNLL-U and CoNLL-X files to read: files as given and each folder's files ending in TREEBANK_SUFFIXES,
+    sorted by name (a folder's other *.conll* files, such as STREUSLE's .conllulex, are not read)."""
+    files: list[Path] = []
+    for path in paths:
+        found = [item for item in files_in([path], "*.conll*", config_key)
+                 if path.is_file() or item.suffix in TREEBANK_SUFFIXES]
+        if not found:
+            patterns = ", ".join(f"*{suffix}" for suffix in TREEBANK_SUFFIXES)
+            raise DataFormatError(path, None, f"no {patterns} files in the folder", f"set `{config_key}` to data files")
+        files.extend(found)
+    return files
 
 
 def read_conllu_xpos(
@@ -176,11 +198,14 @@ def parse_word_line(
     return ConlluWord(number, *columns)
 
 
-def sentence_heads(words: Sequence[ConlluWord], path: Path) -> list[int]:
+def sentence_heads(words: Sequence[ConlluWord], path: Path, single_root: bool = False) -> list[int]:
     """Each word's HEAD as an int (ROOT, or the 1-based ID of its head word), checked to form a tree: every word's
     chain of heads reaches ROOT without a cycle. A HEAD that is not an integer in 0..len(words) is refused at its
-    word's line, a cycle at the line of its first word found. O(n): each word is walked once."""
+    word's line, a cycle at the line of its first word found; with `single_root`, a sentence without exactly one
+    word headed by ROOT at the line of its first word. O(n): each word is walked once."""
     heads = [_head(word, len(words), path) for word in words]
+    if single_root and heads.count(ROOT) != 1:
+        raise _root_count_error(words, heads, path)
     reaches_root = [True] + [False] * len(words)  # by word ID; ROOT reaches itself
     for start in range(1, len(words) + 1):
         walk, on_walk, word = [], set(), start
@@ -207,6 +232,14 @@ def _head(word: ConlluWord, n_words: int, path: Path) -> int:
         problem = f"HEAD {head} of {word.form!r} is its own ID: a word cannot head itself"
         raise DataFormatError(path, word.line, problem, TREE_FIX)
     return head
+
+
+def _root_count_error(words: Sequence[ConlluWord], heads: list[int], path: Path) -> DataFormatError:
+    """The error of a sentence with no word, or several words, headed by ROOT: at its first word's line."""
+    roots = [f"{word.id} {word.form!r}" for word, head in zip(words, heads) if head == ROOT]
+    problem = (f"{len(roots)} words headed by 0 in this sentence ({', '.join(roots)})" if roots
+               else "no word headed by 0 in this sentence (no root)")
+    return DataFormatError(path, words[0].line, problem, ONE_ROOT_FIX)
 
 
 def _cycle_error(words: Sequence[ConlluWord], cycle: list[int], path: Path) -> DataFormatError:

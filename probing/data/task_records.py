@@ -16,9 +16,10 @@ REQUIRED_SPLITS = ("train", "dev")
 # What a task's examples are (`task.kind` of conf/task/): the one list of kinds that every entry script checks a task
 # against. sclass: a word in context and its semantic class (probe.py's s-class probes); token: every word of a
 # sentence tagged (train.py's taggers, probe.py's word probes); word, pair: labelled words or word pairs (probe.py);
-# sentence: a text or text pair labelled (train.py).
-SCLASS_KIND = "sclass"
-TASK_KINDS = (SCLASS_KIND, "token", "word", "pair", "sentence")
+# sentence: a text or text pair labelled (train.py); tree: the dependency tree of a sentence (probe.py's structural
+# probes).
+SCLASS_KIND, TREE_KIND = "sclass", "tree"
+TASK_KINDS = (SCLASS_KIND, "token", "word", "pair", "sentence", TREE_KIND)
 FINETUNING_KINDS = ("token", "sentence")
 TOKEN_TASKS = ("pos", "upos", "xpos", "ner")
 SENTENCE_TASKS = ("sst2", "mrpc")

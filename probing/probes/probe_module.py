@@ -33,7 +33,7 @@ from typing import Any
 import lightning
 import torch
 from lightning.pytorch.trainer.states import TrainerFn
-from torch import Tensor
+from torch import Tensor, nn
 
 from probing.data.settings import choose
 from probing.data.splits import TEST_SPLITS
@@ -83,21 +83,31 @@ class ProbeModule(lightning.LightningModule):
         self.labels, self.level, self.optimizer = list(labels), level, optimizer
         mix_options = {key: value for key, value in dict(mix or {}).items() if key != "lr"}
         self.mix_lr = dict(mix or {}).get("lr")
-        num_probes, num_outputs = self.probe_shape()
         family_settings = dict(family=family, hidden_dim=hidden_dim, rank=rank, dropout=dropout,
                                num_layers=num_layers, mix=mix_options)
-        self.probes = ProbeHead(num_probes, input_dim, num_outputs, **family_settings)
-        self.control_probes = ProbeHead(num_probes, input_dim, num_outputs, **family_settings) if control else None
+        self.probes = self.build_head(input_dim, family_settings)
+        self.control_probes = self.build_head(input_dim, family_settings) if control else None
         ends = check_block_ends(mdl_block_ends)
-        self.mdl_probes = (PrefixProbes(ends, num_probes * (2 if control else 1), input_dim, num_outputs,
-                                        **family_settings) if ends else None)
+        self.mdl_probes = self.build_prefix_probes(ends, control, input_dim, family_settings) if ends else None
         self.split_metrics: dict[str, dict] = {}
 
     # --- what a subclass provides ---------------------------------------------------------------------------------
 
     def probe_shape(self) -> tuple[int, int]:
-        """(probes per task, outputs per probe)."""
+        """(probes per task, outputs per probe) of the default heads (`build_head`, `build_prefix_probes`)."""
         raise NotImplementedError
+
+    def build_head(self, input_dim: int, settings: Mapping[str, Any]) -> nn.Module:
+        """One task's probes (the real task's, then the control task's): a `ProbeHead` of `probe_shape` in the
+        family's `settings`. A head has `mix` (or None), `penalty()` and `parameter_groups(mix_lr)`."""
+        num_probes, num_outputs = self.probe_shape()
+        return ProbeHead(num_probes, input_dim, num_outputs, **settings)
+
+    def build_prefix_probes(self, ends: list[int], control: bool, input_dim: int,
+                            settings: Mapping[str, Any]) -> PrefixProbes:
+        """The MDL prefix probes: each prefix's probes of `probe_shape` for the task (and for the control task)."""
+        num_probes, num_outputs = self.probe_shape()
+        return PrefixProbes(ends, num_probes * (2 if control else 1), input_dim, num_outputs, **settings)
 
     def task_loss(self, logits: Tensor, batch: dict, control: bool) -> Tensor:
         """The loss of one head's logits (B, probes, outputs) on the batch's targets (the control task's with

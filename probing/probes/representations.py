@@ -169,22 +169,31 @@ class ContextRepresentation:
         """What fills the every-word stores of a word task (an encoder may encode each sentence once instead)."""
         return self.featurizer
 
-    def word_inputs(self, data: Any, store_settings: Mapping[str, Any], batch_size: int, control: ControlTask,
-                    pair_product: bool = False, online_code: OnlineCode | None = None) -> ProbeInputs:
-        """A word or word-pair task (`WordTaskData`): fill (or reuse) the every-word store of each split, then build
-        the datamodule of its examples; the featurizer is let go before training."""
+    def word_stores(self, data: Any, store_settings: Mapping[str, Any]) -> tuple[dict[str, Path], dict[str, Any]]:
+        """The every-word store of each split of a task over sentences (a word task, a tree task), filled or reused,
+        and the description of their features (`described_featurizer`); the featurizer is let go before training."""
         described = described_featurizer(self.featurizer)
         stores = ensure_features(every_word_data(data), self.word_featurizer(), **store_settings)
         self.featurizer = None
+        return stores, described
+
+    def about_stores(self, stores: Mapping[str, Path]) -> dict[str, Any]:
+        """What results.json records of the stores read: the layer and label, their paths, their skipped rows."""
+        return {"layer": self.layer, "representation": self.label,
+                "stores": {split: str(path) for split, path in stores.items()},
+                "extraction_skipped_rows": {split: stored_skips(path) for split, path in stores.items()}}
+
+    def word_inputs(self, data: Any, store_settings: Mapping[str, Any], batch_size: int, control: ControlTask,
+                    pair_product: bool = False, online_code: OnlineCode | None = None) -> ProbeInputs:
+        """A word or word-pair task (`WordTaskData`): its every-word stores (`word_stores`), then the datamodule of
+        its examples."""
+        stores, described = self.word_stores(data, store_settings)
         datamodule = WordTaskDataModule(stores, data, layer=self.store_layer, batch_size=batch_size,
                                         control_seed=control.seed, expected_layers=self.expected_layers,
                                         pair_product=pair_product, online_code=online_code)
         datamodule.setup()
-        about = {"layer": self.layer, "representation": self.label,
-                 "stores": {split: str(path) for split, path in stores.items()},
-                 "data_summary": word_task_summary(data, datamodule.dropped), "data_skips": data.skips.as_dict(),
-                 "unseen_labels": data.unseen_labels,
-                 "extraction_skipped_rows": {split: stored_skips(path) for split, path in stores.items()}}
+        about = {**self.about_stores(stores), "data_summary": word_task_summary(data, datamodule.dropped),
+                 "data_skips": data.skips.as_dict(), "unseen_labels": data.unseen_labels}
         features = features_about(described, self.level, list(data.labels), datamodule, about, control, data.name)
         return ProbeInputs(datamodule, list(data.labels), about, self.level, features)
 

@@ -26,13 +26,20 @@ import lightning as L
 
 from probing.data.settings import require_bool, require_int
 from probing.data.splits import SEEN
+from probing.data.trees import read_trees
 from probing.data.word_tasks import read_word_task
 from probing.errors import ConfigError
-from probing.probes.callbacks import best_epochs, best_weights_keeper, control_keeper, training_warnings
+from probing.probes.callbacks import (
+    KeepBestWeights,
+    best_epochs,
+    best_weights_keeper,
+    control_keeper,
+    training_warnings,
+)
 from probing.probes.controls import NO_CONTROL_TASK, ControlTask
 from probing.probes.mdl import OnlineCode
 from probing.probes.probe_module import ProbeModule
-from probing.probes.representations import ProbeInputs
+from probing.probes.representations import ProbeInputs, features_about
 from probing.probes.saved import (
     PROBES_FILE,
     SavedProbes,
@@ -44,6 +51,9 @@ from probing.probes.saved import (
     save_probes,
     storage_dtype,
 )
+from probing.probes.tree_data import TreeDataModule, tree_split_summary
+from probing.probes.tree_probe import refuse_what_a_structural_probe_does_not_honour
+from probing.probes.tree_results import linear_baseline_scores, tree_examples
 from probing.vocabulary import SCLASS_TASK
 
 log = logging.getLogger(__name__)
@@ -154,15 +164,7 @@ class WordProbing(TaskProbing):
     def __init__(self, data_name: str, pair_product: bool = False, level: str = "context", reuse: str | None = None,
                  **shared: Any):
         super().__init__(**shared)
-        if reuse:
-            raise ConfigError("probe.reuse scores saved s-class probes; a word task trains its own. "
-                              "Fix: probe.reuse=null")
-        if level != "context":
-            raise ConfigError(f"probe.level={level} is a setting of the s-class task (type-level probing); "
-                              f"task={self.name} probes every labelled word in context. Fix: probe.level=context")
-        if self.control.seen_fraction:
-            raise ConfigError("probe.control_task.seen_fraction holds out s-class contexts; a word task's dev and test "
-                              "already hold words seen in training. Fix: seen_fraction=0")
+        refuse_settings_of_sclass(self.name, level, reuse, self.control)
         self.data_name, self.pair_product = str(data_name), require_bool("probe.pair_product", pair_product)
         self.data = None
 
@@ -178,6 +180,67 @@ class WordProbing(TaskProbing):
     def results(self, module: ProbeModule, inputs: ProbeInputs) -> dict[str, Any]:
         return {"pair": bool(self.data.pair), "pair_product": self.pair_product if self.data.pair else None,
                 "labels": list(inputs.classes)}
+
+
+class TreeProbing(TaskProbing):
+    """A tree task (task=tree_distance, tree_depth; Hewitt & Manning 2019): the dependency trees of the task's
+    sentences (`probing.data.trees`), read from the every-word stores a sentence at a time; the structural probe of
+    `kind` ("distance" or "depth", `probing.probes.tree_probe`). Refused as for a word task: the type level, saved
+    probes, a seen split; and what a structural probe does not honour (another family, dropout, the online code).
+    Its results add the paper's LINEAR baseline (each word attached to the next; depth = position) scored by the same
+    metrics on the same sentences, B's rank, and a few test sentences' gold and predicted trees (the report draws
+    them)."""
+
+    def __init__(self, kind: str, level: str = "context", reuse: str | None = None, **shared: Any):
+        super().__init__(**shared)
+        refuse_settings_of_sclass(self.name, level, reuse, self.control)
+        refuse_what_a_structural_probe_does_not_honour(
+            {**self.settings, "mdl_block_ends": [] if self.online_code is not None else None})
+        self.kind, self.data = kind, None
+
+    def load(self) -> None:
+        self.data = read_trees(self.source)
+
+    def inputs(self, representation: Any, store_settings: Mapping[str, Any]) -> ProbeInputs:
+        if self.data is None:
+            self.load()
+        stores, described = representation.word_stores(self.data, store_settings)
+        datamodule = TreeDataModule(stores, self.data, representation.store_layer, self.kind, self.batch_size,
+                                    self.control.seed, representation.expected_layers)
+        datamodule.setup()
+        about = {**representation.about_stores(stores), "data_skips": self.data.skips.as_dict(),
+                 "data_summary": {split: tree_split_summary(self.data.splits[split], datamodule.dropped[split])
+                                  for split in datamodule.splits}}
+        features = features_about(described, representation.level, [], datamodule, about, self.control,
+                                  self.data.name)
+        return ProbeInputs(datamodule, [], about, representation.level, features)
+
+    def keepers(self, inputs: ProbeInputs) -> list[L.Callback]:
+        """The control probe keeps the weights of its own least dev loss."""
+        if self.control.seed is None:
+            return []
+        return [KeepBestWeights(monitor="dev/control_loss", mode="min", submodule="control_probes")]
+
+    def results(self, module: ProbeModule, inputs: ProbeInputs) -> dict[str, Any]:
+        datamodule = inputs.datamodule
+        return {"kind": self.kind, "rank": module.probes.rank,
+                "linear_baseline": {split: linear_baseline_scores(datamodule.splits[split], self.kind)
+                                    for split in ("dev", "test")},
+                "examples": tree_examples(module, datamodule.splits["test"], self.data.splits["test"].sentences,
+                                          self.kind)}
+
+
+def refuse_settings_of_sclass(task: str, level: str, reuse: str | None, control: ControlTask) -> None:
+    """What only the s-class task has: type-level probing, saved probes, a seen split (a word or tree task's dev and
+    test already hold words seen in training)."""
+    if reuse:
+        raise ConfigError(f"probe.reuse scores saved s-class probes; task={task} trains its own. Fix: probe.reuse=null")
+    if level != "context":
+        raise ConfigError(f"probe.level={level} is a setting of the s-class task (type-level probing); task={task} "
+                          "probes the words of whole sentences in context. Fix: probe.level=context")
+    if control.seen_fraction:
+        raise ConfigError(f"probe.control_task.seen_fraction holds out s-class contexts; task={task}'s dev and test "
+                          "already hold words seen in training. Fix: seen_fraction=0")
 
 
 def check_probing_task(task_name: str, probing: Any) -> None:

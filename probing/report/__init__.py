@@ -32,7 +32,7 @@ from types import ModuleType
 from hydra.experimental.callback import Callback
 
 from probing.data.files import write_atomically
-from probing.report import word_probes
+from probing.report import tree_probes, word_probes
 from probing.report.aggregate import RESULTS_FILE, aggregate, distinct_runs, find_results, require
 from probing.report.finetuned_probing import has_finetuned_runs, write_finetuned_probing_report
 from probing.report.finetuning import is_finetuning, write_finetuning_report
@@ -48,11 +48,13 @@ def analysis_section_modules() -> list[ModuleType]:
     return [module for module in modules if hasattr(module, "ANALYSIS")]
 
 
-# The results of the other jobs (train.py, analyze.py): how to recognise them, the writer of their section (returns
-# its Markdown and the files written), its heading, and what the writer reads of every run beyond what every
-# results.json is checked for (probing.report.aggregate.check_result): a run lacking it is refused, naming its
-# results.json. An analysis's section is the SECTION of its report module, found by `analysis_section_modules`.
+# The results of the other jobs (train.py, analyze.py) and of probe.py on the tree and word tasks: how to recognise
+# them, the writer of their section (returns its Markdown and the files written), its heading, and what the writer
+# reads of every run beyond what every results.json is checked for (probing.report.aggregate.check_result): a run
+# lacking it is refused, naming its results.json. An analysis's section is the SECTION of its report module, found by
+# `analysis_section_modules`. In the order of their sections in report.md.
 OTHER_SECTIONS = (
+    tree_probes.SECTION,
     word_probes.SECTION,
     (is_finetuning, write_finetuning_report, "Fine-tuning report", ("epochs_trained", "duration_s")),
     *(module.SECTION for module in analysis_section_modules()),

@@ -69,8 +69,9 @@ BASELINE_STYLES = ("--", "-.", (0, (5, 1, 1, 1, 1, 1)))
 
 
 def is_word_probe_run(result: dict[str, Any]) -> bool:
-    """A result of probe.py on a word or word-pair task (not the s-class task)."""
-    return result.get("task") not in (None, SCLASS_TASK) and "probe_family" in result
+    """A result of probe.py on a word or word-pair task: not the s-class task, not a tree task (its results name the
+    structural probe's `kind`: probing.report.tree_probes), not train.py (no probe family)."""
+    return result.get("task") not in (None, SCLASS_TASK) and "probe_family" in result and "kind" not in result
 
 
 def family_label(result: dict[str, Any]) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import logging
 from pathlib import Path
+from typing import Any
 
 from lightning.fabric import Fabric
 from lightning.fabric.strategies import DDPStrategy
@@ -23,7 +24,8 @@ from probing.config import build
 from probing.data.every_word import EVERY_WORD_DATA, every_word_data
 from probing.data.sources import WordInContextData, read_contexts
 from probing.data.splits import SPLIT_NAMES
-from probing.data.task_records import SCLASS_KIND
+from probing.data.task_records import SCLASS_KIND, TREE_KIND
+from probing.data.trees import read_trees
 from probing.data.word_tasks import read_word_task
 from probing.errors import ConfigError
 from probing.features.elmo_hdf5 import check_export_folder, export_every_word_stores
@@ -56,7 +58,7 @@ def run(cfg: DictConfig) -> dict[str, Path]:
     for split, path in paths.items():
         log.info("%s store: %s", split, path)
     if export_dir is not None and first_process:  # one export, not one per DDP process into the same files
-        export_elmo_files(cfg.data, paths, export_dir)
+        export_elmo_files(cfg.task, cfg.data, paths, export_dir)
     return paths
 
 
@@ -73,10 +75,10 @@ def export_folder(folder: str | None, task: DictConfig, splits: list[str]) -> Pa
     return path
 
 
-def export_elmo_files(data_config: DictConfig, paths: dict[str, Path], folder: Path) -> None:
+def export_elmo_files(task: DictConfig, data_config: DictConfig, paths: dict[str, Path], folder: Path) -> None:
     """The splits' every-word stores as one export, `<folder>/<split>.hdf5` in the ELMo layout and the manifest
     beside them (probing.features.elmo_hdf5); `data_config`: the task's `data` (its source and name)."""
-    data = read_word_task(build(data_config.source, "data.source"), data_config.name)
+    data = sentences_of(task, build(data_config.source, "data.source"), data_config.name)
     written = export_every_word_stores({split: (store, data.splits[split].sentences)
                                         for split, store in paths.items()}, folder)
     for split, out in written.items():
@@ -112,7 +114,12 @@ def task_data(task: DictConfig | None, data_config: DictConfig) -> WordInContext
     source = build(data_config.source, "data.source")
     if task is None or task.get("kind", SCLASS_KIND) == SCLASS_KIND:
         return read_contexts(source)
-    return every_word_data(read_word_task(source, data_config.name))
+    return every_word_data(sentences_of(task, source, data_config.name))
+
+
+def sentences_of(task: DictConfig, source: object, data_name: str) -> Any:
+    """The split sentences of a word or tree task (their every-word stores are what extract.py fills)."""
+    return read_trees(source, data_name) if task.get("kind") == TREE_KIND else read_word_task(source, data_name)
 
 
 def is_single_process(trainer: DictConfig) -> bool:

@@ -106,12 +106,16 @@ def headline_scores(results: dict[str, Any], scores: tuple[str, ...]) -> dict[st
         "representation": results["representation"], "best_epoch": results.get("best_epoch")}
 
 
+# The headline score of each kind of probe module (the first of its SCORES) and how a log line names it.
+HEADLINES = {"micro_f1": "micro-F1", "accuracy": "accuracy", "uuas": "UUAS", "root_acc": "Root %"}
+
+
 def summary_line(results: dict[str, Any], out: Path) -> str:
     """'upos linear 4: dev accuracy 0.911, test accuracy 0.905 (test selectivity +0.380) -> <results.json>'."""
-    score = "micro_f1" if "micro_f1" in results["dev"] else "accuracy"
-    name = "micro-F1" if score == "micro_f1" else "accuracy"
-    selectivity = (f" (test selectivity {results['test']['selectivity']:+.3f})"
-                   if "selectivity" in results["test"] else "")
+    score = next(key for key in HEADLINES if key in results["dev"])
+    name, test = HEADLINES[score], results["test"]
+    selectivity = next((test[key] for key in ("selectivity", f"selectivity_{score}") if key in test), None)
+    selectivity_note = f" (test selectivity {selectivity:+.3f})" if selectivity is not None else ""
     return (f"{results['task']} {results['probe_family']} {results['representation']}: dev {name} "
-            f"{results['dev'][score]:.3f}, test {name} {results['test'][score]:.3f}{selectivity}"
+            f"{results['dev'][score]:.3f}, test {name} {test[score]:.3f}{selectivity_note}"
             f"{online_code.describe(results)} -> {out}")

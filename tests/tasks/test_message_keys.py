@@ -12,6 +12,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from probing.data.task_records import FINETUNING_KINDS
 from tests.helpers import CONFIG_DIR, REPO
 
 # The top-level config nodes a message may name; a dotted word starting with one of them is read as a key.
@@ -37,6 +38,11 @@ def message_keys() -> dict[str, str]:
     return keys
 
 
+def task_kind(name: str) -> str:
+    """The `task.kind` of conf/task/<name>.yaml."""
+    return OmegaConf.load(Path(CONFIG_DIR, "task", f"{name}.yaml")).task.kind
+
+
 def options(group: str) -> list[str]:
     return sorted(path.stem for path in Path(CONFIG_DIR, group).glob("*.yaml"))
 
@@ -50,7 +56,8 @@ def known_keys() -> frozenset[str]:
     variants += [("probe", [f"callbacks={name}"]) for name in options("callbacks")]
     variants += [("probe", [f"trainer={name}"]) for name in options("trainer")]
     variants += [("probe", [f"logger={name}"]) for name in options("logger")]
-    variants += [("train", [f"task={name}"]) for name in options("task")]
+    variants += [("probe", [f"task={name}"]) for name in options("task")]
+    variants += [("train", [f"task={name}"]) for name in options("task") if task_kind(name) in FINETUNING_KINDS]
     variants += [("analyze", [f"analysis={name}"]) for name in options("analysis")]
     variants += [("analyze", [f"analysis/sentences={name}"]) for name in options("analysis/sentences")]
     keys = set()

@@ -1,0 +1,70 @@
+"""The structural probes of Hewitt & Manning (2019, "A Structural Probe for Finding Syntax in Word Representations"):
+one linear map B (D x rank) under which the squared distance of two word vectors predicts their distance in the
+dependency tree (`kind="distance"`: ‖B(hᵢ − hⱼ)‖²) and the squared norm of a word vector its depth (`kind="depth"`:
+‖B hᵢ‖²).
+
+As the reference (john-hewitt/structural-probes, probe.py) B starts uniform in (-0.05, 0.05). The squared distances
+of a sentence are computed from the Gram matrix of the projected words, ‖a‖² + ‖b‖² − 2 a·b (clamped at 0 against
+rounding), instead of the reference's explicit (T, T, rank) differences: the same values up to float rounding, two
+products instead of a tensor T times larger (bench/tree_probe.py times them against the bare products).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from probing.probes.components.scalar_mix import ScalarMix
+
+KINDS = ("distance", "depth")
+INIT_BOUND = 0.05  # the reference's uniform initialisation of B
+
+
+class StructuralHead(nn.Module):
+    """B of one task (the real tree's, or the control tree's), on one layer or on an ELMo scalar mix of all layers
+    (with `num_layers`: features (B, T, num_layers, D) are mixed into (B, T, D) first, `mix` its options).
+
+    forward: features (B, T, D) -> (B, T, T) predicted squared distances, or (B, T) predicted squared norms (depths);
+    positions beyond a sentence's length hold padding and give meaningless values, which the loss and the metrics
+    leave out."""
+
+    def __init__(self, input_dim: int, rank: int, kind: str, num_layers: int | None = None,
+                 mix: Mapping[str, Any] | None = None):
+        super().__init__()
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+        self.kind = kind
+        self.mix = ScalarMix(num_layers, **dict(mix or {})) if num_layers is not None else None
+        self.proj = nn.Parameter(torch.empty(input_dim, rank))
+        nn.init.uniform_(self.proj, -INIT_BOUND, INIT_BOUND)
+
+    @property
+    def rank(self) -> int:
+        return self.proj.shape[1]
+
+    def forward(self, features: Tensor) -> Tensor:
+        if self.mix is not None:
+            if features.dim() != 4:
+                raise ValueError(
+                    f"the scalar mix needs features of shape (batch, words, layers, dim), got {tuple(features.shape)}")
+            features = self.mix(features.permute(2, 0, 1, 3))
+        projected = features @ self.proj.to(features.dtype)  # (B, T, rank)
+        norms = projected.pow(2).sum(dim=-1)  # (B, T)
+        if self.kind == "depth":
+            return norms
+        gram = projected @ projected.transpose(1, 2)  # (B, T, T)
+        return (norms[:, :, None] + norms[:, None, :] - 2 * gram).clamp_min(0)
+
+    def penalty(self) -> Tensor | float:
+        """The mix's L2 penalty on its pre-softmax weights (0 without a mix)."""
+        return self.mix.l2_penalty() if self.mix is not None else 0.0
+
+    def parameter_groups(self, mix_lr: float | None = None) -> list[dict]:
+        """B with the optimizer's own settings; the mix's parameters as their own group (no weight decay)."""
+        groups = [{"params": [self.proj]}]
+        if self.mix is not None:
+            groups.append(self.mix.parameter_group(mix_lr))
+        return groups

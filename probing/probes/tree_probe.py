@@ -1,0 +1,145 @@
+"""The structural probes of Hewitt & Manning (2019) as a probe module of the one pipeline: the distance probe (tree
+distances of every word pair of a sentence) and the depth probe (each word's tree depth), trained as the reference
+(john-hewitt/structural-probes: loss.py, regimen.py) trains them, scored by its metrics (`tree_metrics`).
+
+Training, as the reference:
+- the L1 distance between predicted and gold distances (depths), summed over the pairs (words) of a sentence and
+  divided by its squared length (its length), then averaged over the sentences of the batch;
+- Adam (probe.module.optimizer: lr 1e-3), the learning rate divided by 10 whenever the dev loss does not fall
+  (ReduceLROnPlateau, factor 0.1, patience 0), early stopping on the dev loss (conf/task/tree_*.yaml: patience 5,
+  min_delta 1e-4) and the weights of the epoch of least dev loss kept (callbacks.keep_best monitors dev/loss there).
+The reference's batches are 20 sentences (probe.batch_size in the tree tasks' configs).
+
+The probe is B of the linear family (D -> rank, `probe.rank`, full rank D when unset); the MLP families, dropout and
+the online code (which sends labels; a tree probe predicts distances) are refused, as they would not be honoured. The
+control task's probe (Hewitt & Liang 2019, adapted to trees: `probing.data.trees.control_heads`) trains beside it on
+the control trees (`control_gold`), and every score gets a control score and a selectivity (score - control score).
+
+Batches (`probing.probes.tree_data`): features (B, T, D) or (B, T, num_layers, D), gold (B, T, T) distances or (B, T)
+depths, lengths (B,), punctuation (B, T) bool, and with the control task control_gold.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from probing.data.settings import choose
+from probing.data.splits import EVAL_SPLITS, TEST_SPLITS
+from probing.errors import ConfigError
+from probing.probes.components.structural import KINDS, StructuralHead
+from probing.probes.probe_module import CONTROL, ProbeModule
+from probing.probes.tree_metrics import TreeMetrics
+from probing.vocabulary import TREE_SCORES
+
+LR_FACTOR, LR_PATIENCE = 0.1, 0  # the reference's ReduceLROnPlateau
+COUNTS = ("uuas_edges", "sentences")  # what the metrics count (the rest are scores)
+
+
+def tree_loss(predictions: Tensor, gold: Tensor, lengths: Tensor) -> Tensor:
+    """The reference's L1 loss of a batch: per sentence, the absolute errors summed over its pairs (words) within its
+    length, divided by its squared length (its length); the mean over the sentences."""
+    positions = torch.arange(predictions.shape[1], device=predictions.device)
+    valid = positions[None, :] < lengths[:, None]  # (B, T)
+    lengths = lengths.to(predictions.dtype)
+    if predictions.dim() == 3:
+        valid, scale = valid[:, :, None] & valid[:, None, :], lengths.pow(2)
+    else:
+        scale = lengths
+    errors = (predictions - gold.to(predictions.dtype)).abs() * valid
+    return (errors.flatten(1).sum(dim=1) / scale).mean()
+
+
+class TreeProbe(ProbeModule):
+    """A structural probe (see the module docstring): `kind` "distance" or "depth", and the keyword contract of
+    `ProbeModule` (`labels` are not used: a tree has no classes)."""
+
+    def __init__(self, kind: str, **contract: Any):
+        self.kind = choose("kind", kind, KINDS)
+        refuse_what_a_structural_probe_does_not_honour(contract)
+        super().__init__(**contract)
+        self.SCORES = TREE_SCORES[kind]
+        names = [*EVAL_SPLITS, *(f"{split}_{CONTROL}" for split in EVAL_SPLITS if self.has_control)]
+        self.metrics = nn.ModuleDict({name: TreeMetrics(kind) for name in names})
+        self.dev_loss = {"": [0.0, 0], f"{CONTROL}_": [0.0, 0]}  # sum of sentence losses, sentences
+
+    def build_head(self, input_dim: int, settings: Mapping[str, Any]) -> StructuralHead:
+        return StructuralHead(input_dim, settings["rank"] or input_dim, self.kind, settings["num_layers"],
+                              settings["mix"])
+
+    def task_loss(self, predictions: Tensor, batch: dict, control: bool) -> Tensor:
+        return tree_loss(predictions, batch[f"{CONTROL}_gold" if control else "gold"], batch["lengths"])
+
+    def configure_optimizers(self) -> dict:
+        optimizer = super().configure_optimizers()
+        scheduler = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer, mode="min", factor=LR_FACTOR,
+                                                               patience=LR_PATIENCE)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "monitor": "dev/loss"}}
+
+    def _update_metrics(self, split: str, batch: dict) -> None:
+        features, lengths, punctuation = batch["features"], batch["lengths"], batch["punctuation"]
+        heads = [("", self.probes, "gold")]
+        if self.control_probes is not None:
+            heads.append((f"{CONTROL}_", self.control_probes, f"{CONTROL}_gold"))
+        for prefix, head, gold in heads:
+            predictions = head(features)
+            self.metrics[f"{split}_{CONTROL}" if prefix else split].update(predictions, batch[gold], lengths,
+                                                                          punctuation)
+            if split == "dev":
+                loss = float(tree_loss(predictions, batch[gold], lengths))
+                self.dev_loss[prefix][0] += loss * len(lengths)
+                self.dev_loss[prefix][1] += len(lengths)
+
+    def on_test_epoch_end(self) -> None:
+        for split in TEST_SPLITS:
+            if self.metrics[split].update_called:
+                self._log_split(split)
+
+    def _compute(self, name: str) -> dict[str, float]:
+        metrics = self.metrics[name]
+        values = {key: int(value) if key in COUNTS else float(value) for key, value in metrics.compute().items()}
+        metrics.reset()
+        return values
+
+    def _log_split(self, split: str) -> None:
+        if not self.metrics[split].update_called:
+            return
+        scores = self._compute(split)
+        if self.control_probes is not None:
+            control = self._compute(f"{split}_{CONTROL}")
+            scores |= {f"{CONTROL}_{key}": control[key] for key in self.SCORES}
+            scores |= {f"selectivity_{key}": scores[key] - control[key] for key in self.SCORES}
+        self.split_metrics[split] = scores
+        for key in self.SCORES:
+            self.log(f"{split}/{key}", scores[key], prog_bar=split == "dev" and key == self.SCORES[0])
+            if self.control_probes is not None:
+                self.log(f"{split}/{CONTROL}_{key}", scores[f"{CONTROL}_{key}"])
+        if split == "dev":
+            for prefix, (total, sentences) in self.dev_loss.items():
+                if sentences:
+                    self.log(f"dev/{prefix}loss", total / sentences)
+            self.dev_loss = {prefix: [0.0, 0] for prefix in self.dev_loss}
+
+    def mdl_targets(self, batch: dict) -> Tensor:
+        raise ConfigError("a tree probe has no labels to send with the online code. Fix: probe.mdl=false")
+
+    def mdl_columns(self) -> tuple[int, slice, slice | None]:
+        raise ConfigError("a tree probe has no labels to send with the online code. Fix: probe.mdl=false")
+
+
+def refuse_what_a_structural_probe_does_not_honour(contract: Mapping[str, Any]) -> None:
+    """A structural probe is one linear map B: another family, dropout and the online code would not be honoured."""
+    family = contract.get("family", "mlp1")
+    if family != "linear":
+        raise ConfigError(f"probe.family={family}: a structural probe is a linear map B (Hewitt & Manning 2019), of "
+                          "the linear family. Fix: probe=linear (the tree tasks' default), with probe.rank=r for B's "
+                          "rank")
+    if contract.get("dropout", 0.0):
+        raise ConfigError(f"probe.module.dropout={contract['dropout']}: a structural probe is trained without dropout, "
+                          "as the reference. Fix: probe.module.dropout=0")
+    if contract.get("mdl_block_ends") is not None:
+        raise ConfigError("probe.mdl=true sends labels with the online code; a tree probe predicts distances. Fix: "
+                          "probe.mdl=false")

@@ -1,0 +1,409 @@
+"""results.json files of probe.py on the tree tasks (task=tree_distance, tree_depth: the structural probes of Hewitt &
+Manning 2019) -> tables by representation and rank of B, curves by rank and by layer, and pictures of predicted trees.
+
+A row is one setting: task, model (random init shown in its name), data, variant (any other config value that tells
+runs apart, as in the word-task report), B's rank and the representation; runs that differ only in their seed are
+averaged (mean ± std). Per (task, model, data, variant), report.md has a table of the test scores (distance probe:
+UUAS and DSpr.; depth probe: Root % and NSpr.; with the control task, their selectivities) with a row per
+representation and rank, the representations in the word-task tables' order (baselines first, layers by number, the
+scalar mix last), under a first row of the paper's LINEAR baseline. tree_probes.csv holds everything (dev too).
+
+The LINEAR baseline (each word attached to the next; a word's depth its position) is recorded by every run, scored on
+the sentences that run scored. The runs of one table score the same sentences, so the table takes it from its first
+run; copies that differ in the last digits (summed in another order) are not a conflict, and are not compared.
+
+Plots, per task: the test scores against B's rank (log2 axis) where runs of one representation differ only in rank,
+and by layer where runs differ in layer, LINEAR (and any baseline, the mix) as horizontal lines; and the test
+sentences recorded by the run of the best dev headline score (UUAS, Root %), drawn as the reference
+(john-hewitt/structural-probes) draws them: the gold tree above the words and the predicted one below (distance), or
+each word at its gold and its predicted depth (depth).
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import math
+from pathlib import Path
+from typing import Any
+
+from probing.data.files import open_atomically
+from probing.report.aggregate import (
+    SPLITS,
+    group_by,
+    mean_std,
+    of_kind,
+    representation_kind,
+    representation_layer,
+    representation_sort_key,
+    value_sort_key,
+    with_defaults,
+)
+from probing.report.plots import pyplot, save_figure
+from probing.report.tables import display_value, format_score, markdown, setting_label, varying_keys
+from probing.report.word_probes import BASELINE_STYLES, MIX_STYLE, _file_part, table_title, word_records
+from probing.vocabulary import MIX, TREE_SCORES
+
+CSV_FILE = "tree_probes.csv"
+# The scores of each kind of structural probe, the headline first (those of probing.probes.tree_probe).
+ALL_SCORES = tuple(itertools.chain(*TREE_SCORES.values()))
+SCORE_NAMES = {"uuas": "UUAS", "dspr": "DSpr.", "root_acc": "Root %", "nspr": "NSpr."}
+# Shown in percent, as the paper does (UUAS 82.5, DSpr. 0.857); results.json and the CSV hold fractions.
+PERCENT = ("uuas", "root_acc")
+# Each split's scores averaged over seeds: the score, the control task's, and selectivity = score - control score.
+SPLIT_METRICS = tuple(f"{prefix}{score}" for score in ALL_SCORES for prefix in ("", "control_", "selectivity_"))
+# Of each split, what the first run of a setting says (the same for all its runs): sentences and gold edges scored.
+COUNTS = ("sentences", "uuas_edges")
+# A row of the tables: runs equal in these keys differ only in their seed and are averaged.
+TREE_SETTING_KEYS = ("task", "model", "random_init", "data", "variant", "rank", "representation")
+# One table per value of these keys; setting keys shown in plot legends where they vary.
+TABLE_KEYS = ("task", "model", "random_init", "data", "variant")
+LABEL_KEYS = ("model", "data", "variant")
+RUN_AVERAGES = ("best_epoch", "epochs_trained", "center_of_gravity", "gamma")
+CSV_FIELDS = (
+    "task", "kind", "model", "random_init", "data", "variant", "probe_family", "rank", "layer", "representation",
+    "seeds",
+    *(f"{split}_{metric}{std}" for split in SPLITS for metric in SPLIT_METRICS for std in ("", "_std")),
+    *(f"{split}_{count}" for split in SPLITS for count in COUNTS),
+    *(f"linear_{split}_{score}" for split in SPLITS for score in ALL_SCORES),
+    *RUN_AVERAGES, "mix_weights",
+)
+LINEAR = "LINEAR (baseline)"
+LINEAR_STYLES = ("-", "--", "-.", ":")  # one per table drawn in a plot, all black
+# The tree pictures: words laid out by their length in characters, at this font size.
+FONT_SIZE = 9
+WORD_GAP = 2          # characters between two words
+CHAR_INCHES = 0.085   # the width of a character at FONT_SIZE, about
+ARC_RISE = 0.35       # an arc's height per word it spans (axis units; the words sit at 0)
+ARC_CLEARANCE = 0.8   # arcs start this far above (gold) or below (predicted) the words
+# Inches per y unit of a panel (an arc's rise, a level of depth), so that every panel is drawn to one scale, and the
+# inches of each panel's title.
+UNIT_INCHES = {"distance": 0.2, "depth": 0.45}
+TITLE_INCHES = 0.4
+PUNCTUATION_COLOUR = "0.6"
+
+
+def is_tree_probe_run(result: dict[str, Any]) -> bool:
+    """A result of probe.py on a tree task: its `kind` is the structural probe's ("distance", "depth")."""
+    return result.get("kind") in TREE_SCORES
+
+
+def _aggregate_setting(key: tuple, runs: list[dict]) -> dict[str, Any]:
+    first = runs[0]
+    row = dict(zip(TREE_SETTING_KEYS, key))
+    row |= {"kind": first["kind"], "probe_family": first["probe_family"], "layer": first.get("layer"),
+            "seeds": sorted((r.get("seed") for r in runs), key=value_sort_key)}
+    for split in SPLITS:
+        for metric in SPLIT_METRICS:
+            row[f"{split}_{metric}"], row[f"{split}_{metric}_std"] = mean_std(
+                r.get(split, {}).get(metric) for r in runs)
+        row |= {f"{split}_{count}": first.get(split, {}).get(count) for count in COUNTS}
+        linear = first["linear_baseline"].get(split) or {}
+        row |= {f"linear_{split}_{score}": linear.get(score) for score in ALL_SCORES}
+    row |= {name: mean_std(r.get(name) for r in runs)[0] for name in RUN_AVERAGES}
+    weights = [r["mix_weights"] for r in runs if r.get("mix_weights")]
+    row["mix_weights"] = [mean_std(column)[0] for column in zip(*weights)] if weights else None
+    return row
+
+
+def _row_sort_key(row: dict) -> tuple:
+    return (*(value_sort_key(row[k]) for k in TABLE_KEYS), representation_sort_key(row["representation"]),
+            value_sort_key(row["rank"]))
+
+
+def aggregate_tree_runs(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per setting (TREE_SETTING_KEYS) with mean/std over seeds of every score, sorted by task, model, data,
+    variant, representation (baselines, layers by number, the mix) and rank. The records and their variants are the
+    word-task report's (`word_records`), whose settings are these: its family label ("linear r=16") holds the rank."""
+    groups = group_by(word_records(results), TREE_SETTING_KEYS)
+    return sorted((_aggregate_setting(key, runs) for key, runs in groups.items()), key=_row_sort_key)
+
+
+def _shown(value: float | None, score: str) -> float | None:
+    """A score (or its std, or a selectivity) in the unit of the tables and plots."""
+    return None if value is None else value * (100 if score in PERCENT else 1)
+
+
+def score_text(mean: float | None, std: float | None, score: str) -> str:
+    """"82.5 ± 1.2" (UUAS, Root %: percent) or "0.857 ± 0.004" (DSpr., NSpr.); "-" when missing."""
+    shown = {"value": _shown(mean, score), "value_std": _shown(std, score)}
+    return format_score(shown, "value", "{:.1f}" if score in PERCENT else "{:.3f}")
+
+
+def _has_selectivity(rows: list[dict], scores: tuple[str, ...]) -> bool:
+    return any(row[f"test_selectivity_{score}"] is not None for row in rows for score in scores)
+
+
+def scores_table(rows: list[dict]) -> str:
+    """One table's rows (one task, so one kind): LINEAR, then a row per representation and rank with the test scores
+    and, when the control task ran, their selectivities."""
+    scores = TREE_SCORES[rows[0]["kind"]]
+    selectivities = scores if _has_selectivity(rows, scores) else ()
+    header = ["representation", "rank", *(SCORE_NAMES[s] for s in scores),
+              *(f"{SCORE_NAMES[s]} sel." for s in selectivities)]
+    linear = [LINEAR, "-", *(score_text(rows[0][f"linear_test_{s}"], None, s) for s in scores),
+              *("-" for _ in selectivities)]
+    body = [[row["representation"], str(row["rank"]),
+             *(score_text(row[f"test_{s}"], row[f"test_{s}_std"], s) for s in scores),
+             *(score_text(row[f"test_selectivity_{s}"], row[f"test_selectivity_{s}_std"], s) for s in selectivities)]
+            for row in rows]
+    return markdown(header, [linear, *body])
+
+
+def tables_section(rows: list[dict]) -> str:
+    """Per (task, model, data, variant): its table of test scores."""
+    parts = []
+    for group in group_by(rows, TABLE_KEYS).values():
+        scores = TREE_SCORES[group[0]["kind"]]
+        names = " and ".join(SCORE_NAMES[s] for s in scores)
+        what = f"Test {names}" + (" with their selectivities" if _has_selectivity(group, scores) else "")
+        seeds = "/".join(str(n) for n in sorted({len(row["seeds"]) for row in group}))
+        parts += [f"## {table_title(group[0])}",
+                  f"{what}, mean ± std over seeds ({seeds} per cell).\n\n{scores_table(group)}"]
+    return "\n\n".join(parts)
+
+
+def write_tree_csv(rows: list[dict], path: Path) -> None:
+    """Every aggregated row and score, fractions as results.json holds them."""
+    with open_atomically(path, newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=CSV_FIELDS)
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({**{k: row[k] for k in CSV_FIELDS}, "seeds": " ".join(map(str, row["seeds"])),
+                             "mix_weights": " ".join(f"{w:.4f}" for w in row["mix_weights"] or ())})
+
+
+def _plot_panels(kind: str, lines: list[tuple[str, list[tuple[float, dict]]]],
+                 levels: list[tuple[str, dict, Any, str]], path: Path, title: str, xlabel: str, xticks: list,
+                 log2: bool = False) -> bool:
+    """A panel per score of `kind`: `lines` (legend label, [(x, row)]) of test scores with their std over seeds as
+    error bars, a colour each; `levels` (legend label, {score: value}, line style, colour) as horizontal lines; the
+    legend beside the last panel."""
+    scores = TREE_SCORES[kind]
+    fig, axes = pyplot().subplots(1, len(scores), figsize=(5.2 * len(scores), 4.0), squeeze=False)
+    for ax, score in zip(axes[0], scores):
+        for index, (label, points) in enumerate(lines):
+            drawn = [(x, row) for x, row in points if row[f"test_{score}"] is not None]
+            stds = [_shown(row[f"test_{score}_std"] or 0.0, score) for _, row in drawn]
+            if drawn:
+                ax.errorbar([x for x, _ in drawn], [_shown(row[f"test_{score}"], score) for _, row in drawn],
+                            yerr=stds if any(stds) else None, fmt="-o", capsize=3, color=f"C{index % 10}",
+                            label=label)
+        for label, values, style, colour in levels:
+            if values.get(score) is not None:
+                ax.axhline(_shown(values[score], score), linestyle=style, color=colour, alpha=0.8, label=label)
+        if log2:
+            ax.set_xscale("log", base=2)
+            ax.minorticks_off()
+        ax.set_xticks(xticks, [str(x) for x in xticks])
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(f"test {SCORE_NAMES[score]}")
+        ax.grid(alpha=0.3)
+    fig.suptitle(title, fontsize=9)
+    legend = {}
+    for ax in axes[0]:  # the union of the panels' legends
+        for handle, text in zip(*ax.get_legend_handles_labels()):
+            legend.setdefault(text, handle)
+    axes[0][-1].legend(list(legend.values()), list(legend), fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return save_figure(fig, path)
+
+
+def _legend(setting: str, what: str) -> str:
+    return f"{setting}: {what}" if setting else what
+
+
+def representation_label(name: str) -> str:
+    """"layer 3" for a layer, else the representation's own name ("P-BERT", "mix")."""
+    return f"layer {name}" if representation_kind(name) == "layer" else name
+
+
+def _linear_levels(rows: list[dict], label_keys: list[str]) -> list[tuple[str, dict, Any, str]]:
+    """The LINEAR baseline of each table the rows come from, black, a line style each."""
+    tables = group_by(rows, TABLE_KEYS).values()
+    return [(_legend(setting_label(table[0], label_keys), "LINEAR"),
+             {score: table[0][f"linear_test_{score}"] for score in ALL_SCORES}, style, "black")
+            for table, style in zip(tables, itertools.cycle(LINEAR_STYLES))]
+
+
+def _plot_title(rows: list[dict], what: str, label_keys: list[str]) -> str:
+    fixed = setting_label(rows[0], [k for k in LABEL_KEYS if k not in label_keys])
+    return f"{rows[0]['task']}: {what} (Hewitt & Manning 2019)\n{fixed}"
+
+
+def plot_by_rank(rows: list[dict], path: Path) -> bool:
+    """One task: test scores against B's rank, a line per representation (and setting) probed at two or more ranks,
+    LINEAR as a horizontal line; False if no representation was."""
+    sweeps = [sorted(group, key=lambda row: row["rank"])
+              for group in group_by(rows, (*TABLE_KEYS, "representation")).values()
+              if len({row["rank"] for row in group}) > 1]
+    if not sweeps:
+        return False
+    drawn = [row for group in sweeps for row in group]
+    keys = varying_keys(drawn, LABEL_KEYS)
+    lines = [(_legend(setting_label(group[0], keys), representation_label(group[0]["representation"])),
+              [(row["rank"], row) for row in group]) for group in sweeps]
+    title = _plot_title(drawn, "structural probe by rank", keys)
+    return _plot_panels(rows[0]["kind"], lines, _linear_levels(drawn, keys), path, title, "rank of B (log2 axis)",
+                        sorted({row["rank"] for row in drawn}), log2=True)
+
+
+def plot_by_layer(rows: list[dict], path: Path) -> bool:
+    """One task: test scores by layer, a line per rank (and setting) probed at two or more layers, with that line's
+    baselines and mix as horizontal lines of its colour and LINEAR in black; False if no rank was."""
+    sweeps = [group for group in group_by(rows, (*TABLE_KEYS, "rank")).values() if len(of_kind(group, "layer")) > 1]
+    if not sweeps:
+        return False
+    drawn = [row for group in sweeps for row in group]
+    keys = varying_keys(drawn, (*LABEL_KEYS, "rank"))
+    lines, levels = [], []
+    for index, group in enumerate(sweeps):
+        label = setting_label(group[0], keys)
+        layers = sorted(of_kind(group, "layer"), key=lambda row: representation_layer(row["representation"]))
+        lines.append((label or "layers", [(representation_layer(row["representation"]), row) for row in layers]))
+        styles = itertools.cycle(BASELINE_STYLES)
+        levels += [(_legend(label, row["representation"]), {score: row[f"test_{score}"] for score in ALL_SCORES},
+                    MIX_STYLE if row["representation"] == MIX else next(styles), f"C{index % 10}")
+                   for row in sorted(of_kind(group, "baseline", MIX),
+                                     key=lambda row: representation_sort_key(row["representation"]))]
+    layer_keys = [k for k in keys if k != "rank"]
+    return _plot_panels(rows[0]["kind"], lines, [*_linear_levels(drawn, layer_keys), *levels], path,
+                        _plot_title(drawn, "structural probe by layer", keys), "layer (0 = embeddings)",
+                        sorted({x for _, points in lines for x, _ in points}))
+
+
+def best_run(results: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Of one task's runs that recorded examples, the one of the best dev headline score (the first of equals)."""
+    recorded = [result for result in results if result.get("examples")]
+    if not recorded:
+        return None
+    headline = TREE_SCORES[recorded[0]["kind"]][0]
+
+    def dev_score(result: dict[str, Any]) -> float:
+        score = result["dev"].get(headline)
+        return float("-inf") if score is None or math.isnan(score) else score  # NaN: a split without edges
+
+    return max(recorded, key=dev_score)
+
+
+def word_centres(words: list[str]) -> tuple[list[float], float]:
+    """Each word's centre when the words are laid out left to right by their length (in characters, WORD_GAP apart),
+    and the width of the line."""
+    centres, start = [], 0.0
+    for word in words:
+        width = len(word) + WORD_GAP
+        centres.append(start + width / 2)
+        start += width
+    return centres, start
+
+
+def _word_colour(punctuation: bool, colour: str = "black") -> str:
+    return PUNCTUATION_COLOUR if punctuation else colour
+
+
+def draw_distance_example(ax, example: dict[str, Any]) -> None:
+    """The words on a line, the gold tree's edges as arcs above them (black), the predicted tree's below (red), each
+    arc as high as the words it spans; punctuation grey (in neither tree)."""
+    from matplotlib.patches import Arc
+
+    centres, _ = word_centres(example["words"])
+    for word, punctuation, x in zip(example["words"], example["punctuation"], centres):
+        ax.text(x, 0.0, word, ha="center", va="center", fontsize=FONT_SIZE, color=_word_colour(punctuation))
+    gold, predicted = ({tuple(edge) for edge in example[key]} for key in ("gold_edges", "predicted_edges"))
+    for edges, side, colour in ((gold, 1, "black"), (predicted, -1, "red")):
+        for i, j in edges:
+            ax.add_patch(Arc(((centres[i] + centres[j]) / 2, side * ARC_CLEARANCE), abs(centres[j] - centres[i]),
+                             2 * ARC_RISE * abs(j - i), theta1=0 if side > 0 else 180, theta2=180 if side > 0 else 360,
+                             color=colour, linewidth=1.0))
+    ax.axis("off")
+    ax.set_title(f"{len(gold & predicted)} of {len(gold)} gold edges predicted", fontsize=FONT_SIZE - 1, loc="left")
+
+
+def draw_depth_example(ax, example: dict[str, Any]) -> None:
+    """Each word at its gold depth (black) and at its predicted depth (red), joined by a faint line; punctuation
+    grey. The depth grows upwards, as in the reference's pictures."""
+    from matplotlib.ticker import MaxNLocator
+
+    words, punctuation = example["words"], example["punctuation"]
+    gold, predicted = example["gold_depths"], example["predicted_depths"]
+    centres, _ = word_centres(words)
+    for word, is_punctuation, x, gold_depth, predicted_depth in zip(words, punctuation, centres, gold, predicted):
+        ax.plot([x, x], [gold_depth, predicted_depth], color="0.85", linewidth=0.8, zorder=0)
+        for depth, colour in ((gold_depth, "black"), (predicted_depth, "red")):
+            ax.text(x, depth, word, ha="center", va="center", fontsize=FONT_SIZE,
+                    color=_word_colour(is_punctuation, colour))
+    ax.set_xticks([])
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.tick_params(labelsize=FONT_SIZE - 1)
+    ax.set_ylabel("tree depth", fontsize=FONT_SIZE - 1)
+    scored = [index for index, is_punctuation in enumerate(punctuation) if not is_punctuation] or range(len(words))
+    gold_root, predicted_root = (min(scored, key=depths.__getitem__) for depths in (gold, predicted))
+    ax.set_title(f"root: {words[gold_root]}; predicted: {words[predicted_root]}", fontsize=FONT_SIZE - 1, loc="left")
+
+
+def example_extent(example: dict[str, Any], kind: str) -> tuple[float, float]:
+    """The y range of an example's panel: its highest arcs above and below the words, or its depths."""
+    if kind == "distance":
+        spans = [abs(j - i) for i, j in (*example["gold_edges"], *example["predicted_edges"])]
+        reach = ARC_CLEARANCE + ARC_RISE * max(spans, default=1) + 0.2
+        return -reach, reach
+    depths = [*example["gold_depths"], *example["predicted_depths"]]
+    return min([0.0, *depths]) - 0.6, max(depths) + 0.6
+
+
+def plot_examples(results: list[dict[str, Any]], path: Path) -> bool:
+    """One task: the examples of its best run (`best_run`), a panel per sentence; False if no run recorded any."""
+    run = best_run(results)
+    if run is None:
+        return False
+    kind, examples = run["kind"], run["examples"]
+    width = max(word_centres(example["words"])[1] for example in examples)
+    extents = [example_extent(example, kind) for example in examples]
+    heights = [(high - low) * UNIT_INCHES[kind] + TITLE_INCHES for low, high in extents]
+    fig, axes = pyplot().subplots(len(examples), 1, figsize=(max(5.0, CHAR_INCHES * width + 1.0), sum(heights) + 0.8),
+                                  gridspec_kw={"height_ratios": heights}, squeeze=False)
+    for ax, example, extent in zip(axes[:, 0], examples, extents):
+        (draw_distance_example if kind == "distance" else draw_depth_example)(ax, example)
+        ax.set_xlim(0.0, width)
+        ax.set_ylim(*extent)
+    headline = TREE_SCORES[kind][0]
+    shown = with_defaults(run)
+    how = ("gold tree above the words (black), predicted tree below (red); punctuation grey, in neither tree"
+           if kind == "distance" else "each word at its gold depth (black) and its predicted depth (red); "
+           "punctuation grey")
+    fig.suptitle(f"{run['task']}: {display_value(shown, 'model')}, data={run['data']}, "
+                 f"{representation_label(shown['representation'])}, "
+                 f"rank {run['rank']}, seed {run.get('seed')}: the best dev {SCORE_NAMES[headline]} "
+                 f"({score_text(run['dev'].get(headline), None, headline)})\n{how}", fontsize=FONT_SIZE)
+    return save_figure(fig, path)
+
+
+def write_tree_probe_report(results: list[dict[str, Any]], out_dir: Path) -> tuple[str, list[str]]:
+    """The Markdown section of the tree-task probe runs, tree_probes.csv and the plots per task; returns (text,
+    files)."""
+    rows = aggregate_tree_runs(results)
+    write_tree_csv(rows, out_dir / CSV_FILE)
+    files = [CSV_FILE]
+    for (task,), task_rows in group_by(rows, ("task",)).items():
+        plots = ((f"tree_probes_{_file_part(task)}_by_rank.png", plot_by_rank, task_rows),
+                 (f"tree_probes_{_file_part(task)}_by_layer.png", plot_by_layer, task_rows),
+                 (f"tree_probes_{_file_part(task)}_examples.png", plot_examples,
+                  [result for result in results if result["task"] == task]))
+        files += [name for name, plot, data in plots if plot(data, out_dir / name)]
+    intro = ("Structural probes (Hewitt & Manning 2019): a linear map B of the given rank. Distance probe: UUAS "
+             "(the gold tree's undirected edges found by the minimum spanning tree of the predicted distances, "
+             "punctuation left out) and DSpr. (Spearman correlation of predicted and gold distances); depth probe: "
+             "Root % (sentences whose least deep predicted word is the root) and NSpr. (Spearman correlation of "
+             "predicted and gold depths). UUAS and Root % in percent. Selectivity = score - control-task score "
+             "(Hewitt & Liang 2019). LINEAR: the paper's baseline (each word attached to the next; a word's depth "
+             "its position) on the same test sentences, taken from the table's first run (every run of a table "
+             "scores the same sentences; its copies are not compared). "
+             f"Dev scores, sentence counts and LINEAR's dev scores: `{CSV_FILE}`.")
+    plots = [name for name in files if name.endswith(".png")]
+    text = f"{intro}\n\n{tables_section(rows)}"
+    return text + (f"\n\nPlots: {', '.join(f'`{name}`' for name in plots)}." if plots else ""), files
+
+
+# This job's section of report.md (probing.report.OTHER_SECTIONS): which results are its runs, the writer of the
+# section, its heading, and what the writer reads of every run (a results.json lacking it is refused, named).
+SECTION = (is_tree_probe_run, write_tree_probe_report, "Structural probing report",
+           ("task", "probe_family", "rank", "representation", "linear_baseline", "examples"))

@@ -1,0 +1,86 @@
+"""probe.py task=tree_distance and task=tree_depth as a user runs them (Hewitt & Manning 2019's structural probes on
+the bundled UD sample, a tiny random BERT): the results contract, the LINEAR baseline on the same sentences, the
+refusals, and a treebank that is no tree as one `error:` line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from probing.cli import probing_cause
+from probing.errors import ProbingError
+from probing.tasks import probe
+from tests.helpers import run_script
+from tests.helpers.runs import compose_job, tiny_model
+
+# The LINEAR baseline on the bundled sample's test split (189 sentences; each word attached to the next), as the
+# reference's own functions score it: UUAS 2028 gold edges, Root % of 189 sentences.
+LINEAR_TEST = {"uuas": 0.42209, "dspr": 0.55561, "root_acc": 0.31217, "nspr": 0.29498}
+
+
+@pytest.fixture
+def tiny(tiny_bert_path):
+    return tiny_model(tiny_bert_path)
+
+
+def run_in_process(tmp_path: Path, name: str, *overrides: str) -> dict:
+    results = probe.run(compose_job("probe", tmp_path / name, *overrides))
+    assert json.loads((tmp_path / name / "run" / "results.json").read_text()) == json.loads(json.dumps(results))
+    return results
+
+
+def test_the_distance_probe_records_its_scores_the_linear_baseline_and_example_trees(tmp_path, tiny):
+    results = run_in_process(tmp_path, "distance", "task=tree_distance", "layer=1", "trainer.max_epochs=2", *tiny)
+    assert (results["task"], results["kind"], results["probe_family"]) == ("tree_distance", "distance", "linear")
+    assert results["rank"] == 32 and results["data_summary"]["test"]["sentences"] == 189  # full rank: D
+    for split in ("dev", "test"):
+        block = results[split]
+        assert block["selectivity_uuas"] == pytest.approx(block["uuas"] - block["control_uuas"])
+        assert block["selectivity_dspr"] == pytest.approx(block["dspr"] - block["control_dspr"])
+    linear = results["linear_baseline"]["test"]
+    assert (linear["uuas"], linear["dspr"]) == (pytest.approx(LINEAR_TEST["uuas"], abs=1e-5),
+                                                pytest.approx(LINEAR_TEST["dspr"], abs=1e-5))
+    assert linear["uuas_edges"] == results["test"]["uuas_edges"] == 2028
+    example = results["examples"][0]
+    assert len(example["gold_edges"]) == len(example["predicted_edges"]) == sum(not p for p in
+                                                                                 example["punctuation"]) - 1
+
+
+def test_the_depth_probe_scores_the_root_and_the_depths(tmp_path, tiny):
+    results = run_in_process(tmp_path, "depth", "task=tree_depth", "layer=2", "probe.rank=4",
+                             "trainer.max_epochs=2", *tiny)
+    assert results["kind"] == "depth" and results["rank"] == 4 and 0 <= results["test"]["root_acc"] <= 1
+    linear = results["linear_baseline"]["test"]
+    assert (linear["root_acc"], linear["nspr"]) == (pytest.approx(LINEAR_TEST["root_acc"], abs=1e-5),
+                                                    pytest.approx(LINEAR_TEST["nspr"], abs=1e-5))
+    assert len(results["examples"][0]["gold_depths"]) == len(results["examples"][0]["words"])
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (["probe=mlp1"], "probe.family=mlp1: a structural probe is a linear map B"),
+    (["probe.mdl=true"], "probe.mdl=true sends labels with the online code"),
+    (["probe.level=type"], "probe.level=type is a setting of the s-class task"),
+    (["probe.reuse=somewhere"], "probe.reuse scores saved s-class probes; task=tree_distance trains its own"),
+])
+def test_what_the_tree_task_cannot_do_is_refused_before_anything_is_read(tmp_path, tiny, overrides, message):
+    with pytest.raises(Exception) as refused:
+        probe.run(compose_job("probe", tmp_path, "task=tree_distance", *overrides, *tiny))
+    error = probing_cause(refused.value)
+    assert isinstance(error, ProbingError) and message in str(error), refused.value
+    assert not (tmp_path / "stores").exists()
+
+
+def test_a_treebank_that_is_no_tree_is_one_error_line(tmp_path, tiny_bert_path):
+    treebank = tmp_path / "bank"
+    treebank.mkdir()
+    sentence = "1\tA\ta\tDET\tDT\t_\t0\troot\t_\t_\n2\tB\tb\tNOUN\tNN\t_\t0\troot\t_\t_\n\n"
+    for split in ("train", "dev"):
+        (treebank / f"x-{split}.conllu").write_text(sentence * 3, encoding="utf-8")
+    result = run_script("probe.py", "task=tree_distance", f"data.data_dir={treebank}",
+                        f"model.name_or_path={tiny_bert_path}", "logger=none", cwd=tmp_path)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.returncode == 2
+    assert lines[-1].startswith(f"error: {treebank / 'x-train.conllu'}:1: 2 words headed by 0")
+    assert "Traceback" not in result.stderr
