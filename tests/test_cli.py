@@ -391,4 +391,3 @@ def test_the_sweep_check_of_a_valid_sweep_raises_no_warning(overrides):
         warnings.simplefilter("error")  # Hydra would turn a callback's exception into a UserWarning
         for callback in config.hydra.callbacks.values():  # as Hydra builds and calls them
             instantiate(callback).on_multirun_start(config=config, config_name="probe")
-
