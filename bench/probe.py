@@ -213,8 +213,8 @@ def train_all(module: SClassProbe, probes: list[nn.Sequential], train: Split, ep
     separate_optimizers = [torch.optim.Adam(probe.parameters(), lr=lr) for probe in probes]
     device, dtype = train.features.device, DTYPES[precision]
     mlps = module.probes.mlps
-    weight = torch.randn(mlps.num_probes, mlps.hidden_dim, mlps.input_dim, device=device, dtype=dtype)
-    grads = {size: torch.randn(mlps.num_probes, mlps.hidden_dim, size, device=device, dtype=dtype)
+    weight = torch.randn(mlps.num_heads, mlps.hidden_dim, mlps.input_dim, device=device, dtype=dtype)
+    grads = {size: torch.randn(mlps.num_heads, mlps.hidden_dim, size, device=device, dtype=dtype)
              for size in {len(index) for index in epochs[0]}}
     sides = {
         "batched": lambda batches: batched_epoch(module, batched_optimizer, train, batches, precision),
