@@ -1,5 +1,5 @@
-"""bench/probe.py on a CUDA GPU (marked `gpu`, skipped without one): the batched-probe benchmark runs on the tiny
-BERT's features on the GPU and writes its figures, both sides of the comparison scoring the same probes."""
+"""bench/probe.py on the CPU and on a CUDA GPU (marked `gpu`, skipped without one): the batched-probe benchmark runs on
+the tiny BERT's features and writes its figures, both sides of the comparison scoring the same probes."""
 
 from __future__ import annotations
 
@@ -13,21 +13,21 @@ import pytest
 from tests.helpers import REPO
 from tests.helpers.run_if import run_if
 
-pytestmark = [pytest.mark.gpu, run_if(min_gpus=1)]
 
-
-def test_the_probe_benchmark_runs_on_cuda(tmp_path, tiny_bert_path):
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=[pytest.mark.gpu, run_if(min_gpus=1)])])
+def test_the_probe_benchmark_runs(tmp_path, tiny_bert_path, device):
     figures = tmp_path / "bench.json"
     # --epochs 2: the smallest the script takes (its first epoch is an untimed warm-up)
     command = [sys.executable, str(REPO / "bench" / "probe.py"), "--model", str(tiny_bert_path), "--layer", "1",
-               "--device", "cuda", "--epochs", "2", "--batch-size", "64", "--hidden-dim", "64",
+               "--device", device, "--epochs", "2", "--batch-size", "64", "--hidden-dim", "64",
                "--override", "model.num_layers=3", "--store-dir", str(tmp_path / "stores"), "--json", str(figures)]
     done = subprocess.run(command, cwd=tmp_path, env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True,
                           text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "step_vs_gemm_limit=" in done.stdout
     result = json.loads(figures.read_text())
-    assert result["device"].startswith("cuda") and result["device_name"] and result["epochs"] == 2
+    assert result["device"].startswith(device) and bool(result["device_name"]) == (device == "cuda")
+    assert result["epochs"] == 2
     assert result["input_dim"] == 32 and result["hidden_dim"] == 64
     [row] = result["comparisons"]
     assert row["batch_size"] == 64 and row["speedup"] > 0
