@@ -9,7 +9,8 @@ refused, naming what differs (for a class list: the same names in another order,
 Loaded with safetensors only.
 
 Integrity. The metadata also hold an XXH3-128 hash (`xxh3_128`) of everything that is read: the `about` JSON string
-as stored, then each tensor's name, dtype, shape and bytes, in name order. It is checked on load: a file whose tensors
+as stored, then each tensor's name, dtype, shape and bytes, in name order (written, read and hashed by
+probing.features.tensor_files, which fitted erasers share). It is checked on load: a file whose tensors
 or metadata were changed (damaged tensor data, even finite values; `layer` edited from 3 to 2, which would score
 layer-3 probes on layer 2) is refused rather than scored. Files of older versions are still read, with a warning:
 format 2 recorded a hash of the tensors only (`tensors_xxh3_128`, checked), so its metadata are not covered; format 1,
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -30,13 +30,18 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import xxhash
-from safetensors import SafetensorError, safe_open
-from safetensors.torch import load_file, save_file
 
-from probing.data.files import give_default_permissions
 from probing.errors import ConfigError, ProbingError
 from probing.features.finetuned import finetuned_task
+from probing.features.tensor_files import (
+    HASH_KEY,
+    READ_ERRORS,
+    hash_matches,
+    hashed_metadata,
+    read_tensor_file,
+    tensors_hash,
+    write_tensor_file,
+)
 
 log = logging.getLogger(__name__)
 
@@ -51,8 +56,7 @@ HEADS = ("probes", "control_probes")
 # What must agree between the saved probes and the features they score (the model may differ: that is the point).
 MUST_MATCH = ("level", "classes", "feature_dim", "layer", "representation", "pooling", "context_size",
               "attention_window", "attention_policy", "num_layers")
-METADATA_KEY = "probing"
-HASH_KEY = "xxh3_128"  # format 3: of the METADATA_KEY string and the tensors
+METADATA_KEY = "probing"  # format 3 records the hash of this string and the tensors under HASH_KEY
 TENSORS_HASH_KEY = "tensors_xxh3_128"  # format 2: of the tensors only
 # What scoring saved probes reads from `about` besides MUST_MATCH (a file without them is not a probes file).
 REQUIRED = ("format", "module", "model_name_or_path", "weights_sha256", "best_dev_micro_f1")
@@ -88,50 +92,21 @@ def save_probes(module: torch.nn.Module, path: Path, about: Mapping[str, Any],
     atomically (a half-written file is never left behind). Loading casts them back to the module's dtype."""
     tensors = {name: tensor.detach().cpu().to(dtype if tensor.is_floating_point() else tensor.dtype).contiguous()
                for name, tensor in module.state_dict().items() if name.split(".", 1)[0] in HEADS}
-    partial = path.with_name(f".{path.name}.partial")
     about = {**about, "storage_dtype": str(dtype).removeprefix("torch.")}
-    save_file(tensors, partial, metadata=file_metadata(about, tensors))
-    give_default_permissions(partial)
-    os.replace(partial, path)
-    return path
+    return write_tensor_file(path, tensors, file_metadata(about, tensors))
 
 
 def file_metadata(about: Mapping[str, Any], tensors: Mapping[str, torch.Tensor]) -> dict[str, str]:
     """The safetensors metadata of a probes file of this format: `about` as JSON and the hash of it and `tensors`."""
-    text = json.dumps({**about, "format": FORMAT})
-    return {METADATA_KEY: text, HASH_KEY: probes_hash(text, tensors)}
-
-
-def probes_hash(about_text: str, tensors: Mapping[str, torch.Tensor]) -> str:
-    """XXH3-128 (hex) of the metadata string (as stored: what is parsed is what was hashed), then of the tensors as
-    `tensors_hash` reads them."""
-    hasher = xxhash.xxh3_128()
-    hasher.update(json.dumps([METADATA_KEY, about_text]).encode("utf-8"))
-    return hash_tensors(hasher, tensors).hexdigest()
-
-
-def tensors_hash(tensors: Mapping[str, torch.Tensor]) -> str:
-    """XXH3-128 (hex) of every tensor's name, dtype, shape and bytes, in name order (format 2's hash)."""
-    return hash_tensors(xxhash.xxh3_128(), tensors).hexdigest()
-
-
-def hash_tensors(hasher: Any, tensors: Mapping[str, torch.Tensor]) -> Any:
-    """`hasher` updated with every tensor's name, dtype, shape and bytes, in name order."""
-    for name in sorted(tensors):
-        tensor = tensors[name].detach().cpu().contiguous()
-        hasher.update(json.dumps([name, str(tensor.dtype), list(tensor.shape)]).encode("utf-8"))
-        hasher.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
-    return hasher
+    return hashed_metadata(METADATA_KEY, json.dumps({**about, "format": FORMAT}), tensors)
 
 
 def load_probes(path: Path) -> SavedProbes:
     """The probes of one file; a damaged or foreign file is one ProbingError."""
     try:
-        with safe_open(str(path), framework="pt") as handle:
-            metadata = handle.metadata() or {}
-        state = load_file(path)
+        metadata, state = read_tensor_file(path)
         about = json.loads(metadata[METADATA_KEY])
-    except (SafetensorError, OSError, KeyError, ValueError) as error:
+    except (*READ_ERRORS, KeyError, ValueError) as error:
         raise ProbingError(f"{path} is not a readable probes file ({type(error).__name__}: {error}). "
                            f"{RERUN_FIX}") from error
     check_about(about, path)
@@ -166,7 +141,7 @@ def check_contents(metadata: Mapping[str, str], state: Mapping[str, torch.Tensor
     elif HASH_KEY not in metadata:
         raise ProbingError(f"{path}: its metadata say probes file format {FORMAT}, but the hash that format records "
                            f"is missing {CHANGED}. {RERUN_FIX}")
-    elif probes_hash(metadata[METADATA_KEY], state) != metadata[HASH_KEY]:
+    elif not hash_matches(metadata, state, METADATA_KEY):
         raise ProbingError(f"{path}: its metadata or tensors do not match the hash recorded when the file was written "
                            f"{CHANGED}. {RERUN_FIX}")
 
