@@ -25,6 +25,7 @@ prefix probes' best-dev weights and codelength (Voita & Titov 2020 §2.2).
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
@@ -222,6 +223,7 @@ class ProbeModule(lightning.LightningModule):
         return self.mdl_probes.online_code(batches, num_labels, task, control)
 
 
+@functools.cache  # once per process: the fresh probes of an erasure and the run's probe share it
 def note_precision(precision: str, device: torch.device) -> None:
     """bf16 training on a device without bf16 arithmetic units is correct but emulated, many times slower than
     float32 (on CPU: no AVX-512 BF16 or AMX): a warning. float32 on a CPU with them: a one-line hint, as bf16-mixed

@@ -169,12 +169,15 @@ class ContextRepresentation:
         """What fills the every-word stores of a word task (an encoder may encode each sentence once instead)."""
         return self.featurizer
 
-    def word_stores(self, data: Any, store_settings: Mapping[str, Any]) -> tuple[dict[str, Path], dict[str, Any]]:
+    def word_stores(self, data: Any, store_settings: Mapping[str, Any],
+                    keep_featurizer: bool = False) -> tuple[dict[str, Path], dict[str, Any]]:
         """The every-word store of each split of a task over sentences (a word task, a tree task), filled or reused,
-        and the description of their features (`described_featurizer`); the featurizer is let go before training."""
+        and the description of their features (`described_featurizer`); the featurizer is let go before training,
+        unless more stores are to be filled with it (`keep_featurizer`)."""
         described = described_featurizer(self.featurizer)
         stores = ensure_features(every_word_data(data), self.word_featurizer(), **store_settings)
-        self.featurizer = None
+        if not keep_featurizer:
+            self.featurizer = None
         return stores, described
 
     def about_stores(self, stores: Mapping[str, Path]) -> dict[str, Any]:

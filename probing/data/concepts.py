@@ -1,0 +1,51 @@
+"""The concept that an eraser removes from a representation (`erase.concept`): the labels of a word task, read from the
+probed task's own data, so that both are measured on the same corpus.
+
+- `erase.concept` unset, or the probed task's own name: the probed task's labels (`task=upos erase.concept=upos`).
+- A CoNLL-U column (upos, xpos, deprel) when the probed task reads CoNLL-U (`task=deprel erase.concept=upos`): the same
+  files, splits and seeded dev carve-out, another column. DEPREL as a concept is each word's own DEPREL (the label
+  of the arc from the word to its head): an arc task read from its dependent's side, so that it labels words.
+
+Any other concept has no data here, and is refused with the concepts that do.
+
+Without a probed task (the amnesic analysis, `concept_task`), a concept is read from files of its own: a CoNLL-U
+column (None: the bundled EWT sample) or CoNLL-2003's entity types (`ner`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from probing.data.settings import optional_path, path_list
+from probing.data.word_tasks import Conll2003WordTask, ConlluWordTask
+from probing.errors import ConfigError
+
+CONLLU_CONCEPTS = ("upos", "xpos", "deprel")
+CONCEPTS = (*CONLLU_CONCEPTS, "ner")  # of `concept_task`
+
+
+def concept_source(concept: str | None, task_name: str, task_source: object) -> object:
+    """The word-task source of `concept` for a run probing `task_name` from `task_source` (see the module
+    docstring)."""
+    if concept is None or concept == task_name:
+        return task_source
+    if isinstance(task_source, ConlluWordTask) and concept in CONLLU_CONCEPTS:
+        return ConlluWordTask(column=concept, paths=task_source.paths, splits=task_source.splits,
+                              dev_fraction=task_source.dev_fraction, seed=task_source.seed)
+    others = f", or {', '.join(CONLLU_CONCEPTS)}" if isinstance(task_source, ConlluWordTask) else ""
+    raise ConfigError(f"erase.concept={concept} has no data in task={task_name}'s corpus: a concept is the probed "
+                      f"task's own labels or, on CoNLL-U data, one of its columns. Fix: erase.concept={task_name}"
+                      f"{others}")
+
+
+def concept_task(concept: str, paths: str | Sequence[str] | None, key: str = "analysis.concept_paths") -> object:
+    """The word-task source of `concept` read from `paths` (the setting `key`): a CoNLL-U column (None: the bundled
+    EWT sample; deprel labels each word with its own DEPREL, so the root word is no example), or CoNLL-2003's entity
+    types from the folder `paths` (None: the Hugging Face dataset, online)."""
+    if concept in CONLLU_CONCEPTS:
+        return ConlluWordTask(column=concept, paths=None if paths is None else [
+            str(path) for path in path_list(key, paths)])
+    if concept == "ner":
+        return Conll2003WordTask(data_dir=optional_path(key, paths))
+    raise ConfigError(f"erase.concept={concept} has no data of its own. Fix: erase.concept=upos (one of "
+                      f"{', '.join(CONCEPTS)})")

@@ -1,0 +1,56 @@
+"""What `erase=` asks for (conf/erase/<method>.yaml, built by Hydra): the concept to erase, the eraser that fits it
+(`probing.features.erasure`), a fitted eraser to apply instead of fitting one, and the seed of the random control of
+the same rank that every erasure is measured against. probe.py (`probing.probes.erased_features`) and the amnesic
+analysis (`probing.finetune.amnesic`) both read it, so it lives below both wings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from probing.data.settings import require_int
+from probing.errors import ConfigError
+from probing.features.erasure import FittedEraser, RandomEraser
+
+
+class ErasureSetup:
+    """`eraser`: the fitting method (a `ConceptEraser`); `concept`: the word task whose labels are erased (None: the
+    probed task's own, `probing.data.concepts`); `path`: an eraser file saved by an earlier run, applied instead of
+    fitting (refused when it was fitted on other features); `control_seed`: the seed of the random control;
+    `fresh_probe_epochs`: the epochs of the fresh probes of the guardedness report."""
+
+    def __init__(self, eraser: Any, concept: str | None = None, path: str | None = None, control_seed: int = 0,
+                 fresh_probe_epochs: int = 20):
+        if not callable(getattr(eraser, "fit", None)):
+            raise ConfigError(f"erase.eraser must build an eraser (a _target_ of probing.features.erasure), got "
+                              f"{eraser!r}. Fix: erase=leace, inlp, mean_projection or random")
+        if concept is not None and (not isinstance(concept, str) or not concept):
+            raise ConfigError(f"erase.concept={concept!r} is not a task name. Fix: erase.concept=upos (or null: the "
+                              "probed task's own labels)")
+        self.eraser, self.concept = eraser, concept
+        self.path = Path(path) if path is not None else None
+        if self.path is not None and not self.path.is_file():
+            raise ConfigError(f"erase.path={path}: no such file. Fix: the eraser.safetensors of an earlier erasure "
+                              "run, or erase.path=null to fit one")
+        self.control_seed = require_int("erase.control_seed", control_seed)
+        self.fresh_probe_epochs = require_int("erase.fresh_probe_epochs", fresh_probe_epochs, minimum=1)
+
+    @property
+    def method(self) -> str:
+        return str(self.eraser.method)
+
+
+def random_control(fitted: FittedEraser, seed: int) -> RandomEraser:
+    """The control of `fitted`: as many random directions as it erases (at least one, so that an eraser that found
+    nothing to erase still has a control that removes a direction)."""
+    return RandomEraser(rank=max(fitted.rank, 1), seed=seed)
+
+
+def no_erasure(concept: str | None = None, path: str | None = None, **unused: Any) -> None:
+    """erase=none (conf/erase/none.yaml): nothing is erased, and a concept or an eraser file set without an eraser
+    is refused rather than ignored."""
+    for key, value in (("concept", concept), ("path", path)):
+        if value is not None:
+            raise ConfigError(f"erase.{key}={value} is set, but erase=none erases nothing. Fix: erase=leace (or inlp, "
+                              f"mean_projection, random), or erase.{key}=null")
+    return None

@@ -1,0 +1,34 @@
+"""The concept an eraser removes: the probed task's own labels, or a CoNLL-U column of its corpus; anything else is
+refused naming the concepts that have data."""
+
+from __future__ import annotations
+
+import pytest
+
+from probing.data.concepts import concept_source
+from probing.data.word_tasks import ConlluWordTask, JsonlWordTask
+from probing.errors import ConfigError
+
+
+def test_the_probed_tasks_own_labels_are_its_own_source():
+    source = ConlluWordTask(column="upos")
+    assert concept_source(None, "upos", source) is source
+    assert concept_source("upos", "upos", source) is source
+
+
+def test_a_conllu_column_reads_the_same_files_splits_and_dev_carve_out():
+    task = ConlluWordTask(column="deprel", paths=["a/en-train.conllu", "a/en-dev.conllu"],
+                          splits={"train": "*-train.conllu", "test": "*-dev.conllu"}, dev_fraction=0.3, seed=7)
+    concept = concept_source("upos", "deprel", task)
+    assert isinstance(concept, ConlluWordTask) and concept is not task
+    assert (concept.column, concept.name, concept.pair) == ("upos", "upos", False)
+    assert (concept.paths, concept.splits, concept.dev_fraction, concept.seed) == (
+        task.paths, task.splits, 0.3, 7)
+
+
+def test_a_concept_without_data_in_the_corpus_is_refused_with_those_that_have():
+    with pytest.raises(ConfigError, match=r"^erase.concept=ner has no data in task=upos's corpus.*"
+                                          r"Fix: erase.concept=upos, or upos, xpos, deprel$"):
+        concept_source("ner", "upos", ConlluWordTask(column="upos"))
+    with pytest.raises(ConfigError, match=r"Fix: erase.concept=jsonl$"):
+        concept_source("upos", "jsonl", JsonlWordTask(path="mine.jsonl"))

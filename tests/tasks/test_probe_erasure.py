@@ -1,0 +1,106 @@
+"""probe.py erase=...: a concept erased from a word task's vectors before the probe trains, as a user runs it on the
+tiny model and the bundled UD sample; the guardedness report, the saved eraser and its refusals."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from probing.errors import ConfigError
+from probing.tasks import probe
+from tests.helpers.runs import compose_job, tiny_model
+
+FRESH_PROBES = {"linear_before", "linear_erased", "mlp1_erased", "linear_random_control"}
+
+
+@pytest.fixture(scope="module")
+def stores(tmp_path_factory) -> Path:
+    """One store folder for the module's runs: the tiny model's vectors of the bundled sample are extracted once."""
+    return tmp_path_factory.mktemp("stores")
+
+
+def quick(tiny_bert_path: Path, stores: Path) -> list[str]:
+    """The tiny model, two epochs of the probe and of the guardedness report's MLP, the module's stores."""
+    return [*tiny_model(tiny_bert_path), "trainer.max_epochs=2", "erase.fresh_probe_epochs=2",
+            f"paths.store_dir={stores}"]
+
+
+@pytest.fixture
+def tiny(tiny_bert_path, stores):
+    return quick(tiny_bert_path, stores)
+
+
+def run(tmp_path: Path, name: str, *overrides: str) -> dict:
+    return probe.run(compose_job("probe", tmp_path / name, *overrides))
+
+
+@pytest.fixture(scope="module")
+def leace_run(tmp_path_factory, tiny_bert_path, stores):
+    folder = tmp_path_factory.mktemp("leace")
+    # svd_tol tiny and the trace left free: the exact LEACE edit, which leaves no covariance at all
+    results = run(folder, "fit", "task=upos", "layer=1", "probe=linear", "erase=leace", "erase.concept=upos",
+                  "erase.eraser.svd_tol=1e-9", "erase.eraser.constrain_cov_trace=false", *quick(tiny_bert_path, stores))
+    return folder, results
+
+
+def test_leace_before_probing_records_what_it_erased_and_what_it_guards_against(leace_run):
+    folder, r = leace_run
+    erasure = r["erasure"]
+    labels = r["labels"]
+    assert (erasure["concept"], erasure["method"], erasure["loaded_from"]) == ("upos", "leace", None)
+    assert 1 <= erasure["rank"] <= len(labels) - 1 and erasure["control_rank"] == erasure["rank"]
+    assert erasure["fitted_on_words"] == r["data_summary"]["train"]["examples"]
+    guarded = erasure["guardedness"]
+    assert guarded["train"]["cross_covariance"] < 1e-6  # LEACE leaves no covariance with the concept where fitted
+    assert guarded["train"]["class_mean_spread_after"] < 1e-6 < guarded["train"]["class_mean_spread_before"]
+    assert set(guarded["fresh_probes"]) == FRESH_PROBES
+    assert all(set(scores) == {"dev", "test"} for scores in guarded["fresh_probes"].values())
+    majority = guarded["majority_rate"]
+    assert set(majority) == {"train", "dev", "test"} and all(0 < rate < 1 for rate in majority.values())
+    assert Path(erasure["eraser_file"]) == folder / "fit" / "run" / "eraser.safetensors"
+    assert Path(erasure["eraser_file"]).is_file()
+    saved = json.loads((folder / "fit" / "run" / "results.json").read_text())
+    assert saved["erasure"] == json.loads(json.dumps(erasure))
+
+
+def test_a_saved_eraser_applied_again_gives_the_same_probe(leace_run, tiny_bert_path, stores):
+    folder, first = leace_run
+    again = run(folder, "again", "task=upos", "layer=1", "probe=linear", "erase=leace", "erase.concept=upos",
+                f"erase.path={first['erasure']['eraser_file']}", *quick(tiny_bert_path, stores))
+    assert again["erasure"]["loaded_from"] == first["erasure"]["eraser_file"]
+    assert again["erasure"]["rank"] == first["erasure"]["rank"]
+    assert again["test"]["accuracy"] == first["test"]["accuracy"]  # the same erased features, the same training
+
+
+def test_a_saved_eraser_is_refused_on_another_layer(leace_run, tiny_bert_path, stores):
+    folder, first = leace_run
+    with pytest.raises(ConfigError, match=r"^erase.path=.*eraser.safetensors was fitted on other features than this "
+                                          r"run's: layer: 1 .* 2"):
+        run(folder, "other_layer", "task=upos", "layer=2", "probe=linear", "erase=leace",
+            f"erase.path={first['erasure']['eraser_file']}", *quick(tiny_bert_path, stores))
+
+
+def test_deprel_after_erasing_upos_and_the_random_control_of_leaces_rank(tmp_path, tiny):
+    leace = run(tmp_path, "deprel", "task=deprel", "layer=1", "erase=leace", "erase.concept=upos", *tiny)
+    assert leace["erasure"]["concept"] == "upos" and leace["pair"] is True
+    random = run(tmp_path, "random", "task=deprel", "layer=1", "erase=random", "erase.concept=upos", *tiny)
+    assert random["erasure"]["method"] == "random"
+    assert random["erasure"]["rank"] == leace["erasure"]["rank"]
+
+
+@pytest.mark.parametrize("overrides,message", [
+    (("task=sclass",), r"^erase= erases a concept from the word vectors of a word task, and task=sclass is not one"),
+    (("task=tree_distance",), r"task=tree_distance is not one"),
+    (("task=upos", "layer=mix"), r"^erase= fits an eraser on one layer's word vectors"),
+    (("task=upos", "erase.concept=ner"), r"^erase.concept=ner has no data in task=upos's corpus"),
+])
+def test_what_an_erasure_cannot_do_is_refused(tmp_path, tiny, overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        run(tmp_path, "refused", "erase=leace", *overrides, *tiny)
+
+
+def test_a_concept_set_without_an_eraser_is_refused_not_ignored(tmp_path, tiny):
+    with pytest.raises(ConfigError, match=r"^erase.concept=upos is set, but erase=none erases nothing"):
+        run(tmp_path, "ignored", "task=upos", "erase.concept=upos", *tiny)
