@@ -235,7 +235,8 @@ def test_a_config_name_that_its_group_lacks_is_refused_with_the_groups_options()
     expected = "probe=mlp3: probe has no config 'mlp3'. Fix: one of linear, mlp1, mlp2, sclass_mlp"
     assert refusal("probe=mlp3") == refusal("-m", "probe=mlp1,mlp3") == refusal("probe=[mlp1,mlp3]") == expected
     assert refusal("analysis/sentences=nope", config_name="analyze").startswith(
-        "analysis/sentences=nope: analysis/sentences has no config 'nope'. Fix: one of mrpc, pos, sst2, streusle, sts")
+        "analysis/sentences=nope: analysis/sentences has no config 'nope'. Fix: one of mrpc, ner, pos, sst2, streusle, "
+        "sts")
 
 
 def test_a_misspelt_key_is_refused_naming_the_closest_keys_at_its_place():

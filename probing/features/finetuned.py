@@ -16,6 +16,7 @@ from pathlib import Path
 from probing.errors import ConfigError
 
 TASK_FILE = "task.json"  # written by probing.finetune.export next to the weights
+HEAD_FILE = "task_head.safetensors"  # the task head, beside it
 MODEL_DIR = "model"      # the export's folder inside a train.py run folder
 
 

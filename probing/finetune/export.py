@@ -2,8 +2,8 @@
 
 `<run>/model/` holds the encoder (`save_pretrained`, safetensors) and its tokenizer, so that `extract.py` and
 `probe.py` load it with `model.name_or_path=<run>/model` exactly like a pretrained model (the store's weights hash
-tells them apart), plus the task head (`task_head.safetensors`) and `task.json` (task, labels, kind) for users who
-want the classifier itself.
+tells them apart), plus the task head (`task_head.safetensors`) and `task.json` (task, labels, kind, metric) for
+users who want the classifier itself (and for the amnesic analysis, which scores the model's own task).
 
 The folder is written under a temporary name beside it and renamed into place when complete (an older export is
 moved aside first and deleted after), so a run killed while exporting never leaves a half-written `<run>/model/`
@@ -20,7 +20,7 @@ from pathlib import Path
 from safetensors.torch import save_file
 
 from probing.data.files import give_default_permissions
-from probing.features.finetuned import TASK_FILE
+from probing.features.finetuned import HEAD_FILE, TASK_FILE
 from probing.finetune.module import FineTuner
 
 
@@ -42,8 +42,8 @@ def write_model(module: FineTuner, folder: Path, task: str) -> None:
     module.encoder.save_pretrained(folder, safe_serialization=True)
     module.tokenizer.save_pretrained(folder)
     save_file({name: tensor.detach().cpu().contiguous() for name, tensor in module.head.state_dict().items()},
-              folder / "task_head.safetensors")
-    about = {"task": task, "kind": module.kind, "labels": module.labels}
+              folder / HEAD_FILE)
+    about = {"task": task, "kind": module.kind, "labels": module.labels, "metric": module.hparams.metric}
     (folder / TASK_FILE).write_text(json.dumps(about, indent=2) + "\n", encoding="utf-8")
     for path in folder.iterdir():
         give_default_permissions(path)

@@ -104,7 +104,8 @@ def test_the_export_loads_as_a_plain_encoder_with_the_trained_weights(tagger, tm
     theirs = reloaded(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).last_hidden_state
     assert torch.allclose(ours, theirs, atol=1e-6)
     assert (folder / "model.safetensors").is_file() and (folder / "tokenizer.json").is_file()
-    assert json.loads((folder / "task.json").read_text()) == {"task": "pos", "kind": "token", "labels": TAGS}
+    assert json.loads((folder / "task.json").read_text()) == {"task": "pos", "kind": "token", "labels": TAGS,
+                                                              "metric": tagger.hparams.metric}
     assert {path.name: path.stat().st_mode & 0o777 for path in folder.iterdir()} == {
         path.name: file_mode() for path in folder.iterdir()}  # safetensors alone writes 0600
 
