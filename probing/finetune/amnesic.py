@@ -186,10 +186,10 @@ class Amnesic(Analysis):
 
 def erasure_setup(erase: dict[str, Any] | None) -> ErasureSetup:
     """The `erase` node built, refused where amnesic probing cannot use it."""
-    if erase is None:
-        raise ConfigError("erase=null: analysis=amnesic erases a concept. Fix: erase=leace (or inlp, mean_projection) "
+    setup = None if erase is None else build(OmegaConf.create(erase), "erase")
+    if setup is None:
+        raise ConfigError("erase=none: analysis=amnesic erases a concept. Fix: erase=leace (or inlp, mean_projection) "
                           "erase.concept=upos")
-    setup = build(OmegaConf.create(erase), "erase")
     if setup.path is not None:
         raise ConfigError(f"erase.path={setup.path}: analysis=amnesic fits its eraser on the analysed model's own "
                           "hidden state. Fix: erase.path=null")

@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +77,7 @@ def check_erasable(layer: Any) -> None:
     """An eraser is fitted on one layer's vectors; the scalar mix learns its weights over all of them."""
     if layer == ALL_LAYERS:
         raise ConfigError("erase= fits an eraser on one layer's word vectors, and layer=mix mixes all layers while "
-                          "the probe trains. Fix: layer=N (one layer), or erase=null")
+                          "the probe trains. Fix: layer=N (one layer), or erase=none")
 
 
 def concept_splits(stores: Mapping[str, Path], data: Any, layer: int, expected_layers: int | None) -> ConceptSplits:
@@ -118,10 +119,28 @@ def check_fitted_on(about: Mapping[str, Any], current: Mapping[str, Any], concep
                           "Fix: erase.path=null (fit one here), or the settings it was fitted with")
 
 
-def save_fitted(fitted: FittedEraser, path: Path, fitted_on: Mapping[str, Any], concept_name: str,
-                labels: list[str]) -> None:
-    save_eraser(fitted, path, {**{key: fitted_on.get(key) for key in FITTED_ON}, "concept": concept_name,
-                               "concept_labels": labels})
+@dataclass
+class Erasure:
+    """What an erasure did in a run: the fitted eraser, its results.json record, the features it was fitted on and
+    the concept's labels."""
+
+    fitted: FittedEraser
+    record: dict[str, Any]
+    fitted_on: Mapping[str, Any]
+    labels: list[str]
+
+    def save(self, path: Path) -> None:
+        """The eraser as `path` (hashed; `erase.path` applies it again to the same features), named in the record."""
+        save_eraser(self.fitted, path, {**{key: self.fitted_on.get(key) for key in FITTED_ON},
+                                        "concept": self.record["concept"], "concept_labels": self.labels})
+        self.record["eraser_file"] = str(path)
+
+
+def check_own_concept(setup: ErasureSetup, task_name: str) -> None:
+    """A task without other labels on its data (the s-class task) erases its own."""
+    if setup.concept not in (None, task_name):
+        raise ConfigError(f"erase.concept={setup.concept}: task={task_name} erases its own labels. Fix: "
+                          f"erase.concept={task_name} (or null)")
 
 
 def guardedness_report(fitted: FittedEraser, control: FittedEraser, concept: ConceptSplits, labels: list[str],
@@ -200,6 +219,12 @@ def erase_splits(datamodule: WordTaskDataModule, fitted: FittedEraser) -> None:
     """Every split's word vectors replaced by their erased version (float32)."""
     for gathered in datamodule.splits.values():
         gathered.vectors = fitted(gathered.vectors.float())
+
+
+def erase_tensor_splits(splits: Mapping[str, TensorSplit], fitted: FittedEraser) -> None:
+    """The same for splits holding one vector per example (the s-class task's contexts or word types)."""
+    for split in splits.values():
+        split.tensors["features"] = fitted(split.tensors["features"].float())
 
 
 def describe(record: Mapping[str, Any]) -> str:

@@ -72,6 +72,7 @@ class TaskProbing:
                  erase: ErasureSetup | None = None):
         self.name, self.source, self.module, self.settings = str(name), source, module, dict(settings)
         self.erase = erase
+        self.erasure: erased_features.Erasure | None = None  # what `erase` did, once the inputs are built
         self.control = control or NO_CONTROL_TASK
         self.online_code = online_code
         self.batch_size = require_int("probe.batch_size", batch_size, minimum=1)
@@ -101,16 +102,31 @@ class TaskProbing:
         return [] if self.control.seed is None else [control_keeper(SEEN in inputs.datamodule.splits)]
 
     def fit(self, trainer: L.Trainer, module: ProbeModule, inputs: ProbeInputs, run_dir: Path) -> dict[str, Any]:
-        """Train the probes, each head keeping its best-dev weights; the best epochs and the fit's warnings."""
+        """Train the probes, each head keeping its best-dev weights; the best epochs and the fit's warnings. With an
+        erasure, the fitted eraser is saved beside the results (one process writes it)."""
         trainer.fit(module, datamodule=inputs.datamodule)
         warnings = training_warnings(best_weights_keeper(trainer.callbacks).best_score, trainer.current_epoch)
         for warning in warnings:
             log.warning("%s", warning)
+        if self.erasure is not None and trainer.is_global_zero:
+            self.erasure.save(run_dir / erased_features.ERASER_FILE)
         return {**best_epochs(trainer.callbacks), "warnings": warnings}
 
     def results(self, module: ProbeModule, inputs: ProbeInputs) -> dict[str, Any]:
-        """What this task's results.json records beyond every run's keys."""
-        return {}
+        """What this task's results.json records beyond every run's keys (and the erasure's record)."""
+        return {} if self.erasure is None else {"erasure": self.erasure.record}
+
+    def erase_concept(self, inputs: ProbeInputs, concept: erased_features.ConceptSplits, labels: list[str],
+                      concept_name: str, apply: Callable[[Any], None]) -> None:
+        """Fit the eraser of `erase` on the concept's training words (`probing.probes.erased_features`), `apply` it
+        to the inputs' splits, and measure its guardedness on the concept's words."""
+        fitted, control, record = erased_features.fit_eraser(self.erase, concept, len(labels), inputs.features,
+                                                             concept_name)
+        apply(fitted)
+        record["guardedness"] = erased_features.guardedness_report(fitted, control, concept, labels, self.seed,
+                                                                   self.erase.fresh_probe_epochs)
+        log.info("%s", erased_features.describe(record))
+        self.erasure = erased_features.Erasure(fitted, record, inputs.features, labels)
 
 
 class SClassProbing(TaskProbing):
@@ -120,13 +136,22 @@ class SClassProbing(TaskProbing):
 
     def __init__(self, level: str = "context", reuse: str | None = None, **shared: Any):
         super().__init__(**shared)
-        refuse_erasure(self.name, self.erase)
         self.level = level
         self.saved: list[SavedProbes] = [load_probes(path) for path in probe_files(reuse)] if reuse else []
         self.reuse = reuse
 
     def inputs(self, representation: Any, store_settings: Mapping[str, Any]) -> ProbeInputs:
-        return representation.inputs(self.source, store_settings, self.batch_size, self.control, self.online_code)
+        if self.erase is not None:
+            erased_features.check_erasable(getattr(representation, "store_layer", None))
+            erased_features.check_own_concept(self.erase, self.name)
+        inputs = representation.inputs(self.source, store_settings, self.batch_size, self.control, self.online_code)
+        if self.erase is not None:
+            splits = inputs.datamodule.splits
+            concept = {name: (split.tensors["features"].float(), split.tensors["label"])
+                       for name, split in splits.items()}
+            self.erase_concept(inputs, concept, list(inputs.classes), self.name,
+                               lambda fitted: erased_features.erase_tensor_splits(splits, fitted))
+        return inputs
 
     def build_module(self, inputs: ProbeInputs) -> ProbeModule:
         """New probes; with `reuse`, the saved probes that fit these features (their control head too when this run
@@ -148,6 +173,8 @@ class SClassProbing(TaskProbing):
         """Train and save the probes' best-dev weights in `run_dir` with what they were trained on (the MDL prefix
         probes are not saved: only the codelength needs them); saved probes are scored as they are."""
         if self.reuse:
+            if self.erasure is not None and trainer.is_global_zero:
+                self.erasure.save(run_dir / erased_features.ERASER_FILE)
             return {"best_epoch": None, "reused_probes": reused_summary(self.reused), "warnings": []}
         outcome = super().fit(trainer, module, inputs, run_dir)
         path = run_dir / PROBES_FILE
@@ -159,7 +186,7 @@ class SClassProbing(TaskProbing):
         return {**outcome, "probes_file": str(path)}
 
     def results(self, module: ProbeModule, inputs: ProbeInputs) -> dict[str, Any]:
-        return {"classes": list(inputs.classes)}
+        return {"classes": list(inputs.classes), **super().results(module, inputs)}
 
 
 class WordProbing(TaskProbing):
@@ -198,31 +225,15 @@ class WordProbing(TaskProbing):
             concept_stores, _ = representation.word_stores(concept, store_settings, keep_featurizer=True)
         inputs = self.word_inputs(representation, store_settings)
         concept_stores = concept_stores or inputs.about["stores"]
-        splits = erased_features.concept_splits(concept_stores, concept, representation.store_layer,
-                                                representation.expected_layers)
-        fitted, control, record = erased_features.fit_eraser(self.erase, splits, len(concept.labels), inputs.features,
-                                                             concept.name)
-        erased_features.erase_splits(inputs.datamodule, fitted)
-        record["guardedness"] = erased_features.guardedness_report(fitted, control, splits, list(concept.labels),
-                                                                   self.seed, self.erase.fresh_probe_epochs)
-        log.info("%s", erased_features.describe(record))
-        self.erasure = (fitted, record, inputs.features, list(concept.labels))
+        concept_words = erased_features.concept_splits(concept_stores, concept, representation.store_layer,
+                                                       representation.expected_layers)
+        self.erase_concept(inputs, concept_words, list(concept.labels), concept.name,
+                           lambda fitted: erased_features.erase_splits(inputs.datamodule, fitted))
         return inputs
 
-    def fit(self, trainer: L.Trainer, module: ProbeModule, inputs: ProbeInputs, run_dir: Path) -> dict[str, Any]:
-        """Train the probe; with an erasure, save the fitted eraser beside the results (one process writes it)."""
-        outcome = super().fit(trainer, module, inputs, run_dir)
-        if self.erase is not None and trainer.is_global_zero:
-            fitted, record, features, labels = self.erasure
-            path = run_dir / erased_features.ERASER_FILE
-            erased_features.save_fitted(fitted, path, features, record["concept"], labels)
-            record["eraser_file"] = str(path)
-        return outcome
-
     def results(self, module: ProbeModule, inputs: ProbeInputs) -> dict[str, Any]:
-        erasure = {"erasure": self.erasure[1]} if self.erase is not None else {}
         return {"pair": bool(self.data.pair), "pair_product": self.pair_product if self.data.pair else None,
-                "labels": list(inputs.classes), **erasure}
+                "labels": list(inputs.classes), **super().results(module, inputs)}
 
 
 class TreeProbing(TaskProbing):
@@ -288,10 +299,10 @@ def refuse_settings_of_sclass(task: str, level: str, reuse: str | None, control:
 
 
 def refuse_erasure(task: str, erase: ErasureSetup | None) -> None:
-    """Concept erasure is fitted on, and applied to, a word task's word vectors."""
+    """Concept erasure is fitted on, and applied to, the vectors of words (a word task's, the s-class task's)."""
     if erase is not None:
-        raise ConfigError(f"erase= erases a concept from the word vectors of a word task, and task={task} is not one. "
-                          "Fix: erase=null, or task=upos (xpos, deprel, feats, ner, jsonl, ...)")
+        raise ConfigError(f"erase= erases a concept from the vectors of labelled words, and task={task} has trees, "
+                          "not labels. Fix: erase=none, or task=upos (xpos, deprel, feats, ner, jsonl, sclass)")
 
 
 def check_probing_task(task_name: str, probing: Any) -> None:

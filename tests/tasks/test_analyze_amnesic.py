@@ -120,6 +120,7 @@ def test_a_ner_tagger_is_scored_on_the_test_split_by_entity_f1(tmp_path, tiny_be
     (["layer=null"], "layer=null: analysis=amnesic erases the concept from one hidden state. Fix: layer=N"),
     (["layer=1", "erase.concept=null"], "erase.concept=null: analysis=amnesic has no task of its own to erase. "
                                         "Fix: erase.concept=upos"),
+    (["layer=1", "erase=none"], "erase.concept=upos is set, but erase=none erases nothing. Fix: erase=leace"),
     (["layer=1", "erase.concept=feats"], "erase.concept=feats has no data of its own. Fix: "
                                          "erase.concept=upos (one of upos, xpos, deprel, ner)"),
     (["layer=1", "erase=random"], "erase=random: random directions are the control"),

@@ -91,8 +91,9 @@ def test_deprel_after_erasing_upos_and_the_random_control_of_leaces_rank(tmp_pat
 
 
 @pytest.mark.parametrize("overrides,message", [
-    (("task=sclass",), r"^erase= erases a concept from the word vectors of a word task, and task=sclass is not one"),
-    (("task=tree_distance",), r"task=tree_distance is not one"),
+    (("task=tree_distance",), r"^erase= erases a concept from the vectors of labelled words, and task=tree_distance "
+                               r"has trees"),
+    (("task=sclass", "erase.concept=upos"), r"^erase.concept=upos: task=sclass erases its own labels"),
     (("task=upos", "layer=mix"), r"^erase= fits an eraser on one layer's word vectors"),
     (("task=upos", "erase.concept=ner"), r"^erase.concept=ner has no data in task=upos's corpus"),
 ])
@@ -104,3 +105,13 @@ def test_what_an_erasure_cannot_do_is_refused(tmp_path, tiny, overrides, message
 def test_a_concept_set_without_an_eraser_is_refused_not_ignored(tmp_path, tiny):
     with pytest.raises(ConfigError, match=r"^erase.concept=upos is set, but erase=none erases nothing"):
         run(tmp_path, "ignored", "task=upos", "erase.concept=upos", *tiny)
+
+
+def test_the_s_class_task_erases_its_own_classes(tmp_path, tiny):
+    r = run(tmp_path, "sclass", "task=sclass", "layer=1", "erase=mean_projection", *tiny)
+    erasure = r["erasure"]
+    assert (erasure["concept"], erasure["method"]) == ("sclass", "mean_projection")
+    assert 1 <= erasure["rank"] <= len(r["classes"]) - 1
+    assert erasure["guardedness"]["train"]["class_mean_spread_after"] < 1e-6  # the classes' means made equal
+    assert Path(erasure["eraser_file"]).is_file()
+
