@@ -126,6 +126,12 @@ class TaskProbing:
         record["guardedness"] = erased_features.guardedness_report(fitted, control, concept, labels, self.seed,
                                                                    self.erase.fresh_probe_epochs)
         log.info("%s", erased_features.describe(record))
+        family = self.settings.get("family")
+        if family != "linear" and fitted.method != "random":
+            log.warning("probe family %s after %s: the erasure guards against linear probes only, so this probe may "
+                        "still read %s (the guardedness report's MLP-1: test accuracy %.3f). probe=linear tests the "
+                        "erasure itself", family, fitted.method, concept_name,
+                        record["guardedness"]["fresh_probes"]["mlp1_erased"].get("test", float("nan")))
         self.erasure = erased_features.Erasure(fitted, record, inputs.features, labels)
 
 

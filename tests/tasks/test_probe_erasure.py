@@ -82,9 +82,11 @@ def test_a_saved_eraser_is_refused_on_another_layer(leace_run, tiny_bert_path, s
             f"erase.path={first['erasure']['eraser_file']}", *quick(tiny_bert_path, stores))
 
 
-def test_deprel_after_erasing_upos_and_the_random_control_of_leaces_rank(tmp_path, tiny):
-    leace = run(tmp_path, "deprel", "task=deprel", "layer=1", "erase=leace", "erase.concept=upos", *tiny)
-    assert leace["erasure"]["concept"] == "upos" and leace["pair"] is True
+def test_deprel_after_erasing_upos_and_the_random_control_of_leaces_rank(tmp_path, tiny, caplog):
+    with caplog.at_level("WARNING", logger="probing.probes.task_probes"):
+        leace = run(tmp_path, "deprel", "task=deprel", "layer=1", "erase=leace", "erase.concept=upos", *tiny)
+    assert leace["erasure"]["concept"] == "upos" and leace["pair"] is True and leace["probe_family"] == "mlp1"
+    assert any("guards against linear probes only" in record.message for record in caplog.records)
     random = run(tmp_path, "random", "task=deprel", "layer=1", "erase=random", "erase.concept=upos", *tiny)
     assert random["erasure"]["method"] == "random"
     assert random["erasure"]["rank"] == leace["erasure"]["rank"]
