@@ -65,7 +65,7 @@ class TaskProbing:
     """The settings every task's probing shares: `name` (the task's), `source` (its data source), `module` (the probe
     module's class, partial: the contract's values come from the data), `settings` (the probe family's settings,
     `probe.module`), `control` (the control task), `online_code` (MDL, or None), `batch_size`, the run's `seed` and
-    `erase` (a concept erased from the features first, `probing.probes.erased_features`; word tasks only)."""
+    `erase` (a concept erased from the features first, `probing.probes.erased_features`; not for trees)."""
 
     def __init__(self, name: str, source: Any, module: Callable[..., ProbeModule], settings: Mapping[str, Any],
                  control: ControlTask | None, online_code: OnlineCode | None, batch_size: int, seed: int,
