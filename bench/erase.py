@@ -30,6 +30,7 @@ from probing.data.files import write_json_atomically
 from probing.devices import cpu_description, timed
 from probing.features.erasure import LeaceEraser, MeanProjectionEraser
 from probing.features.store import FeatureStore
+from probing.probes.datamodule import read_every_word_store
 from probing.tasks.common import store_settings
 
 CONFIG_DIR = str(Path(__file__).resolve().parents[1] / "conf")
@@ -63,11 +64,8 @@ def training_store(args: argparse.Namespace) -> tuple[Path, np.ndarray, np.ndarr
     probing.load()
     stores, _ = build(cfg.representation, "representation").word_stores(probing.data, store_settings(cfg.features))
     split = probing.data.splits["train"]
-    with FeatureStore(stores["train"]) as store:
-        kept = store.row_ids()
-    position = np.full(sum(len(tokens) for tokens in split.sentences), -1, dtype=np.int64)
-    position[kept] = np.arange(len(kept))
-    rows = position[split.every_word_rows()]
+    _, row_of_word = read_every_word_store(stores["train"], args.layer, sum(len(words) for words in split.sentences))
+    rows = row_of_word[split.every_word_rows()]
     return Path(stores["train"]), rows[rows >= 0], split.label[rows >= 0], len(probing.data.labels)
 
 

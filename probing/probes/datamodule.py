@@ -161,6 +161,20 @@ def check_layers(store: FeatureStore, expected: int | None) -> None:
             f"with every layer, or probe single layers (layer=0..{expected - 1})")
 
 
+def read_every_word_store(path: Path, layer: int | str, expected_rows: int,
+                          expected_layers: int | None = None) -> tuple[torch.Tensor, np.ndarray]:
+    """An every-word store's vectors of `layer` (or of every layer, ALL_LAYERS) in their stored dtype, and for each
+    of the `expected_rows` words of the every-word order its row among them (-1 for a word the featurizer
+    skipped)."""
+    with FeatureStore(path) as store:
+        check_layers(store, expected_layers)
+        vectors = store.read_all_layers(dtype=None) if layer == ALL_LAYERS else store.read_layer(layer, dtype=None)
+        kept = store.row_ids()
+    row_of_word = np.full(expected_rows, -1, dtype=np.int64)
+    row_of_word[kept] = np.arange(len(kept))
+    return torch.from_numpy(vectors), row_of_word
+
+
 def add_control_labels(tensors: dict[str, torch.Tensor], words: list[str], probabilities: np.ndarray,
                        seed: int) -> None:
     """control_label = the control class of each row's word; control_combination = the word id."""

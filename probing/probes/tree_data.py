@@ -27,9 +27,8 @@ from torch.nn.utils.rnn import pad_sequence
 from torch.utils.data import Dataset
 
 from probing.data.trees import TreeData, TreeSplit, control_heads, tree_depths, tree_distances
-from probing.features.store import FeatureStore
 from probing.probes.controls import control_classes
-from probing.probes.datamodule import ALL_LAYERS, ProbingDataModule, check_layers
+from probing.probes.datamodule import ProbingDataModule, read_every_word_store
 
 CONTROL_BEHAVIOURS = 3  # attach to nothing, to the first word, to the last word (`probing.data.trees.control_heads`)
 
@@ -98,7 +97,8 @@ class TreeDataModule(ProbingDataModule):
 
     def _split(self, name: str, path: Path) -> SentenceSplit:
         split = self.data.splits[name]
-        vectors, row_of_word = self._read(path, sum(len(words) for words in split.sentences))
+        word_count = sum(len(words) for words in split.sentences)
+        vectors, row_of_word = read_every_word_store(path, self.layer, word_count, self.expected_layers)
         ids, starts, lengths, gold, punctuation, control = [], [], [], [], [], []
         first = 0
         for index, words in enumerate(split.sentences):
@@ -124,18 +124,6 @@ class TreeDataModule(ProbingDataModule):
         """The heads of a sentence's control tree: each word's behaviour, drawn once per word type."""
         uniform = np.full(CONTROL_BEHAVIOURS, 1 / CONTROL_BEHAVIOURS)
         return control_heads(control_classes(list(words), uniform, self.control_seed))
-
-    def _read(self, path: Path, expected_rows: int) -> tuple[torch.Tensor, np.ndarray]:
-        """The store's vectors (stored dtype) and, for each word of the every-word order, its row among them (-1 for
-        a word the featurizer skipped)."""
-        with FeatureStore(path) as store:
-            check_layers(store, self.expected_layers)
-            vectors = store.read_all_layers(dtype=None) if self.layer == ALL_LAYERS else \
-                store.read_layer(self.layer, dtype=None)
-            kept = store.row_ids()
-        row_of_word = np.full(expected_rows, -1, dtype=np.int64)
-        row_of_word[kept] = np.arange(len(kept))
-        return torch.from_numpy(vectors), row_of_word
 
 
 def tree_split_summary(split: TreeSplit, dropped: int) -> dict[str, int]:

@@ -24,9 +24,8 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from probing.features.store import FeatureStore
 from probing.probes.controls import class_distribution, control_classes
-from probing.probes.datamodule import ALL_LAYERS, ProbingDataModule, check_layers
+from probing.probes.datamodule import ProbingDataModule, read_every_word_store
 from probing.probes.mdl import OnlineCode
 
 
@@ -103,7 +102,8 @@ class WordTaskDataModule(ProbingDataModule):
 
     def _split(self, name: str, path: Path, probabilities: np.ndarray | None) -> GatheredSplit:
         split = self.data.splits[name]
-        vectors, position = self._read(path, sum(len(tokens) for tokens in split.sentences))
+        word_count = sum(len(tokens) for tokens in split.sentences)
+        vectors, position = read_every_word_store(path, self.layer, word_count, self.expected_layers)
         rows = position[split.every_word_rows()]
         second = position[split.every_second_rows()] if split.second is not None else None
         kept = rows >= 0 if second is None else (rows >= 0) & (second >= 0)
@@ -116,15 +116,3 @@ class WordTaskDataModule(ProbingDataModule):
             tensors["order"] = torch.from_numpy(self.online_code.order(int(kept.sum())))
         return GatheredSplit(vectors, torch.from_numpy(rows[kept]),
                              None if second is None else torch.from_numpy(second[kept]), tensors, self.pair_product)
-
-    def _read(self, path: Path, expected_rows: int) -> tuple[torch.Tensor, np.ndarray]:
-        """The store's vectors (stored dtype) and, for each word of the every-word order, its row among them (-1 for
-        a word the featurizer skipped)."""
-        with FeatureStore(path) as store:
-            check_layers(store, self.expected_layers)
-            vectors = store.read_all_layers(dtype=None) if self.layer == ALL_LAYERS else \
-                store.read_layer(self.layer, dtype=None)
-            kept = store.row_ids()
-        position = np.full(expected_rows, -1, dtype=np.int64)
-        position[kept] = np.arange(len(kept))
-        return torch.from_numpy(vectors), position
