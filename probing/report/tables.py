@@ -167,11 +167,23 @@ def summary(rows: list[dict]) -> str:
     return "\n\n".join(parts)
 
 
-def write_csv(rows: list[dict], path: Path) -> None:
+def number_list(values: Iterable[float] | None) -> str:
+    """"0.1000 0.9000": a list of numbers in one CSV cell."""
+    return " ".join(f"{v:.4f}" for v in values or ())
+
+
+def write_rows_csv(rows: list[dict], path: Path, fields: Iterable[str],
+                   cells: Callable[[dict], dict] = lambda row: {}) -> None:
+    """The aggregated rows of a report section as a CSV file (written atomically): `fields` of each row, its seeds
+    and scalar-mix weights as number lists, and the section's own `cells` of a row."""
+    fields = list(fields)
     with open_atomically(path, newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=CSV_FIELDS)
+        writer = csv.DictWriter(handle, fieldnames=fields)
         writer.writeheader()
         for row in rows:
-            weights = " ".join(f"{w:.4f}" for w in row["mix_weights"] or ())
-            writer.writerow({**{k: row[k] for k in CSV_FIELDS}, "seeds": " ".join(map(str, row["seeds"])),
-                             "mix_weights": weights})
+            writer.writerow({**{k: row[k] for k in fields}, "seeds": " ".join(map(str, row["seeds"])),
+                             "mix_weights": number_list(row["mix_weights"]), **cells(row)})
+
+
+def write_csv(rows: list[dict], path: Path) -> None:
+    write_rows_csv(rows, path, CSV_FIELDS)

@@ -21,13 +21,11 @@ each word at its gold and its predicted depth (depth).
 
 from __future__ import annotations
 
-import csv
 import itertools
 import math
 from pathlib import Path
 from typing import Any
 
-from probing.data.files import open_atomically
 from probing.report.aggregate import (
     SPLITS,
     group_by,
@@ -40,7 +38,14 @@ from probing.report.aggregate import (
     with_defaults,
 )
 from probing.report.plots import pyplot, save_figure
-from probing.report.tables import display_value, format_score, markdown, setting_label, varying_keys
+from probing.report.tables import (
+    display_value,
+    format_score,
+    markdown,
+    setting_label,
+    varying_keys,
+    write_rows_csv,
+)
 from probing.report.word_probes import BASELINE_STYLES, MIX_STYLE, _file_part, table_title, word_records
 from probing.vocabulary import MIX, TREE_SCORES
 
@@ -165,12 +170,7 @@ def tables_section(rows: list[dict]) -> str:
 
 def write_tree_csv(rows: list[dict], path: Path) -> None:
     """Every aggregated row and score, fractions as results.json holds them."""
-    with open_atomically(path, newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=CSV_FIELDS)
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({**{k: row[k] for k in CSV_FIELDS}, "seeds": " ".join(map(str, row["seeds"])),
-                             "mix_weights": " ".join(f"{w:.4f}" for w in row["mix_weights"] or ())})
+    write_rows_csv(rows, path, CSV_FIELDS)
 
 
 def _plot_panels(kind: str, lines: list[tuple[str, list[tuple[float, dict]]]],

@@ -14,13 +14,11 @@ horizontal lines), and the codelength and compression by layer, task (solid) aga
 
 from __future__ import annotations
 
-import csv
 import itertools
 import re
 from pathlib import Path
 from typing import Any
 
-from probing.data.files import open_atomically
 from probing.report.aggregate import (
     SPLITS,
     config_values,
@@ -35,7 +33,14 @@ from probing.report.aggregate import (
 )
 from probing.report.erasure import erasure_label, erasure_sort_key, guardedness_section
 from probing.report.plots import pyplot, save_figure
-from probing.report.tables import display_value, format_score, markdown, setting_label, varying_keys
+from probing.report.tables import (
+    display_value,
+    format_score,
+    markdown,
+    setting_label,
+    varying_keys,
+    write_rows_csv,
+)
 from probing.vocabulary import MIX, PROBE_FAMILIES, SCLASS_TASK
 
 CSV_FILE = "word_probes.csv"
@@ -233,20 +238,13 @@ def tables_section(rows: list[dict]) -> str:
 
 def write_word_csv(rows: list[dict], path: Path) -> None:
     """Every aggregated row and score (codelengths in kbits; per-label F1 as "label=f1 ...")."""
-    def number_list(values) -> str:
-        return " ".join(f"{v:.4f}" for v in values or ())
-
     def label_scores(scores: dict[str, float | None]) -> str:
         return " ".join(f"{label}={'' if f1 is None else f'{f1:.4f}'}" for label, f1 in scores.items())
 
-    with open_atomically(path, newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=CSV_FIELDS)
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({**{k: row[k] for k in CSV_FIELDS}, "seeds": " ".join(map(str, row["seeds"])),
-                             "mix_weights": number_list(row["mix_weights"]),
-                             **{f"{split}_per_label_f1": label_scores(row[f"{split}_per_label_f1"])
-                                for split in SPLITS}})
+    def per_label(row: dict) -> dict[str, str]:
+        return {f"{split}_per_label_f1": label_scores(row[f"{split}_per_label_f1"]) for split in SPLITS}
+
+    write_rows_csv(rows, path, CSV_FIELDS, per_label)
 
 
 def _lines(rows: list[dict]) -> list[tuple[str, list[dict]]]:
