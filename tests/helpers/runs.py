@@ -19,6 +19,18 @@ def compose_job(config: str, tmp_path: Path, *overrides: str) -> DictConfig:
                                           f"paths.store_dir={tmp_path / 'stores'}", *overrides])
 
 
+def probe_in_process(tmp_path: Path, name: str, *overrides: str) -> dict:
+    """`python probe.py <overrides>` composed and run in this process, its run folder tmp_path/name/run; its
+    results.json is checked to hold what the run returned."""
+    import json
+
+    from probing.tasks import probe
+
+    results = probe.run(compose_job("probe", tmp_path / name, *overrides))
+    assert json.loads((tmp_path / name / "run" / "results.json").read_text()) == json.loads(json.dumps(results))
+    return results
+
+
 def tiny_model(tiny_bert_path: Path) -> list[str]:
     """Overrides that put the tiny random BERT of the tests (2 transformer layers: hidden states 0..2) in place."""
     return [f"model.name_or_path={tiny_bert_path}", "model.num_layers=3", "logger=csv"]

@@ -14,6 +14,7 @@ from probing.errors import DataFormatError
 from probing.report import write_report
 from probing.report.tree_probes import aggregate_tree_runs, best_run, is_tree_probe_run, word_centres
 from probing.report.word_probes import is_word_probe_run
+from tests.report.test_word_probes import table_lines
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 SCORES = {"distance": ("uuas", "dspr"), "depth": ("root_acc", "nspr")}
@@ -110,18 +111,6 @@ def report_folder(tmp_path_factory):
     write_report(folder)
     return folder
 
-
-def table_lines(report, start):
-    """The body of the first Markdown table after the line starting with `start`."""
-    lines = report.splitlines()
-    first = next(i for i, line in enumerate(lines) if line.startswith(start))
-    first = next(i for i in range(first, len(lines)) if lines[i].startswith("|---")) + 1
-    table = []
-    for line in lines[first:]:
-        if not line.startswith("|"):
-            break
-        table.append(line)
-    return table
 
 
 def test_tree_runs_are_told_from_word_and_sclass_runs():

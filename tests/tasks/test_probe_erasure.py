@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from probing.errors import ConfigError
-from probing.tasks import probe
-from tests.helpers.runs import compose_job, tiny_model
+from tests.helpers.runs import probe_in_process, tiny_model
 
 FRESH_PROBES = {"linear_before", "linear_erased", "mlp1_erased", "linear_random_control"}
 
@@ -32,16 +31,13 @@ def tiny(tiny_bert_path, stores):
     return quick(tiny_bert_path, stores)
 
 
-def run(tmp_path: Path, name: str, *overrides: str) -> dict:
-    return probe.run(compose_job("probe", tmp_path / name, *overrides))
-
-
 @pytest.fixture(scope="module")
 def leace_run(tmp_path_factory, tiny_bert_path, stores):
     folder = tmp_path_factory.mktemp("leace")
     # svd_tol tiny and the trace left free: the exact LEACE edit, which leaves no covariance at all
-    results = run(folder, "fit", "task=upos", "layer=1", "probe=linear", "erase=leace", "erase.concept=upos",
-                  "erase.eraser.svd_tol=1e-9", "erase.eraser.constrain_cov_trace=false", *quick(tiny_bert_path, stores))
+    results = probe_in_process(folder, "fit", "task=upos", "layer=1", "probe=linear", "erase=leace",
+                               "erase.concept=upos", "erase.eraser.svd_tol=1e-9",
+                               "erase.eraser.constrain_cov_trace=false", *quick(tiny_bert_path, stores))
     return folder, results
 
 
@@ -67,8 +63,9 @@ def test_leace_before_probing_records_what_it_erased_and_what_it_guards_against(
 
 def test_a_saved_eraser_applied_again_gives_the_same_probe(leace_run, tiny_bert_path, stores):
     folder, first = leace_run
-    again = run(folder, "again", "task=upos", "layer=1", "probe=linear", "erase=leace", "erase.concept=upos",
-                f"erase.path={first['erasure']['eraser_file']}", *quick(tiny_bert_path, stores))
+    again = probe_in_process(folder, "again", "task=upos", "layer=1", "probe=linear", "erase=leace",
+                             "erase.concept=upos", f"erase.path={first['erasure']['eraser_file']}",
+                             *quick(tiny_bert_path, stores))
     assert again["erasure"]["loaded_from"] == first["erasure"]["eraser_file"]
     assert again["erasure"]["rank"] == first["erasure"]["rank"]
     assert again["test"]["accuracy"] == first["test"]["accuracy"]  # the same erased features, the same training
@@ -78,16 +75,17 @@ def test_a_saved_eraser_is_refused_on_another_layer(leace_run, tiny_bert_path, s
     folder, first = leace_run
     with pytest.raises(ConfigError, match=r"^erase.path=.*eraser.safetensors was fitted on other features than this "
                                           r"run's: layer: 1 .* 2"):
-        run(folder, "other_layer", "task=upos", "layer=2", "probe=linear", "erase=leace",
-            f"erase.path={first['erasure']['eraser_file']}", *quick(tiny_bert_path, stores))
+        probe_in_process(folder, "other_layer", "task=upos", "layer=2", "probe=linear", "erase=leace",
+                         f"erase.path={first['erasure']['eraser_file']}", *quick(tiny_bert_path, stores))
 
 
 def test_deprel_after_erasing_upos_and_the_random_control_of_leaces_rank(tmp_path, tiny, caplog):
     with caplog.at_level("WARNING", logger="probing.probes.task_probes"):
-        leace = run(tmp_path, "deprel", "task=deprel", "layer=1", "erase=leace", "erase.concept=upos", *tiny)
+        leace = probe_in_process(tmp_path, "deprel", "task=deprel", "layer=1", "erase=leace", "erase.concept=upos",
+                                 *tiny)
     assert leace["erasure"]["concept"] == "upos" and leace["pair"] is True and leace["probe_family"] == "mlp1"
     assert any("guards against linear probes only" in record.message for record in caplog.records)
-    random = run(tmp_path, "random", "task=deprel", "layer=1", "erase=random", "erase.concept=upos", *tiny)
+    random = probe_in_process(tmp_path, "random", "task=deprel", "layer=1", "erase=random", "erase.concept=upos", *tiny)
     assert random["erasure"]["method"] == "random"
     assert random["erasure"]["rank"] == leace["erasure"]["rank"]
 
@@ -101,16 +99,16 @@ def test_deprel_after_erasing_upos_and_the_random_control_of_leaces_rank(tmp_pat
 ])
 def test_what_an_erasure_cannot_do_is_refused(tmp_path, tiny, overrides, message):
     with pytest.raises(ConfigError, match=message):
-        run(tmp_path, "refused", "erase=leace", *overrides, *tiny)
+        probe_in_process(tmp_path, "refused", "erase=leace", *overrides, *tiny)
 
 
 def test_a_concept_set_without_an_eraser_is_refused_not_ignored(tmp_path, tiny):
     with pytest.raises(ConfigError, match=r"^erase.concept=upos is set, but erase=none erases nothing"):
-        run(tmp_path, "ignored", "task=upos", "erase.concept=upos", *tiny)
+        probe_in_process(tmp_path, "ignored", "task=upos", "erase.concept=upos", *tiny)
 
 
 def test_the_s_class_task_erases_its_own_classes(tmp_path, tiny):
-    r = run(tmp_path, "sclass", "task=sclass", "layer=1", "erase=mean_projection", *tiny)
+    r = probe_in_process(tmp_path, "sclass", "task=sclass", "layer=1", "erase=mean_projection", *tiny)
     erasure = r["erasure"]
     assert (erasure["concept"], erasure["method"]) == ("sclass", "mean_projection")
     assert 1 <= erasure["rank"] <= len(r["classes"]) - 1

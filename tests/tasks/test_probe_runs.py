@@ -17,7 +17,7 @@ from probing.probes.controls import ControlTask
 from probing.probes.saved import load_probes
 from probing.tasks import probe
 from tests.helpers import CONFIG_DIR, FIXTURES, run_script
-from tests.helpers.runs import compose_job, tiny_model
+from tests.helpers.runs import compose_job, probe_in_process, tiny_model
 
 GLOVE_FIXTURE = FIXTURES / "embeddings" / "glove.txt"
 BAD_DIMS_FIXTURE = FIXTURES / "embeddings" / "bad_dims.txt"
@@ -32,12 +32,6 @@ def results_of(sweep: Path) -> dict:
 def tiny(tiny_bert_path):
     return tiny_model(tiny_bert_path)
 
-
-def run_in_process(tmp_path: Path, name: str, *overrides: str) -> dict:
-    """`python probe.py <overrides>` composed and run in this process, its run folder tmp_path/name/run."""
-    results = probe.run(compose_job("probe", tmp_path / name, *overrides))
-    assert json.loads((tmp_path / name / "run" / "results.json").read_text()) == json.loads(json.dumps(results))
-    return results
 
 
 def test_layers_mix_and_baselines_in_one_sweep(tmp_path, tiny):
@@ -69,7 +63,7 @@ def test_layers_mix_and_baselines_in_one_sweep(tmp_path, tiny):
 def test_a_probe_family_on_the_s_class_task_trains_binary_probes_of_that_family(tmp_path, tiny, family, hidden_layers):
     """probe=linear on the s-class task trains C binary probes D -> 2 (it trained Zhao's MLP-1s under the name
     linear); results.json and the saved probes record the family."""
-    results = run_in_process(tmp_path, family, f"probe={family}", "layer=1", "trainer.max_epochs=1", *tiny)
+    results = probe_in_process(tmp_path, family, f"probe={family}", "layer=1", "trainer.max_epochs=1", *tiny)
     assert results["probe_family"] == family and results["probe"] == family and results["task"] == "sclass"
     saved = load_probes(Path(results["probes_file"]))
     classes, dim, hidden = len(results["classes"]), saved.about["feature_dim"], 1000  # probe.module.hidden_dim: 1000
@@ -97,7 +91,7 @@ def test_context_sizes_get_their_own_stores_and_report_table(tmp_path, tiny):
 
 def test_random_init_encoder_has_its_own_store_and_other_features(tmp_path, tiny):
     # init_seed 1: the tiny fixture model itself was initialised from seed 0
-    runs = {random_init: run_in_process(tmp_path, random_init, "layer=1", f"model.random_init={random_init}",
+    runs = {random_init: probe_in_process(tmp_path, random_init, "layer=1", f"model.random_init={random_init}",
                                         "model.init_seed=1", "trainer.max_epochs=1", *tiny)
             for random_init in ("false", "true")}
     assert runs["true"]["random_init"] is True and runs["false"]["random_init"] is False
@@ -109,7 +103,7 @@ def test_random_init_encoder_has_its_own_store_and_other_features(tmp_path, tiny
 
 
 def test_seen_split_holds_out_training_contexts_and_scores_selectivity_there(tmp_path, tiny):
-    r = run_in_process(tmp_path, "seen", "layer=1", "probe.control_task.seen_fraction=0.3", "trainer.max_epochs=4",
+    r = probe_in_process(tmp_path, "seen", "layer=1", "probe.control_task.seen_fraction=0.3", "trainer.max_epochs=4",
                        *tiny)
     held_out, seen = r["seen_split"], r["seen"]
     train_rows = r["data_summary"]["train"]["contexts"] - r["extraction_skipped_rows"]["train"]
@@ -122,7 +116,7 @@ def test_seen_split_holds_out_training_contexts_and_scores_selectivity_there(tmp
 
 def test_type_level_avg_and_static_spaces(tmp_path, tiny):
     spaces = {"avg": ["layer=1"], "glove": ["embeddings=glove", f"embeddings.path={GLOVE_FIXTURE}"]}
-    runs = {name: run_in_process(tmp_path, name, "probe.level=type", *overrides, "trainer.max_epochs=2", *tiny)
+    runs = {name: probe_in_process(tmp_path, name, "probe.level=type", *overrides, "trainer.max_epochs=2", *tiny)
             for name, overrides in spaces.items()}
     avg, glove = runs["avg"], runs["glove"]
     assert avg["representation"] == "AVG-1" and avg["level"] == "type" and avg["layer"] == 1

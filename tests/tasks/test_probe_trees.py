@@ -4,16 +4,13 @@ refusals, and a treebank that is no tree as one `error:` line."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 
 from probing.cli import probing_cause
 from probing.errors import ProbingError
 from probing.tasks import probe
 from tests.helpers import run_script
-from tests.helpers.runs import compose_job, tiny_model
+from tests.helpers.runs import compose_job, probe_in_process, tiny_model
 
 # The LINEAR baseline on the bundled sample's test split (189 sentences; each word attached to the next), as the
 # reference's own functions score it: UUAS 2028 gold edges, Root % of 189 sentences.
@@ -25,14 +22,9 @@ def tiny(tiny_bert_path):
     return tiny_model(tiny_bert_path)
 
 
-def run_in_process(tmp_path: Path, name: str, *overrides: str) -> dict:
-    results = probe.run(compose_job("probe", tmp_path / name, *overrides))
-    assert json.loads((tmp_path / name / "run" / "results.json").read_text()) == json.loads(json.dumps(results))
-    return results
-
 
 def test_the_distance_probe_records_its_scores_the_linear_baseline_and_example_trees(tmp_path, tiny):
-    results = run_in_process(tmp_path, "distance", "task=tree_distance", "layer=1", "trainer.max_epochs=2", *tiny)
+    results = probe_in_process(tmp_path, "distance", "task=tree_distance", "layer=1", "trainer.max_epochs=2", *tiny)
     assert (results["task"], results["kind"], results["probe_family"]) == ("tree_distance", "distance", "linear")
     assert results["rank"] == 32 and results["data_summary"]["test"]["sentences"] == 189  # full rank: D
     for split in ("dev", "test"):
@@ -49,7 +41,7 @@ def test_the_distance_probe_records_its_scores_the_linear_baseline_and_example_t
 
 
 def test_the_depth_probe_scores_the_root_and_the_depths(tmp_path, tiny):
-    results = run_in_process(tmp_path, "depth", "task=tree_depth", "layer=2", "probe.rank=4",
+    results = probe_in_process(tmp_path, "depth", "task=tree_depth", "layer=2", "probe.rank=4",
                              "trainer.max_epochs=2", *tiny)
     assert results["kind"] == "depth" and results["rank"] == 4 and 0 <= results["test"]["root_acc"] <= 1
     linear = results["linear_baseline"]["test"]

@@ -12,7 +12,7 @@ import pytest
 from probing.errors import ProbingError
 from probing.tasks import extract, probe
 from tests.helpers import run_script
-from tests.helpers.runs import compose_job, tiny_model
+from tests.helpers.runs import compose_job, probe_in_process, tiny_model
 
 SPLIT_KEYS = {"accuracy", "macro_f1", "per_label_f1", "n_examples", "control_accuracy", "control_macro_f1",
               "selectivity"}
@@ -37,14 +37,9 @@ def write_task(path: Path) -> Path:
     return path
 
 
-def run_in_process(tmp_path: Path, name: str, *overrides: str) -> dict:
-    results = probe.run(compose_job("probe", tmp_path / name, *overrides))
-    assert json.loads((tmp_path / name / "run" / "results.json").read_text()) == json.loads(json.dumps(results))
-    return results
-
 
 def test_upos_with_a_rank_constrained_linear_probe_and_the_online_code(tmp_path, tiny):
-    r = run_in_process(tmp_path, "upos", "task=upos", "layer=1", "probe=linear", "probe.rank=4", "probe.mdl=true",
+    r = probe_in_process(tmp_path, "upos", "task=upos", "layer=1", "probe=linear", "probe.rank=4", "probe.mdl=true",
                        "trainer.max_epochs=2", *tiny)
     assert (r["task"], r["probe_family"], r["rank"], r["pair"], r["layer"]) == ("upos", "linear", 4, False, 1)
     for split in ("dev", "test"):
@@ -65,7 +60,7 @@ def test_upos_with_a_rank_constrained_linear_probe_and_the_online_code(tmp_path,
 
 
 def test_deprel_pairs_on_a_scalar_mix(tmp_path, tiny):
-    r = run_in_process(tmp_path, "deprel", "task=deprel", "layer=mix", "probe=mlp2", "probe.module.hidden_dim=16",
+    r = probe_in_process(tmp_path, "deprel", "task=deprel", "layer=mix", "probe=mlp2", "probe.module.hidden_dim=16",
                        "probe.pair_product=true", "trainer.max_epochs=2", *tiny)
     assert r["pair"] is True and r["pair_product"] is True and r["probe_family"] == "mlp2"
     weights = r["mix_weights"]
@@ -76,7 +71,7 @@ def test_deprel_pairs_on_a_scalar_mix(tmp_path, tiny):
 
 def test_a_users_jsonl_task_counts_labels_train_never_saw(tmp_path, tiny):
     path = write_task(tmp_path / "mine.jsonl")
-    r = run_in_process(tmp_path, "jsonl", "task=jsonl", f"task.path={path}", "layer=2", "trainer.max_epochs=2",
+    r = probe_in_process(tmp_path, "jsonl", "task=jsonl", f"task.path={path}", "layer=2", "trainer.max_epochs=2",
                        *tiny)
     assert r["task"] == "jsonl" and r["labels"] == ["D", "N", "V"]
     assert r["unseen_labels"]["dev"] == {"X": 2} and r["dev"]["n_examples"] == 4
@@ -87,14 +82,14 @@ def test_ner_from_a_conll2003_folder_probes_entity_types(tmp_path, tiny):
     sentence = "\n".join(f"{word} NNP B-NP {tag}" for word, tag in rows.items())
     for name, copies in (("train.txt", 8), ("valid.txt", 2), ("test.txt", 2)):
         (tmp_path / name).write_text("-DOCSTART- -X- -X- O\n\n" + "\n\n".join([sentence] * copies) + "\n")
-    r = run_in_process(tmp_path, "ner", "task=ner", f"data.data_dir={tmp_path}", "layer=1", "trainer.max_epochs=2",
+    r = probe_in_process(tmp_path, "ner", "task=ner", f"data.data_dir={tmp_path}", "layer=1", "trainer.max_epochs=2",
                        *tiny)
     assert r["task"] == "ner" and r["labels"] == ["LOC", "O", "ORG", "PER"]  # IOB2 tags -> entity types
     assert r["data_summary"]["test"]["examples"] == 2 * len(rows) and r["unseen_labels"]["test"] == {}
 
 
 def test_sclass_probes_get_the_online_code_of_their_binary_decisions(tmp_path, tiny):
-    r = run_in_process(tmp_path, "sclass", "layer=1", "probe.mdl=true", "probe.module.hidden_dim=8",
+    r = probe_in_process(tmp_path, "sclass", "layer=1", "probe.mdl=true", "probe.module.hidden_dim=8",
                        "trainer.max_epochs=2", *tiny)
     code, classes = r["mdl"], r["classes"]
     n = code["block_ends"][-1]
@@ -111,8 +106,8 @@ def test_exported_stores_imported_back_give_the_same_probe(tmp_path, tiny):
                             *without_logger(tiny)))
     assert sorted(path.name for path in folder.iterdir()) == ["dev.hdf5", "export.json", "test.hdf5", "train.hdf5"]
     settings = ("task=jsonl", task, "layer=2", "trainer.max_epochs=3", "logger=csv")
-    own = run_in_process(tmp_path, "own", *settings, *without_logger(tiny))
-    imported = run_in_process(tmp_path, "imported", *settings, "model=imported", f"model.path={folder}")
+    own = probe_in_process(tmp_path, "own", *settings, *without_logger(tiny))
+    imported = probe_in_process(tmp_path, "imported", *settings, "model=imported", f"model.path={folder}")
     assert imported["model"] == "imported" and imported["stores"]["train"] != own["stores"]["train"]
     for split in ("dev", "test"):
         assert imported[split]["accuracy"] == own[split]["accuracy"]
