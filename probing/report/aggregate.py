@@ -262,6 +262,12 @@ def mean_std(values: Iterable[float | None]) -> tuple[float | None, float | None
     return mean, statistics.stdev(present) if len(present) > 1 else None
 
 
+def mean_mix_weights(runs: Iterable[dict[str, Any]]) -> list[float] | None:
+    """The scalar mix's weights averaged over the runs that learned one, layer by layer (None if none did)."""
+    weights = [run["mix_weights"] for run in runs if run.get("mix_weights")]
+    return [mean_std(column)[0] for column in zip(*weights)] if weights else None
+
+
 def _aggregate_mix(runs: list[dict]) -> dict[str, Any]:
     """Mean (std) over seeds of each softmax-normalised mix weight and of gamma, for scalar-mix runs."""
     weights = [r["mix_weights"] for r in runs if r.get("mix_weights")]

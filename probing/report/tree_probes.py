@@ -29,6 +29,7 @@ from typing import Any
 from probing.report.aggregate import (
     SPLITS,
     group_by,
+    mean_mix_weights,
     mean_std,
     of_kind,
     representation_kind,
@@ -106,8 +107,7 @@ def _aggregate_setting(key: tuple, runs: list[dict]) -> dict[str, Any]:
         linear = first["linear_baseline"].get(split) or {}
         row |= {f"linear_{split}_{score}": linear.get(score) for score in ALL_SCORES}
     row |= {name: mean_std(r.get(name) for r in runs)[0] for name in RUN_AVERAGES}
-    weights = [r["mix_weights"] for r in runs if r.get("mix_weights")]
-    row["mix_weights"] = [mean_std(column)[0] for column in zip(*weights)] if weights else None
+    row["mix_weights"] = mean_mix_weights(runs)
     return row
 
 

@@ -23,6 +23,7 @@ from probing.report.aggregate import (
     SPLITS,
     config_values,
     group_by,
+    mean_mix_weights,
     mean_std,
     of_kind,
     representation_layer,
@@ -139,8 +140,7 @@ def _aggregate_setting(key: tuple, runs: list[dict]) -> dict[str, Any]:
         row[column], row[f"{column}_std"] = mean_std(_scaled((r.get("mdl") or {}).get(name), scale) for r in runs)
     for name in MIX_METRICS:
         row[name], row[f"{name}_std"] = mean_std(r.get(name) for r in runs)
-    weights = [r["mix_weights"] for r in runs if r.get("mix_weights")]
-    row["mix_weights"] = [mean_std(column)[0] for column in zip(*weights)] if weights else None
+    row["mix_weights"] = mean_mix_weights(runs)
     return row
 
 

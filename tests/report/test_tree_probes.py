@@ -5,7 +5,6 @@ the word-task and s-class sections left without these runs (and these runs witho
 from __future__ import annotations
 
 import csv
-import json
 import statistics
 
 import pytest
@@ -14,7 +13,7 @@ from probing.errors import DataFormatError
 from probing.report import write_report
 from probing.report.tree_probes import aggregate_tree_runs, best_run, is_tree_probe_run, word_centres
 from probing.report.word_probes import is_word_probe_run
-from tests.report.test_word_probes import table_lines
+from tests.report.test_word_probes import table_lines, write
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 SCORES = {"distance": ("uuas", "dspr"), "depth": ("root_acc", "nspr")}
@@ -77,13 +76,6 @@ def sclass_result(layer, seed):
             "representation": str(layer), "seed": seed, "classes": ["a", "b"],
             "dev": {"micro_f1": 0.5, "n_combinations": 10, "n_contexts": 30},
             "test": {"micro_f1": 0.4, "n_combinations": 12, "n_contexts": 40}}
-
-
-def write(folder, results):
-    for job, result in enumerate(results):
-        (folder / str(job)).mkdir(parents=True)
-        (folder / str(job) / "results.json").write_text(json.dumps(result))
-    return folder
 
 
 # (layer, seed) -> test (UUAS, DSpr.), control (UUAS, DSpr.) of the full-rank distance probe
