@@ -84,6 +84,12 @@ def concept_splits(stores: Mapping[str, Path], data: Any, layer: int, expected_l
     """(vectors (N, D) float32, labels (N,)) of each split of the concept: each example's (first) word."""
     datamodule = WordTaskDataModule(stores, data, layer=layer, expected_layers=expected_layers)
     datamodule.setup()
+    return example_words(datamodule)
+
+
+def example_words(datamodule: WordTaskDataModule) -> ConceptSplits:
+    """(vectors (N, D) float32, labels (N,)) of each split of a word task's datamodule: each example's (first)
+    word."""
     return {split: (gathered.vectors[gathered.rows].float(), gathered.tensors["label"])
             for split, gathered in datamodule.splits.items()}
 

@@ -226,13 +226,14 @@ class WordProbing(TaskProbing):
         the concept's stores filled with the same featurizer first, the eraser fitted on its training words."""
         erased_features.check_erasable(representation.store_layer)
         concept = erased_features.concept_data(self.erase, self.name, self.source, self.data)
-        concept_stores = None
-        if concept is not self.data:
+        if concept is self.data:  # the task's own labels: its examples' words, as read for the probe
+            inputs = self.word_inputs(representation, store_settings)
+            concept_words = erased_features.example_words(inputs.datamodule)
+        else:
             concept_stores, _ = representation.word_stores(concept, store_settings, keep_featurizer=True)
-        inputs = self.word_inputs(representation, store_settings)
-        concept_stores = concept_stores or inputs.about["stores"]
-        concept_words = erased_features.concept_splits(concept_stores, concept, representation.store_layer,
-                                                       representation.expected_layers)
+            inputs = self.word_inputs(representation, store_settings)
+            concept_words = erased_features.concept_splits(concept_stores, concept, representation.store_layer,
+                                                           representation.expected_layers)
         self.erase_concept(inputs, concept_words, list(concept.labels), concept.name,
                            lambda fitted: erased_features.erase_splits(inputs.datamodule, fitted))
         return inputs
