@@ -14,8 +14,7 @@ from safetensors.torch import load_file, save_file
 from probing.errors import ConfigError, ProbingError
 from probing.probes.saved import METADATA_KEY, PROBES_FILE, file_metadata, load_probes
 from tests.helpers import run_script
-from tests.helpers.runs import fake_finetuned_model, tiny_model
-from tests.tasks.test_probe_runs import run_in_process
+from tests.helpers.runs import fake_finetuned_model, probe_in_process, tiny_model
 
 QUICK = ("trainer.max_epochs=3",)
 
@@ -29,19 +28,19 @@ def finetuned_tiny(tmp_path_factory, tiny_bert_path) -> Path:
 def pretrained_run(tmp_path_factory, tiny_bert_path) -> tuple[Path, dict]:
     """A probe run of layer 1 of the tiny BERT: its folder and results."""
     tmp_path = tmp_path_factory.mktemp("pretrained")
-    results = run_in_process(tmp_path, "layer1", *tiny_model(tiny_bert_path), "layer=1", *QUICK)
+    results = probe_in_process(tmp_path, "layer1", *tiny_model(tiny_bert_path), "layer=1", *QUICK)
     return tmp_path / "layer1" / "run", results
 
 
 def test_a_windowed_run_records_its_window_and_policy_and_its_probes_fit_only_that_policy(tmp_path, tiny_bert_path):
     window = ("layer=1", "features.attention_window=1", *QUICK)
-    results = run_in_process(tmp_path, "positional", *tiny_model(tiny_bert_path), *window,
+    results = probe_in_process(tmp_path, "positional", *tiny_model(tiny_bert_path), *window,
                              "features.attention_policy=positional")
     about = load_probes(tmp_path / "positional" / "run" / PROBES_FILE).about
     assert (results["attention_window"], results["attention_policy"]) == (1, "positional")
     assert (about["attention_window"], about["attention_policy"]) == (1, "positional")
     with pytest.raises(ConfigError, match="attention_policy: 'positional' \\(saved\\) vs 'sink' \\(this run\\)"):
-        run_in_process(tmp_path, "sink", *tiny_model(tiny_bert_path), *window,  # the default policy
+        probe_in_process(tmp_path, "sink", *tiny_model(tiny_bert_path), *window,  # the default policy
                        f"probe.reuse={tmp_path / 'positional' / 'run'}")
 
 
@@ -64,7 +63,7 @@ def test_a_probe_run_saves_its_probes_with_what_they_were_trained_on(pretrained_
 def test_reusing_the_probes_on_the_same_model_reproduces_the_run(tmp_path, pretrained_run, tiny_bert_path):
     """The saved weights are the best-dev ones the run was scored with: scoring them again gives the same numbers."""
     run_dir, trained = pretrained_run
-    reused = run_in_process(tmp_path, "again", *tiny_model(tiny_bert_path), "layer=1", *QUICK,
+    reused = probe_in_process(tmp_path, "again", *tiny_model(tiny_bert_path), "layer=1", *QUICK,
                             f"probe.reuse={run_dir}")
     for split in ("dev", "test"):
         for key in ("micro_f1", "context_accuracy", "control_micro_f1", "control_context_accuracy"):
@@ -77,8 +76,8 @@ def test_reusing_the_probes_on_the_same_model_reproduces_the_run(tmp_path, pretr
 def test_setups_a_and_b_on_a_fine_tuned_model(tmp_path, pretrained_run, finetuned_tiny, tiny_bert_path):
     run_dir, trained = pretrained_run
     overrides = (*tiny_model(tiny_bert_path), f"model.name_or_path={finetuned_tiny}", "layer=1", *QUICK)
-    setup_a = run_in_process(tmp_path, "a", *overrides, f"probe.reuse={run_dir.parent.parent}")  # found below
-    setup_b = run_in_process(tmp_path, "b", *overrides)
+    setup_a = probe_in_process(tmp_path, "a", *overrides, f"probe.reuse={run_dir.parent.parent}")  # found below
+    setup_b = probe_in_process(tmp_path, "b", *overrides)
     for results in (setup_a, setup_b):
         assert results["model_name_or_path"] == str(finetuned_tiny.resolve()) and results["finetuned_task"] == "pos"
         assert results["weights_sha256"] != trained["weights_sha256"]
@@ -105,7 +104,7 @@ def test_setups_a_and_b_on_a_fine_tuned_model(tmp_path, pretrained_run, finetune
 def test_probes_of_other_features_are_refused(tmp_path, pretrained_run, tiny_bert_path, change, named):
     run_dir, _ = pretrained_run
     with pytest.raises(ConfigError, match="probe.reuse") as error:
-        run_in_process(tmp_path, "refused", *tiny_model(tiny_bert_path), "layer=1", *QUICK, change,
+        probe_in_process(tmp_path, "refused", *tiny_model(tiny_bert_path), "layer=1", *QUICK, change,
                        f"probe.reuse={run_dir}")
     assert named in str(error.value)
 
@@ -143,7 +142,7 @@ def test_saved_probes_that_do_not_fit_their_own_settings_are_one_error(tmp_path,
     run_dir, _ = pretrained_run
     folder = copied_probes(run_dir, tmp_path / "odd", change_tensors, change_module)
     with pytest.raises(ProbingError) as error:
-        run_in_process(tmp_path, "reused", *tiny_model(tiny_bert_path), "layer=1", *QUICK, f"probe.reuse={folder}")
+        probe_in_process(tmp_path, "reused", *tiny_model(tiny_bert_path), "layer=1", *QUICK, f"probe.reuse={folder}")
     message = str(error.value)
     assert "\n" not in message and str(folder / PROBES_FILE) in message and named in message, message
 
@@ -159,7 +158,7 @@ def test_probes_whose_layer_was_edited_in_their_metadata_are_refused(tmp_path, p
     save_file(load_file(run_dir / PROBES_FILE), folder / PROBES_FILE,
               metadata={**metadata, METADATA_KEY: json.dumps(about)})
     with pytest.raises(ProbingError) as error:
-        run_in_process(tmp_path, "reused", *tiny_model(tiny_bert_path), "layer=2", *QUICK, f"probe.reuse={folder}")
+        probe_in_process(tmp_path, "reused", *tiny_model(tiny_bert_path), "layer=2", *QUICK, f"probe.reuse={folder}")
     message = str(error.value)
     assert "\n" not in message and str(folder / PROBES_FILE) in message, message
     assert "do not match the hash recorded when the file was written (the file is damaged or was changed)" in message
