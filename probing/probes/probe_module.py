@@ -12,15 +12,24 @@ The contract (keyword arguments, the same for every probe module):
     family, hidden_dim, rank, dropout
                     the probe family (`probing.probes.components.batched_probes`: linear, mlp1, mlp2), from
                     `probe=linear|mlp1|mlp2|sclass_mlp` (`probe.module`)
+    l1, l2          the elastic-net penalty of every probe (Dalvi et al. 2019, NeuroX's form): l1 * sum |W| +
+                    l2 * ||W||_F per probe over its weight matrices, biases not penalised (probe.module.l1 and
+                    probe.module.l2; 0.0 = none). Saved probes of older files, without them, are rebuilt with 0.0
     optimizer       builds the optimizer from parameter groups (a `_partial_` config); fused Adam, lr 1e-3
     mix             the scalar mix's options (layer_norm, dropout, l2_lambda, lr) when num_layers is set
+    conditioning_dim
+                    with `probe.condition_on`: features are [X; R], the first conditioning_dim columns X (input_dim
+                    is R's size); the task's, control and MDL probes read R, and two more heads of the same family
+                    train beside them: `baseline_probes` on X and `joint_probes` on [X; R] (conditional
+                    V-information, `probing.probes.information`)
 
 A subclass says how many probes its task has and how many outputs each (`probe_shape`: C binary probes for the
 s-class task, one K-way probe for a word task), the training loss of a batch (`task_loss`), the target columns of the
 MDL online code (`mdl_targets`, `mdl_columns`), and its metrics (`_update_metrics`, `_log_split`); everything else is
 here: the heads (the task's `probes`, the control task's `control_probes`, the MDL `mdl_probes`, built in that order),
-the guarded loss, the optimizer's parameter groups, the scalar mix's logging, the dev and test passes and the MDL
-prefix probes' best-dev weights and codelength (Voita & Titov 2020 §2.2).
+the guarded loss, the optimizer's parameter groups, the scalar mix's logging, the dev and test passes, the MDL
+prefix probes' best-dev weights and codelength (Voita & Titov 2020 §2.2), and the heads' held-out cross-entropies in
+bits, each head's at its own least-dev-cross-entropy epoch (`split_bits`, `probing.probes.information`).
 """
 
 from __future__ import annotations
@@ -37,11 +46,20 @@ from lightning.pytorch.trainer.states import TrainerFn
 from torch import Tensor, nn
 
 from probing.data.settings import choose
-from probing.data.splits import TEST_SPLITS
+from probing.data.splits import EVAL_SPLITS, TEST_SPLITS
 from probing.devices import has_native_bf16
 from probing.errors import ProbingError
 from probing.probes.components.prefix_probes import PrefixProbes, check_block_ends
 from probing.probes.components.probe_head import ProbeHead
+from probing.probes.information import (
+    BASELINE_PROBES,
+    CONTROL_PROBES,
+    JOINT_PROBES,
+    PROBES,
+    SELECTED_BY,
+    CrossEntropyBits,
+    LeastDevCrossEntropy,
+)
 from probing.vocabulary import LEVELS
 
 log = logging.getLogger(__name__)
@@ -61,6 +79,7 @@ class ProbeModule(lightning.LightningModule):
     `SCORES` names the headline scores among them (W&B's summary of the run)."""
 
     SCORES: tuple[str, ...] = ()
+    MEASURES_BITS = True  # a classifier: its cross-entropy is bits (a structural probe's distances are not)
 
     def __init__(
         self,
@@ -75,8 +94,11 @@ class ProbeModule(lightning.LightningModule):
         hidden_dim: int = 1024,
         rank: int | None = None,
         dropout: float = 0.0,
+        l1: float = 0.0,
+        l2: float = 0.0,
         optimizer: Callable[..., torch.optim.Optimizer] = DEFAULT_OPTIMIZER,
         mix: Mapping[str, Any] | None = None,
+        conditioning_dim: int | None = None,
     ):
         super().__init__()
         choose("probe.level", level, LEVELS)
@@ -84,13 +106,21 @@ class ProbeModule(lightning.LightningModule):
         self.labels, self.level, self.optimizer = list(labels), level, optimizer
         mix_options = {key: value for key, value in dict(mix or {}).items() if key != "lr"}
         self.mix_lr = dict(mix or {}).get("lr")
-        family_settings = dict(family=family, hidden_dim=hidden_dim, rank=rank, dropout=dropout,
+        family_settings = dict(family=family, hidden_dim=hidden_dim, rank=rank, dropout=dropout, l1=l1, l2=l2,
                                num_layers=num_layers, mix=mix_options)
         self.probes = self.build_head(input_dim, family_settings)
         self.control_probes = self.build_head(input_dim, family_settings) if control else None
         ends = check_block_ends(mdl_block_ends)
         self.mdl_probes = self.build_prefix_probes(ends, control, input_dim, family_settings) if ends else None
+        self.conditioning_dim = conditioning_dim
+        if conditioning_dim is not None:
+            # drawn aside from the global random stream: the other heads and the batch order stay those of a run
+            # without conditioning
+            with torch.random.fork_rng(devices=[]):
+                self.baseline_probes = self.build_head(conditioning_dim, family_settings)
+                self.joint_probes = self.build_head(conditioning_dim + input_dim, family_settings)
         self.split_metrics: dict[str, dict] = {}
+        self.build_bits()
 
     # --- what a subclass provides ---------------------------------------------------------------------------------
 
@@ -142,7 +172,22 @@ class ProbeModule(lightning.LightningModule):
 
     def forward(self, features: Tensor) -> Tensor:
         """features (B, D) or (B, num_layers, D) -> the task probes' logits (B, probes, outputs)."""
-        return self.probes(features)
+        return self.probes(self.probed(features))
+
+    def probed(self, features: Tensor) -> Tensor:
+        """The representation R the task's probes read: all of `features`, or R of [X; R] with conditioning."""
+        return features if self.conditioning_dim is None else features[..., self.conditioning_dim:]
+
+    def head_input(self, name: str, features: Tensor) -> Tensor:
+        """What head `name` reads: X (baseline_probes), [X; R] (joint_probes), R (the others)."""
+        if name == BASELINE_PROBES:
+            return features[..., :self.conditioning_dim]
+        return features if name == JOINT_PROBES else self.probed(features)
+
+    def head_targets(self, name: str, batch: dict) -> Tensor:
+        """(B, P) int64: the targets of head `name` (the control task's for control_probes)."""
+        _, task, control = self.mdl_columns()
+        return self.mdl_targets(batch)[:, control if name == CONTROL_PROBES else task]
 
     def on_fit_start(self) -> None:
         note_precision(str(self.trainer.precision), self.device)
@@ -150,11 +195,15 @@ class ProbeModule(lightning.LightningModule):
     def training_step(self, batch: dict, batch_idx: int) -> Tensor:
         """The task's loss + the control task's + the MDL prefix probes' (each over its prefix's rows) and the mixes'
         L2 penalties. The heads share no parameter, so each gets the gradient it would get alone."""
-        features = batch["features"]
+        features = self.probed(batch["features"])
         loss = self.task_loss(self.probes(features), batch, control=False) + self.probes.penalty()
         if self.control_probes is not None:
             loss = loss + self.task_loss(self.control_probes(features), batch, control=True)
             loss = loss + self.control_probes.penalty()
+        for name in (BASELINE_PROBES, JOINT_PROBES) if self.conditioning_dim is not None else ():
+            head = getattr(self, name)
+            loss = loss + self.task_loss(head(self.head_input(name, batch["features"])), batch, control=False)
+            loss = loss + head.penalty()
         if self.mdl_probes is not None:
             prefix_losses = self.mdl_probes.losses(features, self.mdl_targets(batch), batch.get("order"))
             loss = loss + prefix_losses.sum() + self.mdl_probes.penalty()
@@ -178,8 +227,9 @@ class ProbeModule(lightning.LightningModule):
             self.log("mix/gamma", float(mix.gamma.detach()))
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
-        heads = [head for head in (self.probes, self.control_probes, self.mdl_probes) if head is not None]
-        return self.optimizer([group for head in heads for group in head.parameter_groups(self.mix_lr)])
+        heads = [getattr(self, name) for name in self.bit_heads()] + [self.mdl_probes]
+        return self.optimizer([group for head in heads if head is not None
+                               for group in head.parameter_groups(self.mix_lr)])
 
     def mix_summary(self) -> dict[str, Any]:
         """The task probes' mix (ScalarMix.summary: weights, gamma, center of gravity); {} without one."""
@@ -187,21 +237,80 @@ class ProbeModule(lightning.LightningModule):
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         self._update_metrics("dev", batch)
+        self.update_bits("dev", batch)
         if self.mdl_probes is not None:
-            self.mdl_probes.update_dev(batch["features"], self.mdl_targets(batch))
+            self.mdl_probes.update_dev(self.probed(batch["features"]), self.mdl_targets(batch))
 
     def test_step(self, batch: dict, batch_idx: int, dataloader_idx: int = 0) -> None:
         self._update_metrics(TEST_SPLITS[dataloader_idx], batch)
+        self.update_bits(TEST_SPLITS[dataloader_idx], batch)
 
     def on_validation_epoch_end(self) -> None:
         self._log_split("dev")
+        fitting = not self.trainer.sanity_checking and self.trainer.state.fn == TrainerFn.FITTING
+        self.end_bits("dev", keep=fitting)
         if self.mdl_probes is not None:
-            fitting = not self.trainer.sanity_checking and self.trainer.state.fn == TrainerFn.FITTING
             self.mdl_probes.end_dev_epoch(self.current_epoch, keep=fitting)
+
+    def on_test_epoch_end(self) -> None:
+        for split in TEST_SPLITS:
+            self.end_bits(split)
 
     def on_fit_end(self) -> None:
         if self.mdl_probes is not None:
             self.mdl_probes.restore_best()
+        if self.MEASURES_BITS:
+            self.selected = {name: self.selection.selected(name, getattr(self, name)) for name in self.bit_heads()}
+
+    # --- bits (probing.probes.information) ----------------------------------------------------------------------
+
+    def bit_heads(self) -> list[str]:
+        """The heads trained on the task's or the control task's labels, by attribute name."""
+        names = [PROBES] + ([CONTROL_PROBES] if self.control_probes is not None else [])
+        return names + ([BASELINE_PROBES, JOINT_PROBES] if self.conditioning_dim is not None else [])
+
+    def build_bits(self) -> None:
+        """The cross-entropy metrics of every head on every split scored; the least-dev-cross-entropy weights."""
+        self.split_bits: dict[str, dict[str, float]] = {}
+        self.selection = LeastDevCrossEntropy()
+        self.selected: dict[str, nn.Module] = {}  # after fitting: each head at its least-dev-cross-entropy epoch
+        self.bits_selection = SELECTED_BY
+        if not self.MEASURES_BITS:
+            self.bits = None
+            return
+        num_probes = self.probe_shape()[0]
+        self.bits = nn.ModuleDict({f"{split}_{name}": CrossEntropyBits(num_probes)
+                                   for split in EVAL_SPLITS for name in self.bit_heads()})
+
+    @property
+    def weight_decay(self) -> float | None:
+        """The optimizer's weight decay (part of the probe family V), when the optimizer is a partial."""
+        return getattr(self.optimizer, "keywords", {}).get("weight_decay")
+
+    def update_bits(self, split: str, batch: dict) -> None:
+        """Add the batch's cross-entropy of every head: while fitting, the live heads (to select their epochs);
+        afterwards, each head at its selected epoch (the live heads of saved probes, which are not fitted)."""
+        if self.bits is None:
+            return
+        for name in self.bit_heads():
+            head = self.selected.get(name) or getattr(self, name)
+            logits = head(self.head_input(name, batch["features"]))
+            self.bits[f"{split}_{name}"].update(logits, self.head_targets(name, batch))
+
+    def end_bits(self, split: str, keep: bool = False) -> None:
+        """The split's bits per example of every head into `split_bits[split]` (summed over a head's probes), logged
+        as <split>/bits_<head>; with `keep`, offered to the least-dev-cross-entropy selection."""
+        if self.bits is None or not self.bits[f"{split}_{PROBES}"].update_called:
+            return
+        bits = {}
+        for name in self.bit_heads():
+            metric = self.bits[f"{split}_{name}"]
+            bits[name] = float(metric.compute().sum())
+            metric.reset()
+            self.log(f"{split}/bits_{name}", bits[name])
+            if keep:
+                self.selection.offer(name, getattr(self, name), bits[name], self.current_epoch)
+        self.split_bits[split] = bits
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         if self.mdl_probes is not None and self.mdl_probes.best is not None:
@@ -219,7 +328,8 @@ class ProbeModule(lightning.LightningModule):
         if self.mdl_probes is None:
             raise ProbingError("codelength needs the MDL prefix probes. Fix: probe.mdl=true")
         num_labels, task, control = self.mdl_columns()
-        batches = ((batch["features"], self.mdl_targets(batch), batch["order"]) for batch in train_batches)
+        batches = ((self.probed(batch["features"]), self.mdl_targets(batch), batch["order"])
+                   for batch in train_batches)
         return self.mdl_probes.online_code(batches, num_labels, task, control)
 
 

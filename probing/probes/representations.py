@@ -42,7 +42,7 @@ from probing.features.store import FeatureStore
 from probing.probes.controls import ControlTask, class_distribution, control_classes
 from probing.probes.datamodule import ALL_LAYERS, ProbingDataModule, StoreDataModule, TensorSplit
 from probing.probes.mdl import OnlineCode
-from probing.probes.word_data import WordTaskDataModule
+from probing.probes.word_data import ConcatenatedSplit, WordTaskDataModule
 from probing.vocabulary import BASELINE_LABELS, LEVELS, MIX
 
 log = logging.getLogger(__name__)
@@ -82,6 +82,32 @@ def representation_of(layer: Any, baseline: str | None, level: str, embeddings: 
     return "layer"
 
 
+# What `probe.condition_on` may name beside a layer: the bag-of-embeddings baselines, one vector per word in context.
+CONDITIONING_BASELINES = ("pbert", "bertw", "prand")
+
+
+def conditioning_of(condition_on: Any, layer: Any = None) -> str:
+    """The config of `conditionings` (conf/probe.yaml) that `probe.condition_on` names: "none" without conditioning,
+    "layer" for a layer of the same model, or a baseline. The scalar mix is refused as X and as R (`layer`): it is
+    learned by each probe, so the probes on X and on [X; R] would not share one X, or one R."""
+    if condition_on is None:
+        return "none"
+    if layer == MIX:
+        raise ConfigError(f"probe.condition_on={condition_on} with layer={MIX}: the scalar mix is learned by each "
+                          "probe, so the probe on [X; R] would mix R its own way. Fix: probe a layer (layer=3) or "
+                          "probe.condition_on=null")
+    if condition_on in CONDITIONING_BASELINES:
+        return str(condition_on)
+    if condition_on == MIX:
+        raise ConfigError(f"probe.condition_on={MIX}: the scalar mix is learned by each probe, so the probe on X and "
+                          "the probe on [X; R] would condition on different mixes. Fix: condition on a layer "
+                          f"(probe.condition_on=0) or a baseline ({', '.join(CONDITIONING_BASELINES)})")
+    if isinstance(condition_on, bool) or not isinstance(condition_on, int):
+        raise ConfigError(f"probe.condition_on={condition_on!r} names no representation. Fix: a layer (0 = the "
+                          f"embeddings) or a baseline ({', '.join(CONDITIONING_BASELINES)}), or null")
+    return "layer"
+
+
 def warn_if_num_layers_differ(configured: int | None, encoder: Featurizer) -> None:
     """The presets sweep `model.num_layers` layers: say so when the config disagrees with the model loaded."""
     num_layers = encoder.info.num_layers
@@ -96,13 +122,15 @@ class ProbeInputs:
     """What a probe run trains on, and what its results.json says about where it came from.
 
     `level` is the representation's; `features` what the probes are trained on, as saved probes record it
-    (`features_about`); `about`: layer, representation, stores, data sizes, skips..."""
+    (`features_about`); `about`: layer, representation, stores, data sizes, skips...; `conditioning_dim`: with
+    conditional probing, the size of X in the features [X; R] (`ConditionedRepresentation`)."""
 
     datamodule: ProbingDataModule
     classes: list[str]
     about: dict[str, Any] = field(default_factory=dict)
     level: str = "context"
     features: dict[str, Any] = field(default_factory=dict)
+    conditioning_dim: int | None = None
 
 
 def described_featurizer(featurizer: Featurizer | None) -> dict[str, Any]:
@@ -199,6 +227,37 @@ class ContextRepresentation:
                  "data_skips": data.skips.as_dict(), "unseen_labels": data.unseen_labels}
         features = features_about(described, self.level, list(data.labels), datamodule, about, control, data.name)
         return ProbeInputs(datamodule, list(data.labels), about, self.level, features)
+
+
+class ConditionedRepresentation:
+    """A word task's representation R joined with a conditioning representation X as [X; R] (`probe.condition_on`,
+    conditional probing, Hewitt et al. 2021): both read from their own every-word stores (a layer of the same model
+    reads the same store: nothing new is written), example by example (`ConcatenatedSplit`). `conditioning` builds
+    X's representation when it is needed, after R's featurizer has filled its stores and been let go, so that two
+    encoders are never in memory at once. Everything but the features is R's: its layer and label, its control
+    labels, its MDL order."""
+
+    level = "context"
+
+    def __init__(self, probed: ContextRepresentation, conditioning: Callable[[], ContextRepresentation]):
+        self.probed, self.conditioning = probed, conditioning
+        self.store_layer, self.expected_layers = probed.store_layer, probed.expected_layers
+
+    def word_inputs(self, data: Any, store_settings: Mapping[str, Any], batch_size: int, control: ControlTask,
+                    pair_product: bool = False, online_code: OnlineCode | None = None) -> ProbeInputs:
+        inputs = self.probed.word_inputs(data, store_settings, batch_size, control, pair_product, online_code)
+        conditioning = self.conditioning()
+        given = conditioning.word_inputs(data, store_settings, batch_size, control, pair_product)
+        datamodule = inputs.datamodule
+        datamodule.splits = {name: ConcatenatedSplit(given.datamodule.splits[name], split)
+                             for name, split in datamodule.splits.items()}
+        inputs.about |= {"conditioned_on": conditioning.label,
+                         "conditioning": {key: given.about[key] for key in ("layer", "representation", "stores")}}
+        inputs.features |= {"conditioned_on": conditioning.label,
+                            "conditioning": {key: given.features[key]
+                                             for key in ("model_name_or_path", "weights_sha256", "layer")}}
+        inputs.conditioning_dim = datamodule.splits["train"].conditioning_dim
+        return inputs
 
 
 class EncoderLayer(ContextRepresentation):

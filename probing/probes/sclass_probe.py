@@ -104,6 +104,7 @@ class SClassProbe(ProbeModule):
         for split in TEST_SPLITS:
             if self.metrics[split].update_called:
                 self._log_split(split)
+        super().on_test_epoch_end()
 
     def _update_metrics(self, split: str, batch: dict) -> None:
         features = batch["features"]

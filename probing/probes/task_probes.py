@@ -65,13 +65,14 @@ class TaskProbing:
     """The settings every task's probing shares: `name` (the task's), `source` (its data source), `module` (the probe
     module's class, partial: the contract's values come from the data), `settings` (the probe family's settings,
     `probe.module`), `control` (the control task), `online_code` (MDL, or None), `batch_size`, the run's `seed` and
-    `erase` (a concept erased from the features first, `probing.probes.erased_features`; not for trees)."""
+    `erase` (a concept erased from the features first, `probing.probes.erased_features`; not for trees) and
+    `condition_on` (`probe.condition_on`: the representation the probes are conditioned on, a word task's only)."""
 
     def __init__(self, name: str, source: Any, module: Callable[..., ProbeModule], settings: Mapping[str, Any],
                  control: ControlTask | None, online_code: OnlineCode | None, batch_size: int, seed: int,
-                 erase: ErasureSetup | None = None):
+                 erase: ErasureSetup | None = None, condition_on: Any = None):
         self.name, self.source, self.module, self.settings = str(name), source, module, dict(settings)
-        self.erase = erase
+        self.erase, self.condition_on = erase, condition_on
         self.erasure: erased_features.Erasure | None = None  # what `erase` did, once the inputs are built
         self.control = control or NO_CONTROL_TASK
         self.online_code = online_code
@@ -88,10 +89,11 @@ class TaskProbing:
         """Untrained probes for `inputs`: the task's probe module built with the keyword contract."""
         datamodule = inputs.datamodule
         train_examples = len(datamodule.splits["train"])
-        return self.module(labels=list(inputs.classes), input_dim=datamodule.feature_dim,
+        conditioning_dim = inputs.conditioning_dim
+        return self.module(labels=list(inputs.classes), input_dim=datamodule.feature_dim - (conditioning_dim or 0),
                            num_layers=datamodule.num_layers, level=inputs.level, control=self.control.seed is not None,
                            mdl_block_ends=self.online_code.block_ends(train_examples) if self.online_code else None,
-                           **self.settings)
+                           conditioning_dim=conditioning_dim, **self.settings)
 
     def build_module(self, inputs: ProbeInputs) -> ProbeModule:
         """The probe module this run scores: new probes (or saved ones, for a task that reuses them)."""
@@ -142,6 +144,7 @@ class SClassProbing(TaskProbing):
 
     def __init__(self, level: str = "context", reuse: str | None = None, **shared: Any):
         super().__init__(**shared)
+        refuse_conditioning(self.name, self.condition_on)
         self.level = level
         self.saved: list[SavedProbes] = [load_probes(path) for path in probe_files(reuse)] if reuse else []
         self.reuse = reuse
@@ -204,6 +207,9 @@ class WordProbing(TaskProbing):
                  **shared: Any):
         super().__init__(**shared)
         refuse_settings_of_sclass(self.name, level, reuse, self.control)
+        if self.erase is not None and self.condition_on is not None:
+            raise ConfigError(f"erase= and probe.condition_on={self.condition_on} together: an eraser is fitted on "
+                              "one representation, not on a concatenation. Fix: erase=none or probe.condition_on=null")
         self.data_name, self.pair_product = str(data_name), require_bool("probe.pair_product", pair_product)
         self.data = None
 
@@ -256,6 +262,7 @@ class TreeProbing(TaskProbing):
         super().__init__(**shared)
         refuse_settings_of_sclass(self.name, level, reuse, self.control)
         refuse_erasure(self.name, self.erase)
+        refuse_conditioning(self.name, self.condition_on)
         refuse_what_a_structural_probe_does_not_honour(
             {**self.settings, "mdl_block_ends": [] if self.online_code is not None else None})
         self.kind, self.data = kind, None
@@ -310,6 +317,14 @@ def refuse_erasure(task: str, erase: ErasureSetup | None) -> None:
     if erase is not None:
         raise ConfigError(f"erase= erases a concept from the vectors of labelled words, and task={task} has trees, "
                           "not labels. Fix: erase=none, or task=upos (xpos, deprel, feats, ner, jsonl, sclass)")
+
+
+def refuse_conditioning(task: str, condition_on: Any) -> None:
+    """Conditional probing compares the cross-entropies of multi-class probes on X and on [X; R]: a word task's."""
+    if condition_on is not None:
+        raise ConfigError(f"probe.condition_on={condition_on} conditions a word task's probe on another "
+                          f"representation; task={task} is not a word task. Fix: probe.condition_on=null, or task=upos "
+                          "(xpos, deprel, feats, ner, pos, supersense, jsonl)")
 
 
 def check_probing_task(task_name: str, probing: Any) -> None:

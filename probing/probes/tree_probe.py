@@ -57,6 +57,8 @@ class TreeProbe(ProbeModule):
     """A structural probe (see the module docstring): `kind` "distance" or "depth", and the keyword contract of
     `ProbeModule` (`labels` are not used: a tree has no classes)."""
 
+    MEASURES_BITS = False  # its loss is a distance (or depth) error, not a label's cross-entropy
+
     def __init__(self, kind: str, **contract: Any):
         self.kind = choose("kind", kind, KINDS)
         refuse_what_a_structural_probe_does_not_honour(contract)

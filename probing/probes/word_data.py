@@ -62,6 +62,35 @@ class GatheredSplit(Dataset):
         return tuple(self.features(self.rows[:1], None if self.second is None else self.second[:1]).shape[1:])
 
 
+class ConcatenatedSplit(Dataset):
+    """The examples of two `GatheredSplit`s of the same words, their features joined as [X; R] (conditional probing,
+    `probing.probes.information`): read from the parts' own vectors, no new matrix. The parts must hold the same
+    examples with the same labels (a ValueError otherwise); the batch keys but `features` are R's."""
+
+    def __init__(self, conditioning: GatheredSplit, probed: GatheredSplit):
+        if len(conditioning) != len(probed) or not torch.equal(conditioning.tensors["label"], probed.tensors["label"]):
+            raise ValueError(f"the conditioning representation has {len(conditioning)} examples and the probed one "
+                             f"{len(probed)}, or their labels differ: they must read the same words")
+        self.conditioning, self.probed = conditioning, probed
+        self.tensors = probed.tensors
+
+    def __len__(self) -> int:
+        return len(self.probed)
+
+    def __getitem__(self, index: int | list[int]) -> dict[str, torch.Tensor]:
+        batch = self.probed[index]
+        batch["features"] = torch.cat([self.conditioning[index]["features"], batch["features"]], dim=-1)
+        return batch
+
+    @property
+    def feature_shape(self) -> tuple[int, ...]:
+        return tuple(self[[0]]["features"].shape[1:])
+
+    @property
+    def conditioning_dim(self) -> int:
+        return self.conditioning.feature_shape[-1]
+
+
 class WordTaskDataModule(ProbingDataModule):
     """The train/dev/test splits of a `WordTaskData`, their vectors read from the every-word store of each split.
 

@@ -81,9 +81,10 @@ class WordProbe(ProbeModule):
         for split in TEST_SPLITS:
             if self.metrics[split]["accuracy"].update_called:
                 self._log_split(split)
+        super().on_test_epoch_end()
 
     def _update_metrics(self, split: str, batch: dict) -> None:
-        features = batch["features"]
+        features = self.probed(batch["features"])
         update(self.metrics[split], self.probes(features)[:, 0], batch["label"])
         if self.control_probes is not None:
             update(self.metrics[f"{split}_{CONTROL}"], self.control_probes(features)[:, 0], batch["control_label"])

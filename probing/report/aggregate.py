@@ -44,7 +44,7 @@ KIND_ORDER = ("baseline", "avg", "layer", MIX)
 # Config nodes made only of other settings (conf/probe.yaml's representation, chosen by the shorthand, and every
 # representation a run could probe; its probing, chosen by the task, and every probing): a value that differs there
 # differs at its own key too.
-DERIVED = ("representation.", "representations.", "probing.", "probings.")
+DERIVED = ("representation.", "representations.", "probing.", "probings.", "conditioning")
 # What the tables read from a results.json without a default, checked before any table is made (`check_result`):
 # the scores of every run but an analysis's (analyze.py's results name their `analysis` and have no splits), ...
 REQUIRED = ("dev",)

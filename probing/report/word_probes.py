@@ -9,7 +9,9 @@ accuracy) with the representations as rows (baselines first, layers by number, t
 per family, and, when the runs measured it, a table of the online codelength (Voita & Titov 2020) of the task's and of
 the control task's labels with their compression. word_probes.csv holds everything (dev too, macro-F1, per-label F1,
 the mix weights). Plots, per task: accuracy and selectivity by layer (a line per family, baselines and the mix as
-horizontal lines), and the codelength and compression by layer, task (solid) against control (dashed).
+horizontal lines), the codelength and compression by layer, task (solid) against control (dashed), and V-information
+by layer, with the conditional one dashed. Runs with bits add the table of all measures, the weight decay chosen by
+dev cross-entropy and Pimentel et al.'s gain (`probing.report.information`).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from probing.report.aggregate import (
     with_defaults,
 )
 from probing.report.erasure import erasure_label, erasure_sort_key, guardedness_section
+from probing.report.information import BITS_METRICS, bits_columns, bits_section, weight_decay_choices
 from probing.report.plots import pyplot, save_figure
 from probing.report.tables import (
     display_value,
@@ -68,6 +71,8 @@ CSV_FIELDS = (
     *(f"{split}_n_examples" for split in SPLITS),
     *(f"{key}{std}" for _, key, _ in MDL_METRICS for std in ("", "_std")),
     *(f"{key}{std}" for key in MIX_METRICS for std in ("", "_std")),
+    "conditioned_on",
+    *(f"{split}_{metric}{std}" for split in SPLITS for metric in BITS_METRICS for std in ("", "_std")),
     "mix_weights", *(f"{split}_per_label_f1" for split in SPLITS),
 )
 # Horizontal lines of the plots: the scalar mix dotted, baselines in these styles (in the table's order).
@@ -141,7 +146,7 @@ def _aggregate_setting(key: tuple, runs: list[dict]) -> dict[str, Any]:
     for name in MIX_METRICS:
         row[name], row[f"{name}_std"] = mean_std(r.get(name) for r in runs)
     row["mix_weights"] = mean_mix_weights(runs)
-    return row
+    return row | bits_columns(runs, SPLITS)
 
 
 def _row_sort_key(row: dict) -> tuple:
@@ -230,6 +235,7 @@ def tables_section(rows: list[dict]) -> str:
         if mdl:
             parts.append(f"Online codelength of the training labels (kbits) and compression, task and control.\n\n"
                          f"{mdl}")
+        parts += bits_section(group, _families(group))
         notes = mix_notes(group)
         if notes:
             parts.append("\n".join(f"- {note}" for note in notes))
@@ -320,6 +326,15 @@ def plot_mdl_by_layer(rows: list[dict], path: Path) -> bool:
     return _plot_panels(rows, path, f"{rows[0]['task']}: MDL by layer (Voita & Titov 2020)", panels)
 
 
+def plot_bits_by_layer(rows: list[dict], path: Path) -> bool:
+    """One task: V-information by layer (solid) and conditional V-information (dashed) where the runs measured it, a
+    colour per family (and setting), as Hewitt et al. 2021 Fig. 2; False without bits on layers."""
+    given = next((row["conditioned_on"] for row in rows if row.get("conditioned_on") is not None), "X")
+    panels = (("test bits", [("test_i_v", "-o", ""), ("test_conditional_i_v", "--s", f" | {given}")]),)
+    return _plot_panels(rows, path, f"{rows[0]['task']}: V-information by layer (Xu et al. 2020; Hewitt et al. 2021)",
+                        panels)
+
+
 def _file_part(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", str(name))
 
@@ -332,7 +347,8 @@ def write_word_probe_report(results: list[dict[str, Any]], out_dir: Path) -> tup
     files = [CSV_FILE]
     for task, task_rows in group_by(rows, ("task",)).items():
         for name, plot in ((f"word_probes_{_file_part(task[0])}_by_layer.png", plot_accuracy_by_layer),
-                           (f"word_probes_{_file_part(task[0])}_mdl_by_layer.png", plot_mdl_by_layer)):
+                           (f"word_probes_{_file_part(task[0])}_mdl_by_layer.png", plot_mdl_by_layer),
+                           (f"word_probes_{_file_part(task[0])}_bits_by_layer.png", plot_bits_by_layer)):
             if plot(task_rows, out_dir / name):
                 files.append(name)
     intro = ("Multi-class probes of each representation (Hewitt & Liang 2019: linear, MLP-1, MLP-2; `linear r=k`: "
@@ -341,6 +357,9 @@ def write_word_probe_report(results: list[dict[str, Any]], out_dir: Path) -> tup
              f"control task's labels. Dev scores, macro-F1 and per-label F1: `{CSV_FILE}`.")
     plots = [name for name in files if name.endswith(".png")]
     text = f"{intro}\n\n{tables_section(rows)}"
+    decays = weight_decay_choices(word_records(results), tuple(k for k in WORD_SETTING_KEYS if k != "variant"))
+    if decays:
+        text += f"\n\nWeight decay chosen by the least dev H_V(Y|R) (bits; never by test).\n\n{decays}"
     guarded = guardedness_section(results)
     if guarded:
         text += f"\n\n{guarded}"

@@ -25,8 +25,9 @@ from probing.config import build
 from probing.data.files import write_json_atomically
 from probing.data.splits import EVAL_SPLITS
 from probing.features.finetuned import finetuned_task
+from probing.probes import information
 from probing.probes import mdl as online_code
-from probing.probes.representations import ProbeInputs
+from probing.probes.representations import ConditionedRepresentation, ProbeInputs
 from probing.probes.task_probes import TaskProbing, check_probing_task
 from probing.tasks.common import (
     build_trainer,
@@ -69,7 +70,7 @@ def probe(cfg: DictConfig, probing: TaskProbing, config: dict[str, Any], run_dir
     started = time.time()
     L.seed_everything(cfg.seed, workers=True)
     probing.load()  # the task's data before the model: what the data cannot serve is refused first
-    inputs = probing.inputs(build(cfg.representation, "representation"), store_settings(cfg.features))
+    inputs = probing.inputs(probed_representation(cfg), store_settings(cfg.features))
     module = probing.build_module(inputs)
     trainer = build_trainer(cfg, probing.keepers(inputs), loggers=loggers)
     for logger in trainer.loggers:  # the whole resolved config, so runs can be filtered by layer, model, data...
@@ -80,11 +81,22 @@ def probe(cfg: DictConfig, probing: TaskProbing, config: dict[str, Any], run_dir
     results = {**about_run(cfg, probing, module, inputs), **probing.results(module, inputs),
                **{split: module.split_metrics[split] for split in EVAL_SPLITS if split in module.split_metrics},
                **module.mix_summary(), **outcome, "epochs_trained": trainer.current_epoch}
+    if module.MEASURES_BITS:
+        results["bits"] = information.record(module, inputs.datamodule.splits, inputs.about.get("conditioned_on"))
     if probing.online_code is not None:
         results["mdl"] = probing.online_code.codelength(module, inputs.datamodule)
     results |= {"duration_s": round(time.time() - started, 2), "config": config}
     summarise_in_wandb(trainer.loggers, headline_scores(results, module.SCORES))
     return results
+
+
+def probed_representation(cfg: DictConfig) -> Any:
+    """The representation of `layer=`/`baseline=`, joined with the one of `probe.condition_on` when it is set (built
+    once the probed one's stores are filled)."""
+    representation = build(cfg.representation, "representation")
+    if cfg.conditioning is None:
+        return representation
+    return ConditionedRepresentation(representation, lambda: build(cfg.conditioning, "probe.condition_on"))
 
 
 def about_run(cfg: DictConfig, probing: TaskProbing, module: Any, inputs: ProbeInputs) -> dict[str, Any]:
@@ -102,7 +114,7 @@ def headline_scores(results: dict[str, Any], scores: tuple[str, ...]) -> dict[st
     """What W&B's summary of the run shows: `<split>/final_<score>` of the module's scores, `mdl/...`, the
     representation and the best epoch."""
     return {f"{split}/final_{key}": results[split][key] for split in EVAL_SPLITS if split in results
-            for key in scores if key in results[split]} | online_code.scores(results) | {
+            for key in scores if key in results[split]} | online_code.scores(results) | information.scores(results) | {
         "representation": results["representation"], "best_epoch": results.get("best_epoch")}
 
 
@@ -118,4 +130,4 @@ def summary_line(results: dict[str, Any], out: Path) -> str:
     selectivity_note = f" (test selectivity {selectivity:+.3f})" if selectivity is not None else ""
     return (f"{results['task']} {results['probe_family']} {results['representation']}: dev {name} "
             f"{results['dev'][score]:.3f}, test {name} {test[score]:.3f}{selectivity_note}"
-            f"{online_code.describe(results)} -> {out}")
+            f"{information.describe(results)}{online_code.describe(results)} -> {out}")

@@ -8,7 +8,15 @@ upstream as [a; b] or [a; b; a * b]) and giving K logits:
     mlp2     D -> H ReLU -> H ReLU -> K  (H = 1000 in Hewitt & Liang)
 
 `num_heads` such probes with the same shape but no shared parameter train side by side (the C binary probes of the
-s-class task, a word task's single probe, the MDL prefix probes); each gets exactly the gradient it would get alone.
+s-class task, a word task's single probe, the MDL prefix probes, the probes retrained on a few neurons of
+probing.probes.neuron_analysis); each gets exactly the gradient it would get alone.
+
+Two options serve the neuron analyses (Dalvi et al. 2019; Antverg & Belinkov 2022):
+- an elastic-net penalty (`l1`, `l2`): per head, l1 * sum |W| + l2 * ||W||_F over the head's weight matrices (the
+  L2 term is the Frobenius norm itself, not its square, as NeuroX's linear probe has it; biases are not penalised).
+  `penalty()` gives each head's own term, so a head's gradient is the one it would get alone;
+- an input mask (`input_mask`): head h reads only the inputs its mask keeps, as a probe trained on those columns
+  alone would (see `BatchedProbes`).
 """
 
 from __future__ import annotations
@@ -25,11 +33,14 @@ from probing.vocabulary import PROBE_FAMILIES
 FAMILIES = PROBE_FAMILIES
 
 
-def check_family_settings(family: str, hidden_dim: int, rank: int | None, dropout: float) -> None:
+def check_family_settings(family: str, hidden_dim: int, rank: int | None, dropout: float, l1: float = 0.0,
+                          l2: float = 0.0) -> None:
     """The probe family's settings, refused with the config key that sets them."""
     choose("probe.family", family, FAMILIES)
     require_int("probe.module.hidden_dim", hidden_dim, minimum=1)
     require_number("probe.module.dropout", dropout, high=1.0, example="0.1")
+    require_number("probe.module.l1", l1, example="1e-3")
+    require_number("probe.module.l2", l2, example="1e-5")
     if rank is not None:
         require_int("probe.rank", rank, minimum=1)
         if family != "linear":
@@ -76,6 +87,12 @@ class BatchedProbes(nn.Module):
     Their code drops an MLP's input too; we do not, so that the first layer of all heads stays one shared product.
     Masks are drawn independently per head.
 
+    With `input_mask` (heads, D) bool, head h reads only the inputs where its row is true: its first layer's weight is
+    multiplied by the row wherever it is used (forward, penalty, `as_sequential`), so the other inputs neither change
+    its logits nor get a gradient (their weights stay 0: Adam moves no weight whose gradient is always 0), and its
+    first layer is initialised as a fresh `nn.Linear(k_h, out)` on its k_h kept inputs would be. Trained with the
+    same batches, such a head is the probe trained alone on those columns (tests/probes/test_neurons.py).
+
     Each layer of all heads is ONE batched product over the head axis, with the examples as columns: layer j maps
     (heads, in, B) to (heads, out, B) as w{j} (heads, out, in) @ (heads, in, B) + b{j}, starting from the input as
     (D, B), shared by every head (or (heads, D, B), one input per head: per-head scalar mixes, a linear probe's
@@ -87,19 +104,22 @@ class BatchedProbes(nn.Module):
     """
 
     def __init__(self, num_heads: int, input_dim: int, num_labels: int, family: str = "linear",
-                 hidden_dim: int = 1000, rank: int | None = None, dropout: float = 0.0):
+                 hidden_dim: int = 1000, rank: int | None = None, dropout: float = 0.0, l1: float = 0.0,
+                 l2: float = 0.0, input_mask: Tensor | None = None):
         super().__init__()
         if num_heads < 1 or input_dim < 1 or num_labels < 1:
             raise ValueError(f"num_heads, input_dim and num_labels must be >= 1, got {num_heads}, {input_dim}, "
                              f"{num_labels}")
-        check_family_settings(family, hidden_dim, rank, dropout)
+        check_family_settings(family, hidden_dim, rank, dropout, l1, l2)
         check_rank_within(rank, input_dim)
         self.num_heads, self.input_dim, self.num_labels = num_heads, input_dim, num_labels
         self.family, self.hidden_dim, self.rank = family, hidden_dim, rank
+        self.l1, self.l2 = float(l1), float(l2)
         self.sizes = layer_sizes(family, input_dim, num_labels, hidden_dim, rank)
         for j, (fan_in, fan_out) in enumerate(zip(self.sizes, self.sizes[1:]), start=1):
             self.register_parameter(f"w{j}", nn.Parameter(torch.empty(num_heads, fan_out, fan_in)))
             self.register_parameter(f"b{j}", nn.Parameter(torch.empty(num_heads, fan_out)))
+        self.register_buffer("input_mask", checked_mask(input_mask, num_heads, input_dim))
         self.dropout = nn.Dropout(dropout)
         self.reset_parameters()
 
@@ -108,18 +128,47 @@ class BatchedProbes(nn.Module):
         return len(self.sizes) - 1
 
     def layers(self) -> list[tuple[nn.Parameter, nn.Parameter]]:
-        """(weight (heads, out, in), bias (heads, out)) of each layer, input side first."""
+        """(weight (heads, out, in), bias (heads, out)) of each layer, input side first: the parameters themselves."""
         return [(getattr(self, f"w{j}"), getattr(self, f"b{j}")) for j in range(1, self.num_layers + 1)]
+
+    def applied_layers(self) -> list[tuple[Tensor, Tensor]]:
+        """`layers()` as the heads apply them: with an input mask, the first weight times each head's mask."""
+        layers = self.layers()
+        if self.input_mask is None:
+            return layers
+        (weight, bias), *rest = layers
+        return [(weight * self.input_mask[:, None, :].to(weight.dtype), bias), *rest]
+
+    def penalty(self) -> Tensor | float:
+        """The elastic-net terms of all heads, summed (`head_penalties`); 0.0 when l1 = l2 = 0 (nothing computed)."""
+        return self.head_penalties().sum() if self.l1 or self.l2 else 0.0
+
+    def head_penalties(self) -> Tensor:
+        """(heads,): each head's elastic-net term, l1 * sum |W| + l2 * ||W||_F summed over its weight matrices (as
+        applied: a masked head's dropped inputs count nothing)."""
+        total = self.w1.new_zeros(self.num_heads)
+        for applied, _ in self.applied_layers():
+            flat = applied.flatten(1)
+            if self.l1:
+                total = total + self.l1 * flat.abs().sum(dim=1)
+            if self.l2:
+                total = total + self.l2 * torch.linalg.vector_norm(flat, dim=1)
+        return total
 
     @torch.no_grad()
     def reset_parameters(self) -> None:
         """Initialise every head exactly as fresh `nn.Linear` layers would be (kaiming-uniform weights with
         a=sqrt(5), uniform(+-1/sqrt(fan_in)) biases), drawn in the order of building head 0's layers, then head
-        1's, ..."""
+        1's, ...; a masked head's first layer as `nn.Linear(k_h, out)` on its k_h kept inputs (0 elsewhere)."""
         for h in range(self.num_heads):
-            for weight, bias in self.layers():
-                fresh = nn.Linear(weight.shape[2], weight.shape[1])
-                weight[h].copy_(fresh.weight)
+            for j, (weight, bias) in enumerate(self.layers()):
+                kept = None if j or self.input_mask is None else self.input_mask[h].nonzero().flatten()
+                fresh = nn.Linear(weight.shape[2] if kept is None else len(kept), weight.shape[1])
+                if kept is None:
+                    weight[h].copy_(fresh.weight)
+                else:
+                    weight[h].zero_()
+                    weight[h][:, kept] = fresh.weight.to(weight)
                 bias[h].copy_(fresh.bias)
 
     def forward(self, x: Tensor) -> Tensor:
@@ -135,7 +184,7 @@ class BatchedProbes(nn.Module):
         hidden = x.T.contiguous().expand(self.num_heads, *x.T.shape) if x.dim() == 2 else x.transpose(1, 2)
         bias_after = x.device.type == "cpu" and (self.w1.dtype in (torch.bfloat16, torch.float16)
                                                  or torch.is_autocast_enabled("cpu"))
-        for j, (weight, bias) in enumerate(self.layers()):
+        for j, (weight, bias) in enumerate(self.applied_layers()):
             if j and self.family != "linear":
                 # in place: the product before needs its inputs for backward, not its output
                 hidden = self.dropout(hidden.relu_())
@@ -154,16 +203,19 @@ class BatchedProbes(nn.Module):
         product = torch.bmm(weight, hidden)
         return product.add_(bias.to(product.dtype).unsqueeze(-1))
 
-    def as_sequential(self, head: int) -> nn.Sequential:
+    def as_sequential(self, head: int, kept_inputs: bool = False) -> nn.Sequential:
         """Head `head` as a standalone nn.Sequential with copied weights: [Dropout ->] Linear [-> Linear] for the
-        linear family, Linear -> ReLU [-> Dropout] -> ... -> Linear for the MLPs (Dropout only with dropout > 0)."""
+        linear family, Linear -> ReLU [-> Dropout] -> ... -> Linear for the MLPs (Dropout only with dropout > 0).
+        With `kept_inputs`, a masked head's first Linear reads only its kept inputs, in index order."""
         if not 0 <= head < self.num_heads:
             raise IndexError(f"head {head} out of range for {self.num_heads} heads")
         modules: list[nn.Module] = []
         drop = [nn.Dropout(self.dropout.p)] if self.dropout.p > 0 else []
         if self.family == "linear":
             modules += drop
-        for j, (weight, bias) in enumerate(self.layers()):
+        for j, (weight, bias) in enumerate(self.applied_layers()):
+            if j == 0 and kept_inputs and self.input_mask is not None:
+                weight = weight[:, :, self.input_mask[head]]
             if j and self.family != "linear":
                 modules += [nn.ReLU(), *drop]
             linear = nn.utils.skip_init(nn.Linear, weight.shape[2], weight.shape[1], device=weight.device,
@@ -187,5 +239,18 @@ class BatchedProbes(nn.Module):
 
     def extra_repr(self) -> str:
         rank = f", rank={self.rank}" if self.rank is not None else ""
+        penalty = f", l1={self.l1}, l2={self.l2}" if self.l1 or self.l2 else ""
+        masked = ", input_mask" if self.input_mask is not None else ""
         return (f"num_heads={self.num_heads}, family={self.family}, sizes={self.sizes}{rank}, "
-                f"dropout={self.dropout.p}")
+                f"dropout={self.dropout.p}{penalty}{masked}")
+
+
+def checked_mask(mask: Tensor | None, num_heads: int, input_dim: int) -> Tensor | None:
+    """An input mask as (heads, D) bool, each head keeping at least one input; None stays None."""
+    if mask is None:
+        return None
+    mask = torch.as_tensor(mask, dtype=torch.bool)
+    if tuple(mask.shape) != (num_heads, input_dim) or not mask.any(dim=1).all():
+        raise ValueError(f"input_mask must be ({num_heads}, {input_dim}) bool with an input kept per head, got "
+                         f"shape {tuple(mask.shape)}")
+    return mask.clone()

@@ -55,7 +55,8 @@ class PrefixProbes(nn.Module):
 
     def __init__(self, block_ends: Sequence[int], num_targets: int, input_dim: int, num_labels: int,
                  family: str = "mlp1", hidden_dim: int = 1000, rank: int | None = None, dropout: float = 0.0,
-                 num_layers: int | None = None, mix: Mapping[str, Any] | None = None):
+                 num_layers: int | None = None, mix: Mapping[str, Any] | None = None, l1: float = 0.0,
+                 l2: float = 0.0):
         super().__init__()
         ends = check_block_ends(block_ends)
         if num_targets < 1:
@@ -63,7 +64,7 @@ class PrefixProbes(nn.Module):
         self.ends, self.num_targets = ends, num_targets
         self.num_prefixes = len(ends) - 1
         self.heads = nn.ModuleList(
-            PrefixHead(num_targets, input_dim, num_labels, family, hidden_dim, rank, dropout, num_layers, mix)
+            PrefixHead(num_targets, input_dim, num_labels, family, hidden_dim, rank, dropout, num_layers, mix, l1, l2)
             for _ in range(self.num_prefixes))
         self.register_buffer("block_ends", torch.tensor(ends, dtype=torch.long), persistent=False)
         self.dev_loss = HeadLoss(self.num_prefixes * num_targets)
@@ -211,11 +212,12 @@ class PrefixHead(nn.Module):
 
     def __init__(self, num_heads: int, input_dim: int, num_labels: int, family: str = "linear",
                  hidden_dim: int = 1000, rank: int | None = None, dropout: float = 0.0,
-                 num_layers: int | None = None, mix: Mapping[str, Any] | None = None):
+                 num_layers: int | None = None, mix: Mapping[str, Any] | None = None, l1: float = 0.0,
+                 l2: float = 0.0):
         super().__init__()
         self.mixes = (nn.ModuleList(ScalarMix(num_layers, **dict(mix or {})) for _ in range(num_heads))
                       if num_layers is not None else None)
-        self.probes = BatchedProbes(num_heads, input_dim, num_labels, family, hidden_dim, rank, dropout)
+        self.probes = BatchedProbes(num_heads, input_dim, num_labels, family, hidden_dim, rank, dropout, l1, l2)
 
     @property
     def num_heads(self) -> int:
@@ -233,8 +235,10 @@ class PrefixHead(nn.Module):
         return self.probes(features)
 
     def penalty(self) -> Tensor | float:
-        """The mixes' L2 penalties on their pre-softmax weights, summed (0 without a mix)."""
-        return sum(mix.l2_penalty() for mix in self.mixes) if self.mixes is not None else 0.0
+        """The probes' elastic-net terms (`BatchedProbes.penalty`, each probe's on its own weights) and the mixes' L2
+        penalties on their pre-softmax weights, summed (0 when neither is set). With l1 or l2 set, a prefix probe
+        gets its penalty's gradient at every step, also one whose prefix has no row in the batch."""
+        return self.probes.penalty() + (sum(mix.l2_penalty() for mix in self.mixes) if self.mixes is not None else 0.0)
 
     def parameter_groups(self, mix_lr: float | None = None) -> list[dict]:
         """The probes' parameters (the optimizer's own lr and weight decay); the mixes' as one group of their own

@@ -15,8 +15,8 @@ from probing.probes.components.scalar_mix import ScalarMix
 
 class ProbeHead(nn.Module):
     """The `num_probes` probes of one task (the C binary probes of the s-class task, a word task's one K-way probe)
-    on one layer, or on a scalar mix of all layers; `family`, `hidden_dim`, `rank` and `dropout` as `BatchedProbes`
-    takes them.
+    on one layer, or on a scalar mix of all layers; `family`, `hidden_dim`, `rank`, `dropout` and the elastic-net
+    penalty `l1`, `l2` as `BatchedProbes` takes them.
 
     With `num_layers` set, features are (B, num_layers, D) and one ScalarMix, shared by the probes of this head, turns
     them into (B, D); `mix` holds its options (layer_norm, dropout, l2_lambda). The mix weights are then one answer for
@@ -26,10 +26,10 @@ class ProbeHead(nn.Module):
 
     def __init__(self, num_probes: int, input_dim: int, num_labels: int = 2, family: str = "mlp1",
                  hidden_dim: int = 1024, rank: int | None = None, dropout: float = 0.0, num_layers: int | None = None,
-                 mix: Mapping[str, Any] | None = None):
+                 mix: Mapping[str, Any] | None = None, l1: float = 0.0, l2: float = 0.0):
         super().__init__()
         self.mix = ScalarMix(num_layers, **dict(mix or {})) if num_layers is not None else None
-        self.mlps = BatchedProbes(num_probes, input_dim, num_labels, family, hidden_dim, rank, dropout)
+        self.mlps = BatchedProbes(num_probes, input_dim, num_labels, family, hidden_dim, rank, dropout, l1, l2)
 
     @property
     def num_probes(self) -> int:
@@ -47,8 +47,9 @@ class ProbeHead(nn.Module):
         return self.mlps(features)
 
     def penalty(self) -> torch.Tensor | float:
-        """The mix's L2 penalty on its pre-softmax weights (0 without a mix)."""
-        return self.mix.l2_penalty() if self.mix is not None else 0.0
+        """The probes' elastic-net terms, summed over the probes (`BatchedProbes.penalty`: each probe's term depends on
+        its own weights only), plus the mix's L2 penalty on its pre-softmax weights; 0 when neither is set."""
+        return self.mlps.penalty() + (self.mix.l2_penalty() if self.mix is not None else 0.0)
 
     def parameter_groups(self, mix_lr: float | None = None) -> list[dict]:
         """The probes' parameters (with the optimizer's own lr and weight decay); the mix's as its own group (mix_lr,
