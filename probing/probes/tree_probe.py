@@ -133,7 +133,8 @@ class TreeProbe(ProbeModule):
 
 
 def refuse_what_a_structural_probe_does_not_honour(contract: Mapping[str, Any]) -> None:
-    """A structural probe is one linear map B: another family, dropout and the online code would not be honoured."""
+    """A structural probe is one linear map B: another family, dropout, an elastic-net penalty and the online code
+    would not be honoured."""
     family = contract.get("family", "mlp1")
     if family != "linear":
         raise ConfigError(f"probe.family={family}: a structural probe is a linear map B (Hewitt & Manning 2019), of "
@@ -142,6 +143,9 @@ def refuse_what_a_structural_probe_does_not_honour(contract: Mapping[str, Any]) 
     if contract.get("dropout", 0.0):
         raise ConfigError(f"probe.module.dropout={contract['dropout']}: a structural probe is trained without dropout, "
                           "as the reference. Fix: probe.module.dropout=0")
+    if contract.get("l1") or contract.get("l2"):
+        raise ConfigError(f"probe.module.l1={contract.get('l1')}, probe.module.l2={contract.get('l2')}: a structural "
+                          "probe is trained without an elastic-net penalty. Fix: probe.module.l1=0 probe.module.l2=0")
     if contract.get("mdl_block_ends") is not None:
         raise ConfigError("probe.mdl=true sends labels with the online code; a tree probe predicts distances. Fix: "
                           "probe.mdl=false")

@@ -53,6 +53,7 @@ def test_the_depth_probe_scores_the_root_and_the_depths(tmp_path, tiny):
 @pytest.mark.parametrize("overrides,message", [
     (["probe=mlp1"], "probe.family=mlp1: a structural probe is a linear map B"),
     (["probe.mdl=true"], "probe.mdl=true sends labels with the online code"),
+    (["probe.module.l1=0.001"], "a structural probe is trained without an elastic-net penalty"),
     (["probe.level=type"], "probe.level=type is a setting of the s-class task"),
     (["probe.reuse=somewhere"], "probe.reuse scores saved s-class probes; task=tree_distance trains its own"),
 ])

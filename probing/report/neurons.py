@@ -1,0 +1,201 @@
+"""results.json files of `analyze.py analysis=neurons` -> where in a layer a word task's labels are (Dalvi et al. 2019;
+Antverg & Belinkov 2022; Gurnee et al. 2023): per run, the curves against k (the number of neurons, log2 axis) as
+plots and as a table, the k a ranking needs to reach 95% of the same probe's test accuracy on every neuron, the
+k-sparse probes' F1 per label and, when the run computed them, each label's top neurons.
+
+Curves (each a test accuracy per k of the run's `ks`):
+    ablation   the elastic-net probe trained on every neuron, with the top-k (solid), bottom-k (dotted) neurons of
+               each ranking, or k random ones (dashed), replaced (by their training mean or by 0, the run's `fill`)
+    retrained  a linear probe retrained on only the top-k neurons of each ranking (random: k random neurons)
+    cross-check an MLP-1 retrained on the same neurons: the ranking judged by a probe that did not make it
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from probing.report.plots import pyplot, save_figure
+from probing.report.tables import markdown
+
+# The analysis whose runs this section renders: its config's `analysis.name`, the "analysis" of its results.json and
+# the `name` of its component (probing.features.analysis.Analysis).
+ANALYSIS = "neurons"
+
+ABLATION_FIGURE = "neurons_ablation.png"
+RETRAINED_FIGURE = "neurons_retrained.png"
+CONTROL = "random"
+SHARE = 0.95  # of the full probe's test accuracy: what `k_to_reach_table` asks of a retrained probe
+GROUPS = {"retrained": "linear, retrained", "cross_check": "MLP-1, retrained (cross-check)"}
+COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown")
+
+
+def is_neurons(result: dict[str, Any]) -> bool:
+    """A result of analyze.py's neuron analysis."""
+    return result.get("analysis") == ANALYSIS
+
+
+def ranked(result: dict[str, Any]) -> list[str]:
+    """The run's rankings, the random control last."""
+    return [name for name in result["rankings"] if name != CONTROL] + [CONTROL]
+
+
+def run_label(result: dict[str, Any]) -> str:
+    """"minilm, upos, layer 3" ("minilm (random init), ner, layer 3")."""
+    init = " (random init)" if result.get("random_init") else ""
+    return f"{result.get('model', '?')}{init}, {result['task']}, layer {result['layer']}"
+
+
+def k_to_reach(curve: list[float], ks: list[int], target: float) -> int | None:
+    """The smallest k whose accuracy reaches `target`; None if none does."""
+    return next((k for k, accuracy in zip(ks, curve) if accuracy >= target), None)
+
+
+def full_accuracy(result: dict[str, Any], group: str) -> float:
+    """The test accuracy of a group's probe family on every neuron: the elastic-net probe for the retrained linear
+    probes, the MLP-1s on all D neurons (the mean of each ranking's, k = D) for the cross-check."""
+    if group == "retrained":
+        return result["probe"]["test_accuracy"]
+    return sum(result[group][name][-1] for name in ranked(result)) / len(ranked(result))
+
+
+def k_to_reach_table(result: dict[str, Any]) -> dict[str, dict[str, int | None]]:
+    """{group: {ranking: k}}: for the retrained linear probes and the MLP-1 cross-check, the k each ranking needs to
+    reach SHARE of its family's accuracy on every neuron (`full_accuracy`)."""
+    return {group: {name: k_to_reach(result[group][name], result["ks"], SHARE * full_accuracy(result, group))
+                    for name in ranked(result)} for group in GROUPS}
+
+
+def curves(result: dict[str, Any]) -> dict[str, list[float]]:
+    """Every curve of a run by a flat name (ablation/top_<ranking>, ablation/bottom_<ranking>, ablation/random,
+    retrained/<ranking>, cross_check/<ranking>), each a test accuracy per k."""
+    ablation = result["ablation"]
+    flat = {f"ablation/{end}_{name}": ablation[name][end] for name in ranked(result)[:-1] for end in ("top", "bottom")}
+    flat[f"ablation/{CONTROL}"] = ablation[CONTROL]
+    return flat | {f"{group}/{name}": result[group][name] for group in GROUPS for name in ranked(result)}
+
+
+def summary_line(result: dict[str, Any]) -> str:
+    """One line: the full probe's accuracy and each ranking's k to 95% (retrained, cross-check)."""
+    ks = k_to_reach_table(result)
+    per_ranking = ", ".join(f"{name} {ks['retrained'][name]} / {ks['cross_check'][name]}" for name in ranked(result))
+    return (f"{run_label(result)}: the elastic-net probe's test accuracy {result['probe']['test_accuracy']:.3f} on "
+            f"{result['neurons']} neurons; k to reach 95% of it (linear / MLP-1 retrained): {per_ranking}")
+
+
+def number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def curve_table(result: dict[str, Any]) -> str:
+    """One row per curve, one column per k."""
+    header = ["curve", *(f"k={k}" for k in result["ks"])]
+    return markdown(header, [[name, *map(number, values)] for name, values in curves(result).items()])
+
+
+def k_table(results: list[dict[str, Any]]) -> str:
+    header = ["run", "neurons", "linear, all neurons", "MLP-1, all neurons", "ranking", f"k to {SHARE:.0%}: linear",
+              f"k to {SHARE:.0%}: MLP-1"]
+    body = []
+    for result in results:
+        ks = k_to_reach_table(result)
+        full = [number(full_accuracy(result, group)) for group in GROUPS]
+        body += [[run_label(result), str(result["neurons"]), *full, name, *(str(ks[group][name] or "-")
+                                                                          for group in GROUPS)]
+                 for name in ranked(result)]
+    return markdown(header, body)
+
+
+def sparse_table(result: dict[str, Any]) -> str:
+    sparse = result["sparse"]
+    header = ["label", "best neuron", *(f"F1 k={k}" for k in sparse["k"])]
+    body = [[label, str(probes["best_neuron"]), *map(number, probes["f1"])]
+            for label, probes in sparse["labels"].items()]
+    return markdown(header, body)
+
+
+def top_neuron_table(result: dict[str, Any]) -> str:
+    names = [name for name in ranked(result) if any(name in rows for rows in result["per_label"].values())]
+    header = ["label", *(f"top neurons: {name}" for name in names)]
+    body = [[label, *(" ".join(map(str, rows[name]["neurons"])) if name in rows else "-" for name in names)]
+            for label, rows in result["per_label"].items()]
+    return markdown(header, body)
+
+
+def draw(ax, result: dict[str, Any], lines: list[tuple[str, list[float], str, str]]) -> None:
+    """Curves (label, values, colour, line style) against the run's ks on a log2 axis, the full probe dashed."""
+    for label, values, colour, style in lines:
+        ax.plot(result["ks"], values, style, color=colour, marker="o", markersize=3, label=label)
+    ax.axhline(result["probe"]["test_accuracy"], color="0.5", linestyle=":", linewidth=1, label="full probe")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("k (neurons)")
+    ax.set_ylabel("test accuracy")
+    ax.set_title(run_label(result), fontsize=8)
+    ax.grid(alpha=0.3)
+
+
+def plot_panels(results: list[dict[str, Any]], path: Path, title: str, lines_of) -> bool:
+    """One panel per run, `lines_of(result)` its curves; one legend (the runs share their curves' names)."""
+    plt = pyplot()
+    columns = min(3, len(results))
+    rows = -(-len(results) // columns)
+    fig, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.2 * rows), squeeze=False)
+    for ax, result in zip(axes.flat, results):
+        draw(ax, result, lines_of(result))
+    for ax in list(axes.flat)[len(results):]:
+        ax.set_visible(False)
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    fig.legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 0.95))
+    fig.suptitle(title, fontsize=9)
+    return save_figure(fig, path)
+
+
+def ablation_lines(result: dict[str, Any]) -> list[tuple[str, list[float], str, str]]:
+    ablation, names = result["ablation"], ranked(result)[:-1]
+    lines = [(f"{end} {name}", ablation[name][end], COLOURS[i % len(COLOURS)], style)
+             for i, name in enumerate(names) for end, style in (("top", "-"), ("bottom", ":"))]
+    return [*lines, (CONTROL, ablation[CONTROL], "0.3", "--")]
+
+
+def retrained_lines(result: dict[str, Any]) -> list[tuple[str, list[float], str, str]]:
+    return [(f"{name}, {GROUPS[group]}", result[group][name],
+             "0.3" if name == CONTROL else COLOURS[i % len(COLOURS)], style)
+            for group, style in (("retrained", "-"), ("cross_check", "--")) for i, name in enumerate(ranked(result))]
+
+
+def plot_curves(results: list[dict[str, Any]], out_dir: Path) -> list[str]:
+    """The ablation and retrained-probe plots of `results` into `out_dir`; the files written."""
+    fill = "/".join(sorted({result["ablation"]["fill"] for result in results}))
+    plot_panels(results, out_dir / ABLATION_FIGURE, f"The trained probe with k neurons replaced ({fill} fill)",
+                ablation_lines)
+    plot_panels(results, out_dir / RETRAINED_FIGURE, "Probes retrained on the top-k neurons of each ranking",
+                retrained_lines)
+    return [ABLATION_FIGURE, RETRAINED_FIGURE]
+
+
+def run_order(result: dict[str, Any]) -> tuple:
+    return str(result.get("model")), bool(result.get("random_init")), result["task"], result["layer"]
+
+
+def write_neurons_report(results: list[dict[str, Any]], out_dir: Path) -> tuple[str, list[str]]:
+    """The Markdown section of the neuron-analysis runs and their plots; returns (text, files)."""
+    results = sorted(results, key=run_order)
+    files = plot_curves(results, out_dir)
+    intro = (f"Test accuracy against k, the number of neurons (plots: `{ABLATION_FIGURE}`, `{RETRAINED_FIGURE}`). "
+             "Ablation: the elastic-net probe trained on every neuron, its input with the top-k, bottom-k or k random "
+             "neurons of a ranking replaced. Retrained: probes trained on only the top-k neurons (linear; MLP-1 as the "
+             "cross-check of a second probe).")
+    parts = [intro, f"## k to reach {SHARE:.0%} of the same probe's test accuracy on every neuron",
+             k_table(results)]
+    for result in results:
+        parts += [f"## {run_label(result)}: curves ({result['ablation']['fill']} fill)", curve_table(result),
+                  "k-sparse probes (one label against the rest; test F1):", sparse_table(result)]
+        if result.get("per_label"):
+            parts += ["Top neurons of each label:", top_neuron_table(result)]
+    return "\n\n".join(parts), files
+
+
+# This analysis's section of report.md (probing.report finds it by its ANALYSIS): which results are its runs, the writer
+# of the section, its heading, and what the writer reads of every run (a results.json lacking it is refused, named).
+SECTION = (is_neurons, write_neurons_report, "Neuron-level analysis (Dalvi et al. 2019; Antverg & Belinkov 2022)",
+           ("task", "layer", "neurons", "ks", "probe", "rankings", "ablation", "retrained", "cross_check", "sparse"))
