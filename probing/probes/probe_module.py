@@ -292,9 +292,12 @@ class ProbeModule(lightning.LightningModule):
         afterwards, each head at its selected epoch (the live heads of saved probes, which are not fitted)."""
         if self.bits is None:
             return
+        features = batch["features"]
         for name in self.bit_heads():
-            head = self.selected.get(name) or getattr(self, name)
-            logits = head(self.head_input(name, batch["features"]))
+            # the selected copies are no submodules: Lightning moves the module to the CPU after fitting and back to
+            # the accelerator for validating, and they follow here
+            head = self.selected[name].to(features.device) if name in self.selected else getattr(self, name)
+            logits = head(self.head_input(name, features))
             self.bits[f"{split}_{name}"].update(logits, self.head_targets(name, batch))
 
     def end_bits(self, split: str, keep: bool = False) -> None:

@@ -14,6 +14,7 @@ from omegaconf.errors import InterpolationResolutionError
 
 from probing.errors import ConfigError
 from tests.helpers import REPO
+from tests.helpers.run_if import run_if
 from tests.helpers.runs import probe_in_process, tiny_model
 
 BUNDLED_UD = REPO / "probing" / "resources" / "ud_english_ewt"
@@ -113,3 +114,13 @@ def test_conditioning_where_it_cannot_be_honoured_is_refused(tmp_path, tiny, ove
 def test_conditioning_on_or_of_what_is_not_one_representation_is_refused(tmp_path, tiny, overrides, message):
     with pytest.raises((ConfigError, InterpolationResolutionError), match=message):
         probe_in_process(tmp_path, "run", "task=upos", *overrides, *tiny)
+
+
+@pytest.mark.gpu
+@run_if(min_gpus=1)
+def test_the_bits_of_a_run_on_a_gpu(tmp_path, tiny):
+    """Lightning moves the module to the CPU after fitting and back for validating: the heads kept at their
+    least-dev-cross-entropy epoch must follow it."""
+    results = probe_in_process(tmp_path, "run", "task=upos", "layer=2", "probe=linear", "probe.condition_on=0",
+                               "trainer=gpu", *tiny)
+    assert set(results["bits"]["test"]) == SPLIT_BITS | CONDITIONAL_BITS
