@@ -145,11 +145,14 @@ def test_bad_settings_are_refused_before_any_model_is_loaded(tmp_path, tiny, ove
 
 
 ANALYSES = sorted(path.stem for path in Path(CONFIG_DIR, "analysis").glob("*.yaml"))
+# What an analysis needs beside its name to build (the neuron analysis ranks a word task's neurons).
+REQUIRED_SETTINGS = {"neurons": ["task=upos"]}
 
 
 @pytest.mark.parametrize("name", ANALYSES)
 def test_each_analysis_config_builds_its_component_with_its_report_section(tmp_path, name):
-    component = build_analysis(compose_job("analyze", tmp_path, f"analysis={name}").analysis)
+    config = compose_job("analyze", tmp_path, f"analysis={name}", *REQUIRED_SETTINGS.get(name, []))
+    component = build_analysis(config.analysis)
     assert isinstance(component, Analysis) and component.name == component.report.ANALYSIS == name
     is_kind, *_ = component.report.SECTION
     assert component.report.SECTION in OTHER_SECTIONS and is_kind({"analysis": name})
