@@ -182,6 +182,7 @@ class SClassProbing(TaskProbing):
         """Train and save the probes' best-dev weights in `run_dir` with what they were trained on (the MDL prefix
         probes are not saved: only the codelength needs them); saved probes are scored as they are."""
         if self.reuse:
+            module.bits_selection = "none: saved probes, scored as they were saved"
             if self.erasure is not None and trainer.is_global_zero:
                 self.erasure.save(run_dir / erased_features.ERASER_FILE)
             return {"best_epoch": None, "reused_probes": reused_summary(self.reused), "warnings": []}

@@ -71,6 +71,8 @@ def test_reusing_the_probes_on_the_same_model_reproduces_the_run(tmp_path, pretr
     assert reused["epochs_trained"] == 0 and reused["best_epoch"] is None and "probes_file" not in reused
     assert reused["reused_probes"]["path"] == str(run_dir / PROBES_FILE)
     assert not (tmp_path / "again" / "run" / PROBES_FILE).exists()  # nothing was trained, nothing to save
+    assert reused["bits"]["selected_by"].startswith("none: saved probes") and reused["bits"]["epochs"] == {}
+    assert trained["bits"]["selected_by"] == "dev cross-entropy"
 
 
 def test_setups_a_and_b_on_a_fine_tuned_model(tmp_path, pretrained_run, finetuned_tiny, tiny_bert_path):
