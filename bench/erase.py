@@ -1,24 +1,37 @@
 """Concept erasure cost: fitting an eraser on a store and erasing every word of it, against one read of the same
 features.
 
-The store is the one `probe.py task=upos layer=L erase=leace` reads (the every-word store of the bundled UD
-English-EWT sample's training split, extracted on first use). Both sides start from the HDF5 file:
+The store is the one `probe.py task=upos layer=L erase=leace` reads: the every-word store of the training split,
+extracted on first use; by default the bundled UD English-EWT sample's (6,680 words), with `--data-dir` the CoNLL-U
+files of a folder named as UD names them (<corpus>-<split>.conllu; `--override` maps other files to the splits).
+Both sides start from the HDF5 file:
 
   read    the layer's vectors read from the store into float32 (what any probe run pays)
-  erase   the same read, then the eraser fitted on the task's labelled words (LEACE: one covariance pass, its
-          eigendecomposition and the SVD of the whitened cross-covariance) and applied to every vector
+  erase   the same read, then the labelled words gathered, the eraser fitted on them (LEACE: two passes over the
+          rows for the mean and the deviations, one for the covariance and the cross-covariance, then the package's
+          closed form: an eigendecomposition and the SVD of the whitened cross-covariance) and applied to every
+          vector
 
-Reported: the median of each side over rounds 2..R (the first warms the page cache and the kernels) and their ratio
-`erase_vs_read` (target <= 2); round r of both sides runs back to back, so a shared machine's load hits both alike.
+Reported: the median of each side over rounds 2..R (the first warms the page cache and the kernels), the erase
+side's stages (gather, fit, apply), and the ratio `erase_vs_read` (target <= 2); round r of both sides runs back to
+back, so a shared machine's load hits both alike.
+
+The target is out of reach on 2 AMD EPYC cores (x86 family 26 model 2): the covariance is D^2 multiply-adds per row
+(147,456 at D = 384) where the read is D values, and that product alone takes 1.2 to 1.9 times the read there. LEACE
+at layer 3 gives erase_vs_read = 6.5 to 7.3 on the bundled sample and 6.1 to 7.1 with UD English-EWT's dev file
+(24,931 words) as the training split; docs/benchmarks.md says where the time goes.
 
     python bench/erase.py                         # LEACE, layer 3
     python bench/erase.py --method mean_projection --layer 6
+    python bench/erase.py --data-dir /path/to/ud_english_ewt --override data.source.dev_fraction=0.01 \\
+        --override 'data.source.splits={train: "*-dev.conllu", dev: "*-test.conllu"}'   # EWT dev as training split
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import time
 from pathlib import Path
 
 import numpy as np
@@ -45,6 +58,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--method", default="leace", choices=sorted(ERASERS))
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--store-dir", help="feature store folder (default: the config's paths.store_dir)")
+    parser.add_argument("--data-dir", help="a folder of CoNLL-U files with UD's <corpus>-<split>.conllu names "
+                        "(data.source.paths of task=upos; default: the bundled sample)")
+    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                        help="extra Hydra override of the probe config, e.g. data.source.splits=... (repeatable)")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     args = parser.parse_args()
     if args.rounds < 2:
@@ -52,14 +69,21 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
-def training_store(args: argparse.Namespace) -> tuple[Path, np.ndarray, np.ndarray, int]:
-    """The training split's every-word store of task=upos, the store rows of its labelled words, their labels and the
-    number of labels."""
+def config_overrides(args: argparse.Namespace) -> list[str]:
+    """The probe config's overrides that name the bench's store: task=upos of the model and layer, and the data."""
     overrides = [f"model.name_or_path={args.model}", f"layer={args.layer}", "task=upos"]
     if args.store_dir:
         overrides.append(f"paths.store_dir={args.store_dir}")
+    if args.data_dir:
+        overrides.append(f"data.source.paths=[{args.data_dir}]")
+    return overrides + args.override
+
+
+def training_store(args: argparse.Namespace) -> tuple[Path, np.ndarray, np.ndarray, int]:
+    """The training split's every-word store of task=upos, the store rows of its labelled words, their labels and the
+    number of labels."""
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
-        cfg = compose(config_name="probe", overrides=overrides)
+        cfg = compose(config_name="probe", overrides=config_overrides(args))
     probing = build(cfg.probing, "probing", source=build(cfg.data.source, "data.source"))
     probing.load()
     stores, _ = build(cfg.representation, "representation").word_stores(probing.data, store_settings(cfg.features))
@@ -74,10 +98,23 @@ def read(path: Path, layer: int) -> torch.Tensor:
         return torch.from_numpy(store.read_layer(layer, dtype=None)).float()
 
 
-def erase(path: Path, layer: int, rows: np.ndarray, labels: torch.Tensor, num_classes: int, method: str) -> None:
+STAGES = ("gather", "fit", "apply")  # of the erase side after its read, timed inside it
+
+
+def erase(path: Path, layer: int, rows: np.ndarray, labels: torch.Tensor, num_classes: int, method: str,
+          stages: dict[str, list[float]]) -> None:
+    """Read the layer, gather its labelled rows, fit the eraser on them and erase every vector, as `probe.py
+    erase=...` does; the seconds of the last three stages are appended to `stages`."""
     vectors = read(path, layer)
-    fitted = ERASERS[method]().fit(vectors[torch.from_numpy(rows)], labels, num_classes)
+    times = [time.perf_counter()]
+    labelled = vectors[torch.from_numpy(rows)]
+    times.append(time.perf_counter())
+    fitted = ERASERS[method]().fit(labelled, labels, num_classes)
+    times.append(time.perf_counter())
     fitted(vectors)
+    times.append(time.perf_counter())
+    for stage, start, end in zip(STAGES, times, times[1:]):
+        stages[stage].append(end - start)
 
 
 def main() -> None:
@@ -85,20 +122,24 @@ def main() -> None:
     path, rows, labels, num_classes = training_store(args)
     label_tensor = torch.from_numpy(labels.astype(np.int64))
     cpu = torch.device("cpu")
-    read_s, erase_s = [], []
+    read_s, erase_s, stages = [], [], {stage: [] for stage in STAGES}
     for _ in range(args.rounds):
         read_s.append(timed(lambda: read(path, args.layer), cpu))
-        erase_s.append(timed(lambda: erase(path, args.layer, rows, label_tensor, num_classes, args.method), cpu))
+        erase_s.append(timed(lambda: erase(path, args.layer, rows, label_tensor, num_classes, args.method, stages),
+                             cpu))
     read_median, erase_median = statistics.median(read_s[1:]), statistics.median(erase_s[1:])
+    stage_medians = {stage: statistics.median(seconds[1:]) for stage, seconds in stages.items()}
     vectors = read(path, args.layer)
     figures = {"cpu": cpu_description(), "method": args.method, "layer": args.layer, "rows": len(vectors),
                "labelled_rows": len(rows), "feature_dim": vectors.shape[1], "threads": torch.get_num_threads(),
-               "read_s": round(read_median, 4), "erase_s": round(erase_median, 4),
+               "overrides": config_overrides(args), "read_s": round(read_median, 4), "erase_s": round(erase_median, 4),
+               **{f"{stage}_s": round(seconds, 4) for stage, seconds in stage_medians.items()},
                "erase_vs_read": round(erase_median / read_median, 2)}
     print(f"{figures['cpu']}, torch threads {figures['threads']}: {args.method} on {figures['rows']} vectors "
           f"(D={figures['feature_dim']}), fitted on {figures['labelled_rows']} labelled words")
-    print(f"read {read_median:.4f} s, read + fit + erase {erase_median:.4f} s (medians of rounds 2..{args.rounds}); "
-          f"target <= {TARGET}")
+    print(f"read {read_median:.4f} s, read + gather + fit + erase {erase_median:.4f} s ("
+          + ", ".join(f"{stage} {seconds:.4f} s" for stage, seconds in stage_medians.items())
+          + f"; medians of rounds 2..{args.rounds}); target <= {TARGET}")
     print(f"erase_vs_read={figures['erase_vs_read']}")
     if args.json:
         write_json_atomically(args.json, figures)

@@ -23,13 +23,22 @@ proj_right = U.T for orthonormal U). The methods:
     random           the control: project out `rank` random orthonormal directions (seeded), `rank` being that of
                      the eraser it controls for; what a fitted eraser removes beyond it is the concept.
 
-Numerical care (tests/features/test_erasure.py shows both):
+Numerical care (tests/features/test_erasure.py shows each point):
 
-- Fitting is in float64, and so is the edit: a fitted eraser computes x' in float64 (on the input's device) and
-  rounds it to the input's dtype once. Along the erased directions the erased rows have no variance in exact
-  arithmetic, so round-off is all there is there; computed in float32, that round-off depends on the unerased
-  values, hence on the concept, and a logistic regression trained to convergence reads it back (7 points over the
-  majority rate on a planted concept). Rounded once from float64, it depends on the erased values only.
+- The edit is float64: a fitted eraser computes x' in float64 (on the input's device) and rounds it to the
+  input's dtype once. Along the erased directions the erased rows have no variance in exact arithmetic, so
+  round-off is all there is there; computed in float32, that round-off depends on the unerased values, hence on
+  the concept, and a logistic regression trained to convergence reads it back (7 points over the majority rate on
+  a planted concept). Rounded once from float64, it depends on the erased values only.
+- Fitting is float64 but for LEACE's covariance X^T X, which float32 (or narrower) features on the CPU get in
+  float32 (`covariance_dtype`): it is the fit's one cost that grows as N x D^2 (the rest grows as N x D x K or
+  D^3), and LEACE's guarantee does not rest on it. The eraser removes the cross-covariance X^T Z exactly whatever
+  invertible covariance whitens it (svd_tol's cut and the trace constraint aside), so the round-off of X^T X
+  (about 1e-7 relative) moves the eraser by as much among exact ones and leaves the erasure exact. X^T Z and the
+  eraser's algebra must stay float64: the package's LeaceFitter run wholly in float32 leaves a cross-covariance of
+  about 5e-7 of before, which a converged logistic regression reads back on some planted concepts (46 points over
+  the majority rate). float64 features, and a GPU (where float32 products may run as TF32, and float64 costs
+  little), get float64 throughout.
 - Near-constant dimensions are dropped. Some layers have dimensions with next to no variance: MiniLM's last layer
   has two whose standard deviation is about 4e-32, and one of 5e-9, where the largest is about 1.7. Their values
   are round-off, and any round-off an edit writes into them is many times their own scale. A dimension whose
@@ -39,14 +48,18 @@ Numerical care (tests/features/test_erasure.py shows both):
   neither on synthetic data nor on MiniLM's last layer did LEACE without the drop leave anything a converged
   logistic regression found; the drop is kept because it costs nothing and makes that hold by construction.)
 
-A fitted eraser is applied row by row: chunks give the same rows as the whole.
+A fitted eraser is applied row by row: chunks give the same rows as the whole. On the CPU the passes over the rows
+(the moments, LEACE's statistics, the edit) take CHUNK_VALUES values at a time and make no (N, D) temporary: a
+fresh one costs more than the arithmetic done with it (filling new memory ran at a seventh of the speed of filling
+memory in use: 20 ms against 3 for 25,000 x 384 float64 values on 2 AMD EPYC cores). INLP and mean projection work
+on a whole float64 copy of the centred rows (`CentredRows.whole`).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -69,6 +82,9 @@ from probing.features.tensor_files import (
 LOW_VARIANCE_THRESHOLD = 1e-6
 # Singular values below this fraction of the largest count as zero when a set of directions is orthonormalized.
 DIRECTION_RTOL = 1e-8
+# Values a pass over the rows takes at a time on the CPU: its temporaries (2 MB each in float64) stay in the cache
+# (see the module docstring).
+CHUNK_VALUES = 2**18
 HELD_OUT_SHARE = 0.2  # INLP's held-out rows when none are given
 INLP_WEIGHT_DECAY = 1e-4  # of the softmax classifier: small, keeps its weights finite on separable data
 INLP_MAX_STEPS = 200  # L-BFGS iterations per classifier
@@ -110,13 +126,16 @@ class FittedEraser:
                               "model and layer it was fitted on")
         mean, left, right = (tensor.to(device=x.device, dtype=torch.float64)
                              for tensor in (self.mean, self.proj_left, self.proj_right))
-        wide = x.double()
-        erased = wide - ((wide - mean) @ right.T) @ left.T
-        if self.dropped_dims:
-            dropped = torch.zeros(self.feature_dim, dtype=torch.bool, device=x.device)
-            dropped[list(self.dropped_dims)] = True
-            erased = torch.where(dropped, mean, erased)
-        return erased.to(x.dtype)
+        dropped = torch.tensor(self.dropped_dims, dtype=torch.long, device=x.device)
+        rows = x.reshape(-1, self.feature_dim)
+        erased = torch.empty_like(rows)
+        step = chunk_rows(rows)
+        for chunk, erased_chunk in zip(rows.split(step), erased.split(step)):
+            wide = chunk.double()
+            edited = torch.addmm(wide, (wide - mean) @ right.T, left.T, alpha=-1)  # wide - (...) @ left.T
+            edited[:, dropped] = mean[dropped]
+            erased_chunk.copy_(edited)  # rounded to the input's dtype once
+        return erased.reshape(x.shape)
 
     def to(self, device: torch.device | str) -> FittedEraser:
         return dataclasses.replace(self, **{name: getattr(self, name).to(device) for name in ERASER_TENSORS})
@@ -136,15 +155,74 @@ def edit_rank(proj_left: Tensor, proj_right: Tensor) -> int:
 def low_variance_dims(features: Tensor, relative_threshold: float = LOW_VARIANCE_THRESHOLD) -> tuple[int, ...]:
     """The dimensions of (N, D) `features` whose standard deviation is at most `relative_threshold` times the
     largest one (constant ones always; all of them when every dimension is constant)."""
-    std = features.double().std(dim=0, correction=0)
+    return near_constant_dims(moments(features)[1], relative_threshold)
+
+
+def near_constant_dims(std: Tensor, relative_threshold: float) -> tuple[int, ...]:
+    """The dimensions whose standard deviation `std` (D,) is at most `relative_threshold` times the largest."""
     return tuple(torch.nonzero(std <= relative_threshold * std.max()).flatten().tolist())
+
+
+def moments(rows: Tensor) -> tuple[Tensor, Tensor]:
+    """The mean and the standard deviation (D,) of (N, D) `rows`, in float64, a chunk of rows at a time. The rows
+    are shifted by the first one before they are summed, so that a constant dimension's mean is its value and its
+    deviation exactly zero (the mean of N equal values need not round to that value)."""
+    first = rows[0].double()
+    chunks = rows.split(chunk_rows(rows))
+    mean = first + sum((chunk.double() - first).sum(dim=0) for chunk in chunks) / len(rows)
+    variance = sum((chunk.double() - mean).square().sum(dim=0) for chunk in chunks) / len(rows)
+    return mean, variance.sqrt()
+
+
+def chunk_rows(rows: Tensor) -> int:
+    """How many rows of (N, D) `rows` a pass over them takes at a time: about CHUNK_VALUES values on the CPU, all of
+    them on a GPU (where a chunk costs kernel launches, not cache)."""
+    return max(1, CHUNK_VALUES // rows.shape[1] if rows.device.type == "cpu" else len(rows))
+
+
+@dataclasses.dataclass(frozen=True)
+class CentredRows:
+    """The training rows (N, D) as given, seen centred on their mean, in float64, on the kept dimensions: whole
+    (`whole`: an (N, d) copy) or a chunk at a time (`chunks`: no (N, D) temporary, what LEACE's statistics use)."""
+
+    rows: Tensor
+    mean: Tensor
+    kept: list[int] | None  # None: every dimension
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return len(self.rows), self.rows.shape[1] if self.kept is None else len(self.kept)
+
+    @property
+    def device(self) -> torch.device:
+        return self.rows.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The rows' own type (LEACE's covariance follows it)."""
+        return self.rows.dtype
+
+    def of(self, values: Tensor) -> Tensor:
+        """(n, D) `values` centred on the training mean, in float64, on the kept dimensions."""
+        centred = values.to(device=self.mean.device, dtype=torch.float64) - self.mean
+        return centred if self.kept is None else centred[:, self.kept]
+
+    def whole(self) -> Tensor:
+        return self.of(self.rows)
+
+    def chunks(self, *aligned: Tensor) -> Iterator[tuple[Tensor, ...]]:
+        """The centred rows a chunk at a time (`chunk_rows`), each with the same rows of the (N, ...) `aligned`."""
+        step = chunk_rows(self.rows)
+        for start in range(0, len(self.rows), step):
+            rows = slice(start, start + step)
+            yield self.of(self.rows[rows]), *(tensor[rows] for tensor in aligned)
 
 
 class ConceptEraser:
     """A method of erasure with its settings, built by Hydra from `erase=<method>`; `fit` gives a FittedEraser.
 
-    Subclasses fit on the kept (not near-constant) dimensions, centred, in `directions`; this class checks the
-    data, drops dimensions and assembles the result."""
+    Subclasses fit on the kept (not near-constant) dimensions, centred (`CentredRows`), in `directions`; this class
+    checks the data, drops dimensions and assembles the result."""
 
     method: str = ""
 
@@ -156,53 +234,55 @@ class ConceptEraser:
             held_out: tuple[Tensor, Tensor] | None = None) -> FittedEraser:
         """Fit on (N, D) `features` and (N,) `labels` in [0, num_classes); `held_out` (features, labels) is used by
         INLP's stopping rule and ignored by the others."""
-        x, labels = checked_data(features, labels, num_classes)
+        rows, labels = features.detach(), checked_labels(features, labels, num_classes)
         present = int((torch.bincount(labels, minlength=num_classes) > 0).sum())
         if present < 2:
             raise ConfigError(f"erase ({self.method}): the concept has one label in the training split ({present} of "
                               f"{num_classes} classes present), there is nothing to erase. Fix: fit on a split with "
                               "rows of at least two classes")
-        dropped = low_variance_dims(x)
-        kept = [dim for dim in range(x.shape[1]) if dim not in set(dropped)]
+        mean, std = moments(rows)
+        fit_rows, feature_dim = rows.shape
+        dropped = near_constant_dims(std, LOW_VARIANCE_THRESHOLD)
+        kept = [dim for dim in range(feature_dim) if dim not in set(dropped)]
         if not kept:
             raise ConfigError(f"erase ({self.method}): every feature dimension is constant on the training split. "
                               "Fix: fit on features that vary")
-        mean = x.mean(dim=0)
-
-        def centred_kept(rows: Tensor) -> Tensor:
-            return rows[:, kept] - mean[kept]
-
+        centred = CentredRows(rows, mean, kept if dropped else None)
         held = None
         if held_out is not None:
             held_x, held_labels = checked_data(*held_out, num_classes)
-            held = centred_kept(held_x.to(x.device)), held_labels.to(x.device)
-        left, right, found = self.directions(centred_kept(x), labels, num_classes, held)
-        proj_left = x.new_zeros(x.shape[1], left.shape[1])
-        proj_right = x.new_zeros(right.shape[0], x.shape[1])
+            held = centred.of(held_x), held_labels.to(rows.device)
+        left, right, found = self.directions(centred, labels, num_classes, held)
+        proj_left = mean.new_zeros(feature_dim, left.shape[1])
+        proj_right = mean.new_zeros(right.shape[0], feature_dim)
         proj_left[kept], proj_right[:, kept] = left, right
-        about = {"method": self.method, **self.settings(), "fit_rows": x.shape[0], "feature_dim": x.shape[1],
+        about = {"method": self.method, **self.settings(), "fit_rows": fit_rows, "feature_dim": feature_dim,
                  "num_classes": num_classes, "classes_present": present,
                  "low_variance_threshold": LOW_VARIANCE_THRESHOLD, "removed_rank": edit_rank(proj_left, proj_right),
                  **found}
         return FittedEraser(self.method, mean, proj_left, proj_right, dropped, about)
 
-    def directions(self, centred: Tensor, labels: Tensor, num_classes: int,
+    def directions(self, centred: CentredRows, labels: Tensor, num_classes: int,
                    held_out: tuple[Tensor, Tensor] | None) -> tuple[Tensor, Tensor, dict[str, Any]]:
-        """proj_left (d, r) and proj_right (r, d) on the kept dimensions of the centred training features, and what
-        the fit found (for `about`)."""
+        """proj_left (d, r) and proj_right (r, d) on the kept dimensions of the centred training rows, and what the
+        fit found (for `about`); `held_out`: (rows centred as the training rows, labels)."""
         raise NotImplementedError
 
 
 def checked_data(features: Tensor, labels: Tensor, num_classes: int) -> tuple[Tensor, Tensor]:
-    """Features as float64 (N, D) and labels as int64 (N,) on the features' device; shapes and label range
-    checked."""
+    """Features as float64 (N, D) and labels as int64 (N,) on the features' device (`checked_labels`)."""
+    return features.detach().double(), checked_labels(features, labels, num_classes)
+
+
+def checked_labels(features: Tensor, labels: Tensor, num_classes: int) -> Tensor:
+    """Labels as int64 (N,) on the device of the (N, D) features; shapes and label range checked."""
     if features.ndim != 2 or labels.shape != features.shape[:1]:
         raise ValueError(f"features (N, D) and labels (N,) expected, got {tuple(features.shape)} and "
                          f"{tuple(labels.shape)}")
     labels = labels.long().to(features.device)
     if len(labels) and (labels.min() < 0 or labels.max() >= num_classes):
         raise ValueError(f"labels must lie in [0, {num_classes}), got {labels.min()}..{labels.max()}")
-    return features.detach().double(), labels
+    return labels
 
 
 def is_integer(value: Any) -> bool:
@@ -222,7 +302,8 @@ def orthonormal_basis(vectors: Tensor) -> Tensor:
 
 
 class LeaceEraser(ConceptEraser):
-    """LEACE through the package's LeaceFitter (method "leace", affine), the concept as one-hot labels (N, K).
+    """LEACE through the package's LeaceFitter (method "leace", affine), the concept as one-hot labels (N, K): the
+    fitter is given the statistics of the centred rows (`set_statistics`) and its eraser taken.
 
     The package's defaults are kept, each for a reason:
     - shrinkage=True: the covariance that whitens the features is the optimal linear shrinkage estimate, not the
@@ -254,8 +335,36 @@ class LeaceEraser(ConceptEraser):
         fitter = LeaceFitter(centred.shape[1], num_classes, method="leace", affine=True, dtype=torch.float64,
                              device=centred.device, shrinkage=self.shrinkage, svd_tol=self.svd_tol,
                              constrain_cov_trace=self.constrain_cov_trace)
-        eraser = fitter.update(centred, one_hot(labels, num_classes)).eraser
+        set_statistics(fitter, centred, one_hot(labels, num_classes))
+        eraser = fitter.eraser
         return eraser.proj_left, eraser.proj_right, {}
+
+
+def covariance_dtype(features_dtype: torch.dtype, device: torch.device) -> torch.dtype:
+    """The type LEACE's X^T X is computed in: float32 for features of float32 or less on the CPU, float64 otherwise
+    (see the module docstring; on a GPU float32 products may run as TF32, and float64 costs little there)."""
+    narrow = torch.promote_types(features_dtype, torch.float32) == torch.float32
+    return torch.float32 if narrow and device.type == "cpu" else torch.float64
+
+
+def set_statistics(fitter: LeaceFitter, centred: CentredRows, concept: Tensor) -> None:
+    """Give the package's fresh float64 `fitter` the statistics that its `update` accumulates, from the centred rows
+    X (N, d) and the one-hot concept Z (N, K), a chunk of rows at a time: the row count, the means, X^T (Z - mean)
+    and X^T X (`update`'s X^T (X - mean), the rows being centred), this one in `covariance_dtype`. `update` computes
+    them all in one type from whole (N, d) copies; LEACE's closed form (`fitter.eraser`) is the package's either
+    way."""
+    dim, covariance = centred.shape[1], covariance_dtype(centred.dtype, centred.device)
+    fitter.n += len(concept)
+    fitter.mean_z = concept.mean(dim=0)
+    sums = torch.zeros(dim, dtype=torch.float64, device=centred.device)
+    cross = torch.zeros(concept.shape[1], dim, dtype=torch.float64, device=centred.device)  # (Z - mean)^T X
+    products = torch.zeros(dim, dim, dtype=covariance, device=centred.device)
+    for chunk, concept_chunk in centred.chunks(concept - fitter.mean_z):
+        sums += chunk.sum(dim=0)
+        cross.addmm_(concept_chunk.T, chunk)
+        rounded = chunk.to(covariance)
+        products.addmm_(rounded.T, rounded)
+    fitter.mean_x, fitter.sigma_xz_, fitter.sigma_xx_ = sums / len(concept), cross.T, products.double()
 
 
 class InlpEraser(ConceptEraser):
@@ -291,9 +400,9 @@ class InlpEraser(ConceptEraser):
         return {"max_iterations": self.max_iterations, "tolerance": self.tolerance, "seed": self.seed}
 
     def directions(self, centred, labels, num_classes, held_out):
-        (train, train_labels), (held, held_labels), source = self.split(centred, labels, held_out)
+        (train, train_labels), (held, held_labels), source = self.split(centred.whole(), labels, held_out)
         majority = float(torch.bincount(held_labels, minlength=num_classes).max()) / len(held_labels)
-        basis = centred.new_zeros(centred.shape[1], 0)
+        basis = train.new_zeros(centred.shape[1], 0)
         accuracies: list[float] = []
         found: list[int] = []
         stopped_by = "max_iterations"
@@ -363,7 +472,8 @@ class MeanProjectionEraser(ConceptEraser):
 
     def directions(self, centred, labels, num_classes, held_out):
         counts = torch.bincount(labels, minlength=num_classes)
-        sums = centred.new_zeros(num_classes, centred.shape[1]).index_add_(0, labels, centred)
+        rows = centred.whole()
+        sums = rows.new_zeros(num_classes, centred.shape[1]).index_add_(0, labels, rows)
         class_means = sums[counts > 0] / counts[counts > 0, None]  # the centred data: mu_c - mu
         basis = orthonormal_basis(class_means.T)
         return basis, basis.T, {}
