@@ -133,7 +133,8 @@ def _load_hub_dataset(name: str):
 
     try:
         return datasets.load_dataset(name)
-    except (OSError, ValueError, datasets.exceptions.DatasetsError) as error:
+    # RuntimeError: a repository that still holds a loading script, which `datasets` no longer runs
+    except (OSError, ValueError, RuntimeError, datasets.exceptions.DatasetsError) as error:
         problem = f"cannot load the dataset {name!r} from the Hugging Face hub ({error})"
         raise DataFormatError(name, None, problem, DATA_DIR_FIX) from None
 

@@ -113,6 +113,7 @@ def _load_hub_dataset(name: str, task: str):
 
     try:
         return datasets.load_dataset(name, task)
-    except (OSError, ValueError, datasets.exceptions.DatasetsError) as error:
+    # RuntimeError: a repository that still holds a loading script, which `datasets` no longer runs
+    except (OSError, ValueError, RuntimeError, datasets.exceptions.DatasetsError) as error:
         problem = f"cannot load the dataset {name!r} ({task}) from the Hugging Face hub ({error})"
         raise DataFormatError(f"{name}/{task}", None, problem, DATA_DIR_FIX) from None

@@ -178,3 +178,15 @@ def test_too_few_words_for_the_dev_split_names_the_setting_and_files(tmp_path):
     message = str(caught.value)
     assert "dev split is empty" in message and "data.split.dev_fraction=0.2" in message
     assert str(tmp_path / "valid.txt") in message
+
+
+def test_a_hub_repository_with_a_loading_script_is_one_error_naming_the_offline_fix(monkeypatch):
+    import datasets
+
+    def script_repository(name):  # what datasets >= 4 raises for a repository that only has a loading script
+        raise RuntimeError(f"Dataset scripts are no longer supported, but found {name}.py")
+
+    monkeypatch.setattr(datasets, "load_dataset", script_repository)
+    with pytest.raises(DataFormatError, match="no longer supported") as error:
+        load_conll2003_from_hub("conll2003")
+    assert "data.data_dir" in str(error.value)
