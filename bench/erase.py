@@ -10,7 +10,9 @@ Both sides start from the HDF5 file:
   erase   the same read, then the labelled words gathered, the eraser fitted on them (LEACE: two passes over the
           rows for the mean and the deviations, one for the covariance and the cross-covariance, then the package's
           closed form: an eigendecomposition and the SVD of the whitened cross-covariance) and applied to every
-          vector
+          vector; with --device cuda, the vectors are copied to the GPU after the read, gathered, fitted on (in
+          float64 throughout) and erased there, and the erased vectors copied back (all of it timed: the store and
+          the probe's datamodule are on the host)
 
 Reported: the median of each side over rounds 2..R (the first warms the page cache and the kernels), the erase
 side's stages (gather, fit, apply), and the ratio `erase_vs_read` (target <= 2); round r of both sides runs back to
@@ -23,6 +25,7 @@ at layer 3 gives erase_vs_read = 6.5 to 7.3 on the bundled sample and 6.1 to 7.1
 
     python bench/erase.py                         # LEACE, layer 3
     python bench/erase.py --method mean_projection --layer 6
+    python bench/erase.py --device cuda           # the fit and the edit on a GPU
     python bench/erase.py --data-dir /path/to/ud_english_ewt --override data.source.dev_fraction=0.01 \\
         --override 'data.source.splits={train: "*-dev.conllu", dev: "*-test.conllu"}'   # EWT dev as training split
 """
@@ -62,8 +65,12 @@ def parse_args() -> argparse.Namespace:
                         "(data.source.paths of task=upos; default: the bundled sample)")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                         help="extra Hydra override of the probe config, e.g. data.source.splits=... (repeatable)")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"],
+                        help="where the vectors are gathered, fitted on and erased (the read is always the host's)")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     args = parser.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: this torch sees no CUDA device; use --device cpu")
     if args.rounds < 2:
         parser.error("--rounds must be >= 2: the first round is the warm-up and is not timed")
     return args
@@ -77,6 +84,10 @@ def config_overrides(args: argparse.Namespace) -> list[str]:
     if args.data_dir:
         overrides.append(f"data.source.paths=[{args.data_dir}]")
     return overrides + args.override
+
+
+def device_name(device: torch.device) -> str:
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
 
 
 def training_store(args: argparse.Namespace) -> tuple[Path, np.ndarray, np.ndarray, int]:
@@ -98,21 +109,30 @@ def read(path: Path, layer: int) -> torch.Tensor:
         return torch.from_numpy(store.read_layer(layer, dtype=None)).float()
 
 
-STAGES = ("gather", "fit", "apply")  # of the erase side after its read, timed inside it
+STAGES = ("gather", "fit", "apply")  # on a GPU, gather includes the copy there and apply the copy back
 
 
-def erase(path: Path, layer: int, rows: np.ndarray, labels: torch.Tensor, num_classes: int, method: str,
-          stages: dict[str, list[float]]) -> None:
+def now(device: torch.device) -> float:
+    """perf_counter once `device` has done its queued work."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter()  # of the erase side after its read, timed inside it
+
+
+def erase(path: Path, layer: int, rows: torch.Tensor, labels: torch.Tensor, num_classes: int, method: str,
+          device: torch.device, stages: dict[str, list[float]]) -> None:
     """Read the layer, gather its labelled rows, fit the eraser on them and erase every vector, as `probe.py
-    erase=...` does; the seconds of the last three stages are appended to `stages`."""
+    erase=...` does (on a GPU: the vectors copied there and back); the seconds of the last three stages are appended
+    to `stages`."""
     vectors = read(path, layer)
-    times = [time.perf_counter()]
-    labelled = vectors[torch.from_numpy(rows)]
-    times.append(time.perf_counter())
+    times = [now(device)]
+    vectors = vectors.to(device)
+    labelled = vectors[rows]
+    times.append(now(device))
     fitted = ERASERS[method]().fit(labelled, labels, num_classes)
-    times.append(time.perf_counter())
-    fitted(vectors)
-    times.append(time.perf_counter())
+    times.append(now(device))
+    fitted(vectors).cpu()
+    times.append(now(device))
     for stage, start, end in zip(STAGES, times, times[1:]):
         stages[stage].append(end - start)
 
@@ -120,23 +140,26 @@ def erase(path: Path, layer: int, rows: np.ndarray, labels: torch.Tensor, num_cl
 def main() -> None:
     args = parse_args()
     path, rows, labels, num_classes = training_store(args)
-    label_tensor = torch.from_numpy(labels.astype(np.int64))
-    cpu = torch.device("cpu")
+    device = torch.device(args.device)
+    label_tensor = torch.from_numpy(labels.astype(np.int64)).to(device)
+    row_tensor = torch.from_numpy(rows.astype(np.int64)).to(device)
     read_s, erase_s, stages = [], [], {stage: [] for stage in STAGES}
     for _ in range(args.rounds):
-        read_s.append(timed(lambda: read(path, args.layer), cpu))
-        erase_s.append(timed(lambda: erase(path, args.layer, rows, label_tensor, num_classes, args.method, stages),
-                             cpu))
+        read_s.append(timed(lambda: read(path, args.layer), device))
+        erase_s.append(timed(lambda: erase(path, args.layer, row_tensor, label_tensor, num_classes, args.method,
+                                           device, stages), device))
     read_median, erase_median = statistics.median(read_s[1:]), statistics.median(erase_s[1:])
     stage_medians = {stage: statistics.median(seconds[1:]) for stage, seconds in stages.items()}
     vectors = read(path, args.layer)
-    figures = {"cpu": cpu_description(), "method": args.method, "layer": args.layer, "rows": len(vectors),
-               "labelled_rows": len(rows), "feature_dim": vectors.shape[1], "threads": torch.get_num_threads(),
+    figures = {"cpu": cpu_description(), "device": device_name(device), "method": args.method, "layer": args.layer,
+               "rows": len(vectors), "labelled_rows": len(rows), "feature_dim": vectors.shape[1],
+               "threads": torch.get_num_threads(),
                "overrides": config_overrides(args), "read_s": round(read_median, 4), "erase_s": round(erase_median, 4),
                **{f"{stage}_s": round(seconds, 4) for stage, seconds in stage_medians.items()},
                "erase_vs_read": round(erase_median / read_median, 2)}
-    print(f"{figures['cpu']}, torch threads {figures['threads']}: {args.method} on {figures['rows']} vectors "
-          f"(D={figures['feature_dim']}), fitted on {figures['labelled_rows']} labelled words")
+    print(f"{figures['cpu']}, torch threads {figures['threads']}, on {figures['device']}: {args.method} on "
+          f"{figures['rows']} vectors (D={figures['feature_dim']}), fitted on {figures['labelled_rows']} labelled "
+          "words")
     print(f"read {read_median:.4f} s, read + gather + fit + erase {erase_median:.4f} s ("
           + ", ".join(f"{stage} {seconds:.4f} s" for stage, seconds in stage_medians.items())
           + f"; medians of rounds 2..{args.rounds}); target <= {TARGET}")

@@ -108,13 +108,12 @@ def build_analysis(analysis: DictConfig) -> Analysis:
     return build(analysis, "analysis", _recursive_=False)
 
 
-def analysis_device(device: str) -> torch.device:
-    """`analysis.device` as a torch device that this machine has."""
+def analysis_device(device: str, key: str = "analysis.device") -> torch.device:
+    """The setting `key` (`analysis.device`, `erase.device`) as a torch device that this machine has."""
     try:
         resolved = resolve_device(str(device))
     except RuntimeError as error:
-        raise ConfigError(f"analysis.device={device} is not a device ({error}). Fix: analysis.device=auto, cpu or "
-                          "cuda") from error
+        raise ConfigError(f"{key}={device} is not a device ({error}). Fix: {key}=auto, cpu or cuda") from error
     if resolved.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"analysis.device={device}, but this machine has no CUDA GPU. Fix: analysis.device=auto")
+        raise ConfigError(f"{key}={device}, but this machine has no CUDA GPU. Fix: {key}=auto")
     return resolved

@@ -10,6 +10,7 @@ from typing import Any
 
 from probing.data.settings import require_int
 from probing.errors import ConfigError
+from probing.features.analysis import analysis_device
 from probing.features.erasure import FittedEraser, RandomEraser
 
 
@@ -17,10 +18,12 @@ class ErasureSetup:
     """`eraser`: the fitting method (a `ConceptEraser`); `concept`: the word task whose labels are erased (None: the
     probed task's own, `probing.data.concepts`); `path`: an eraser file saved by an earlier run, applied instead of
     fitting (refused when it was fitted on other features); `control_seed`: the seed of the random control;
-    `fresh_probe_epochs`: the epochs of the fresh probes of the guardedness report."""
+    `fresh_probe_epochs`: the epochs of the fresh probes of the guardedness report; `device`: where the eraser and
+    its control are fitted and applied (auto: cuda when this machine has one; the fitted erasers are kept, saved and
+    measured on the CPU)."""
 
     def __init__(self, eraser: Any, concept: str | None = None, path: str | None = None, control_seed: int = 0,
-                 fresh_probe_epochs: int = 20):
+                 fresh_probe_epochs: int = 20, device: str = "auto"):
         if not callable(getattr(eraser, "fit", None)):
             raise ConfigError(f"erase.eraser must build an eraser (a _target_ of probing.features.erasure), got "
                               f"{eraser!r}. Fix: erase=leace, inlp, mean_projection or random")
@@ -34,6 +37,7 @@ class ErasureSetup:
                               "run, or erase.path=null to fit one")
         self.control_seed = require_int("erase.control_seed", control_seed)
         self.fresh_probe_epochs = require_int("erase.fresh_probe_epochs", fresh_probe_epochs, minimum=1)
+        self.device = analysis_device(device, key="erase.device")
 
     @property
     def method(self) -> str:

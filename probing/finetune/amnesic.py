@@ -152,7 +152,9 @@ class Amnesic(Analysis):
     def fit_erasers(self, train: tuple[Tensor, Tensor], dev: tuple[Tensor, Tensor], num_classes: int,
                     device: torch.device) -> tuple[FittedEraser, list[FittedEraser]]:
         """The concept's eraser, fitted on the training words (dev held out for INLP), and one random control of
-        its rank (at least 1, as probe.py's control) per seed of `control_seeds`, all on `device`."""
+        its rank (at least 1, as probe.py's control) per seed of `control_seeds`, fitted on `erase.device` and
+        returned on `device`."""
+        train, dev = (tuple(tensor.to(self.setup.device) for tensor in split) for split in (train, dev))
         fitted = self.setup.eraser.fit(*train, num_classes, held_out=dev)
         controls = [random_control(fitted, seed).fit(*train, num_classes).to(device)
                     for seed in self.control_seeds]

@@ -97,8 +97,8 @@ def example_words(datamodule: WordTaskDataModule) -> ConceptSplits:
 def fit_eraser(setup: ErasureSetup, concept: ConceptSplits, num_classes: int, fitted_on: Mapping[str, Any],
                concept_name: str) -> tuple[FittedEraser, FittedEraser, dict[str, Any]]:
     """The eraser (fitted, or the saved one checked against `fitted_on`), the random control of its rank, and what
-    results.json records of them."""
-    train_x, train_y = concept["train"]
+    results.json records of them. Both are fitted on `setup.device` and returned on the CPU."""
+    train_x, train_y = (tensor.to(setup.device) for tensor in concept["train"])
     if setup.path is not None:
         fitted, about = load_eraser(setup.path)
         check_fitted_on(about, fitted_on, concept_name, setup.path)
@@ -106,11 +106,12 @@ def fit_eraser(setup: ErasureSetup, concept: ConceptSplits, num_classes: int, fi
         eraser = setup.eraser
         if isinstance(eraser, RandomEraser) and eraser.rank is None:  # as many directions as LEACE erases
             eraser = random_control(LeaceEraser().fit(train_x, train_y, num_classes), eraser.seed)
-        fitted = eraser.fit(train_x, train_y, num_classes, held_out=concept.get("dev"))
-    control = random_control(fitted, setup.control_seed).fit(train_x, train_y, num_classes)
+        held_out = tuple(tensor.to(setup.device) for tensor in concept["dev"]) if "dev" in concept else None
+        fitted = eraser.fit(train_x, train_y, num_classes, held_out=held_out).to("cpu")
+    control = random_control(fitted, setup.control_seed).fit(train_x, train_y, num_classes).to("cpu")
     record = {"concept": concept_name, "method": fitted.method, "rank": fitted.rank,
               "dropped_dims": list(fitted.dropped_dims), "fitted_on_words": len(train_y), "about": fitted.about,
-              "control_rank": control.rank, "control_seed": setup.control_seed,
+              "control_rank": control.rank, "control_seed": setup.control_seed, "device": setup.device.type,
               "loaded_from": str(setup.path) if setup.path is not None else None}
     return fitted, control, record
 
@@ -221,16 +222,21 @@ def quiet_lightning() -> Iterator[None]:
         lightning_log.setLevel(level)
 
 
-def erase_splits(datamodule: WordTaskDataModule, fitted: FittedEraser) -> None:
-    """Every split's word vectors replaced by their erased version (float32)."""
+def erased_on(fitted: FittedEraser, vectors: Tensor, device: torch.device) -> Tensor:
+    """`vectors` erased on `device` (float32), returned where they were."""
+    return fitted(vectors.to(device).float()).to(vectors.device)
+
+
+def erase_splits(datamodule: WordTaskDataModule, fitted: FittedEraser, device: torch.device) -> None:
+    """Every split's word vectors replaced by their erased version (float32), computed on `device`."""
     for gathered in datamodule.splits.values():
-        gathered.vectors = fitted(gathered.vectors.float())
+        gathered.vectors = erased_on(fitted, gathered.vectors, device)
 
 
-def erase_tensor_splits(splits: Mapping[str, TensorSplit], fitted: FittedEraser) -> None:
+def erase_tensor_splits(splits: Mapping[str, TensorSplit], fitted: FittedEraser, device: torch.device) -> None:
     """The same for splits holding one vector per example (the s-class task's contexts or word types)."""
     for split in splits.values():
-        split.tensors["features"] = fitted(split.tensors["features"].float())
+        split.tensors["features"] = erased_on(fitted, split.tensors["features"], device)
 
 
 def describe(record: Mapping[str, Any]) -> str:

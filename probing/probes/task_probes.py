@@ -159,7 +159,7 @@ class SClassProbing(TaskProbing):
             concept = {name: (split.tensors["features"].float(), split.tensors["label"])
                        for name, split in splits.items()}
             self.erase_concept(inputs, concept, list(inputs.classes), self.name,
-                               lambda fitted: erased_features.erase_tensor_splits(splits, fitted))
+                               lambda fitted: erased_features.erase_tensor_splits(splits, fitted, self.erase.device))
         return inputs
 
     def build_module(self, inputs: ProbeInputs) -> ProbeModule:
@@ -242,7 +242,7 @@ class WordProbing(TaskProbing):
             concept_words = erased_features.concept_splits(concept_stores, concept, representation.store_layer,
                                                            representation.expected_layers)
         self.erase_concept(inputs, concept_words, list(concept.labels), concept.name,
-                           lambda fitted: erased_features.erase_splits(inputs.datamodule, fitted))
+                           lambda fitted: erased_features.erase_splits(inputs.datamodule, fitted, self.erase.device))
         return inputs
 
     def results(self, module: ProbeModule, inputs: ProbeInputs) -> dict[str, Any]:

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 
 from probing.errors import ConfigError
 from tests.helpers.runs import probe_in_process, tiny_model
@@ -84,6 +85,7 @@ def test_deprel_after_erasing_upos_and_the_random_control_of_leaces_rank(tmp_pat
         leace = probe_in_process(tmp_path, "deprel", "task=deprel", "layer=1", "erase=leace", "erase.concept=upos",
                                  *tiny)
     assert leace["erasure"]["concept"] == "upos" and leace["pair"] is True and leace["probe_family"] == "mlp1"
+    assert leace["erasure"]["device"] == ("cuda" if torch.cuda.is_available() else "cpu")  # erase.device=auto
     assert any("guards against linear probes only" in record.message for record in caplog.records)
     random = probe_in_process(tmp_path, "random", "task=deprel", "layer=1", "erase=random", "erase.concept=upos", *tiny)
     assert random["erasure"]["method"] == "random"
@@ -100,6 +102,13 @@ def test_deprel_after_erasing_upos_and_the_random_control_of_leaces_rank(tmp_pat
 def test_what_an_erasure_cannot_do_is_refused(tmp_path, tiny, overrides, message):
     with pytest.raises(ConfigError, match=message):
         probe_in_process(tmp_path, "refused", "erase=leace", *overrides, *tiny)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="refused only where there is no CUDA GPU")
+def test_an_erasure_device_this_machine_lacks_is_refused(tmp_path, tiny):
+    with pytest.raises(ConfigError, match=r"^erase.device=cuda, but this machine has no CUDA GPU. Fix: "
+                                          r"erase.device=auto$"):
+        probe_in_process(tmp_path, "no_gpu", "task=upos", "erase=leace", "erase.device=cuda", *tiny)
 
 
 def test_a_concept_set_without_an_eraser_is_refused_not_ignored(tmp_path, tiny):
