@@ -70,9 +70,9 @@ class NeuronAnalysis(Analysis):
     def __init__(self, name: str, task: str | None, probing: str | None, data_name: str | None,
                  source: Mapping[str, Any] | None, representation: Mapping[str, Any], store: Mapping[str, Any],
                  rankings: Mapping[str, Mapping[str, Any]], ranking: str | Sequence[str], l1: float, l2: float,
-                 epochs: int, batch_size: int, lr: float, ablation: str, cross_check_hidden_dim: int,
-                 sparse_k: Sequence[int], sparse_candidates: int, per_label: bool, per_label_top: int, device: str,
-                 seed: int):
+                 epochs: int, patience: int | None, min_delta: float, batch_size: int, lr: float, ablation: str,
+                 cross_check_hidden_dim: int, sparse_k: Sequence[int], sparse_candidates: int, per_label: bool,
+                 per_label_top: int, device: str, seed: int):
         super().__init__(name, None, None, None)
         if task is None or source is None:
             raise ConfigError(f"task=null: analysis=neurons ranks the neurons that carry a word task's labels. Fix: "
@@ -87,6 +87,8 @@ class NeuronAnalysis(Analysis):
         self.l1 = require_number("analysis.l1", l1, example="1e-3")
         self.l2 = require_number("analysis.l2", l2, example="1e-3")
         self.epochs = require_int("analysis.epochs", epochs, minimum=1)
+        self.patience = None if patience is None else require_int("analysis.patience", patience, minimum=1)
+        self.min_delta = require_number("analysis.min_delta", min_delta, low=0.0, example="0.001")
         self.batch_size = require_int("analysis.batch_size", batch_size, minimum=1)
         self.lr = require_number("analysis.lr", lr, low=1e-12, example="1e-3")
         self.ablation = choose("analysis.ablation", ablation, neurons.FILLS)
@@ -108,7 +110,7 @@ class NeuronAnalysis(Analysis):
         words = self.word_inputs()
         labels, data = list(words.classes), {split: split_tensors(words.datamodule.splits[split]) for split in SPLITS}
         num_neurons = data["train"][0].shape[1]
-        probe = self.train_probe(words, num_neurons, len(labels), device)
+        probe, probe_epochs = self.train_probe(words, num_neurons, len(labels), device)
         full = {split: accuracies(probe, *data[split])[0] for split in ("dev", "test")}
         means = data["train"][0].mean(dim=0)
         evidence = neurons.Evidence(probe.w1[0].detach().cpu().double().numpy(),
@@ -121,7 +123,8 @@ class NeuronAnalysis(Analysis):
             **inputs.model.described(), **words.features, "task": self.task, "labels": labels,
             **{key: words.about[key] for key in ("layer", "representation", "stores", "data_summary", "data_skips")},
             "neurons": num_neurons, "ks": ks, "settings": self.settings(),
-            "probe": {"dev_accuracy": full["dev"], "test_accuracy": full["test"]},
+            "probe": {"dev_accuracy": full["dev"], "test_accuracy": full["test"], "epochs_run": probe_epochs},
+            "majority": majority(data["train"][1], data["test"][1], labels),
             "rankings": {name: order.tolist() for name, order in orders.items()},
             "ablation": self.ablation_curves(probe, orders, ks, data["test"], means),
             **self.retrained(words, orders, ks, num_neurons, len(labels), data["test"], device),
@@ -147,16 +150,20 @@ class NeuronAnalysis(Analysis):
         return probing.inputs(representation, store)
 
     def settings(self) -> dict[str, Any]:
-        return {"l1": self.l1, "l2": self.l2, "epochs": self.epochs, "batch_size": self.batch_size, "lr": self.lr,
+        return {"l1": self.l1, "l2": self.l2, "epochs": self.epochs, "patience": self.patience,
+                "min_delta": self.min_delta, "batch_size": self.batch_size, "lr": self.lr,
                 "ablation": self.ablation, "cross_check": "mlp1", "cross_check_hidden_dim":
                 self.cross_check_hidden_dim, "sparse_k": self.sparse_k, "sparse_candidates": self.sparse_candidates}
 
     def train_probe(self, words: ProbeInputs, num_neurons: int, num_labels: int,
-                    device: torch.device) -> BatchedProbes:
-        """The elastic-net linear probe on every neuron, at its best dev epoch."""
+                    device: torch.device) -> tuple[BatchedProbes, int]:
+        """The elastic-net linear probe on every neuron, at its best dev epoch of all `epochs` (no early stop: its
+        weights make the probe ranking, and the l1 term keeps sparsifying them after the accuracy has levelled off;
+        one linear head is cheap); the epochs it trained."""
         probe = BatchedProbes(1, num_neurons, num_labels, "linear", l1=self.l1, l2=self.l2)
-        fit(NeuronProbes({"probe": probe}, self.lr), words.datamodule, self.epochs, device)
-        return probe
+        module = NeuronProbes({"probe": probe}, self.lr)
+        fit(module, words.datamodule, self.epochs, device)
+        return probe, module.epochs_run
 
     def ablation_curves(self, probe: BatchedProbes, orders: Mapping[str, np.ndarray], ks: list[int],
                         test: tuple[Tensor, Tensor], means: Tensor) -> dict[str, Any]:
@@ -175,14 +182,15 @@ class NeuronAnalysis(Analysis):
     def retrained(self, words: ProbeInputs, orders: Mapping[str, np.ndarray], ks: list[int], num_neurons: int,
                   num_labels: int, test: tuple[Tensor, Tensor], device: torch.device) -> dict[str, Any]:
         """Test accuracy of the linear probes retrained on the top-k neurons of each ranking ("retrained") and of the
-        MLP-1 cross-check ("cross_check"), every (ranking, k) a head of one batched model; their best epochs."""
+        MLP-1 cross-check ("cross_check"), every (ranking, k) a head of one batched model; their best epochs and the
+        epochs the batched model trained."""
         names = list(orders)
         masks = neurons.selection_masks([orders[name] for name in names], ks, num_neurons)
         groups = {"retrained": BatchedProbes(len(masks), num_neurons, num_labels, "linear", l1=self.l1, l2=self.l2,
                                              input_mask=masks),
                   "cross_check": BatchedProbes(len(masks), num_neurons, num_labels, "mlp1",
                                                hidden_dim=self.cross_check_hidden_dim, input_mask=masks)}
-        module = NeuronProbes(groups, self.lr)
+        module = NeuronProbes(groups, self.lr, patience=self.patience, min_delta=self.min_delta)
         fit(module, words.datamodule, self.epochs, device)
         results: dict[str, Any] = {}
         for group, probes in groups.items():
@@ -190,6 +198,7 @@ class NeuronAnalysis(Analysis):
             epochs = module.best_epochs[group].view(len(names), len(ks))
             results[group] = {name: scores[i].tolist() for i, name in enumerate(names)}
             results[group]["best_epochs"] = {name: epochs[i].tolist() for i, name in enumerate(names)}
+            results[group]["epochs_run"] = module.epochs_run
         return results
 
     def sparse(self, data: Mapping[str, tuple[Tensor, Tensor]], labels: list[str],
@@ -249,6 +258,13 @@ def sparse_k_list(values: Sequence[int]) -> list[int]:
         raise ConfigError(f"analysis.sparse_k={ks} must be increasing neuron counts. Fix: "
                           "analysis.sparse_k=[1,2,4,8,16]")
     return ks
+
+
+def majority(train_labels: Tensor, test_labels: Tensor, labels: list[str]) -> dict[str, Any]:
+    """The most frequent training label (the lowest index among ties) and its share of the test words: the accuracy
+    that needs no neuron."""
+    top = int(torch.bincount(train_labels, minlength=len(labels)).argmax())
+    return {"label": labels[top], "test_accuracy": float((test_labels == top).double().mean())}
 
 
 def split_tensors(split: Any) -> tuple[Tensor, Tensor]:

@@ -6,10 +6,14 @@ The loss is the sum over heads of each head's mean cross-entropy and its elastic
 parameter, so each gets the gradient it would get alone, and a masked head is the probe trained alone on its
 neurons (`BatchedProbes`' input mask). Each head keeps the weights of its own best dev epoch (the highest dev
 accuracy, the first such epoch), as the MDL prefix probes keep theirs (`PrefixProbes`), restored when fitting ends.
+With a `patience`, fitting stops early once no head's dev accuracy has beaten its best by more than `min_delta` for
+`patience` epochs in a row (what Lightning's EarlyStopping does for one monitored number, here over every head: a
+head still learning keeps them all going, and each head's weights stay those of its own best epoch either way).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 
 import lightning as L
@@ -20,19 +24,27 @@ from torch.nn import functional as F
 from probing.errors import ProbingError
 from probing.probes.components.batched_probes import BatchedProbes
 
+log = logging.getLogger(__name__)
+
 
 class NeuronProbes(L.LightningModule):
     """`groups` {name: BatchedProbes} trained with Adam at `lr` on batches of `features` (B, D) and `label` (B,).
-    `best_epochs[name]` (heads,): the epoch whose weights each head kept (-1 before any dev pass)."""
+    `best_epochs[name]` (heads,): the epoch whose weights each head kept (-1 before any dev pass); `epochs_run`:
+    the epochs trained (fewer than the trainer's max_epochs when `patience` stopped them)."""
 
-    def __init__(self, groups: Mapping[str, BatchedProbes], lr: float = 1e-3):
+    def __init__(self, groups: Mapping[str, BatchedProbes], lr: float = 1e-3, patience: int | None = None,
+                 min_delta: float = 0.0):
         super().__init__()
         self.groups = nn.ModuleDict(dict(groups))
         self.lr = lr
+        self.patience, self.min_delta = patience, min_delta
+        self.epochs_without_gain = 0
+        self.epochs_run = 0
         self.dev_correct: dict[str, Tensor] = {}
         self.dev_rows = 0
         self.best_states = {name: probes.state_of_heads() for name, probes in self.groups.items()}
-        self.best_accuracy = {name: torch.full((probes.num_heads,), -1.0) for name, probes in self.groups.items()}
+        self.best_accuracy = {name: torch.full((probes.num_heads,), -1.0, dtype=torch.float64)
+                              for name, probes in self.groups.items()}
         self.best_epochs = {name: torch.full((probes.num_heads,), -1) for name, probes in self.groups.items()}
 
     def training_step(self, batch: dict, batch_idx: int) -> Tensor:
@@ -50,21 +62,35 @@ class NeuronProbes(L.LightningModule):
             self.dev_correct[name] = correct + self.dev_correct.get(name, 0)
         self.dev_rows += len(batch["label"])
 
+    def on_train_epoch_end(self) -> None:
+        self.epochs_run = self.current_epoch + 1
+
     def on_validation_epoch_end(self) -> None:
         if not self.trainer.sanity_checking and self.dev_rows:
+            gained, improved = 0, 0
             for name, probes in self.groups.items():
-                self.keep_best(name, probes, (self.dev_correct[name].double() / self.dev_rows).cpu())
+                accuracy = (self.dev_correct[name].double() / self.dev_rows).cpu()
+                gained += int((accuracy > self.best_accuracy[name] + self.min_delta).sum())
+                improved += self.keep_best(name, probes, accuracy)
+            self.epochs_without_gain = 0 if gained else self.epochs_without_gain + 1
+            stop = self.patience is not None and self.epochs_without_gain >= self.patience
+            log.info("neuron probes (%s), epoch %d of at most %d: %d of %d heads beat their best dev accuracy (%d by "
+                     "more than %g)%s", ", ".join(self.groups), self.current_epoch + 1, self.trainer.max_epochs,
+                     improved, sum(probes.num_heads for probes in self.groups.values()), gained, self.min_delta,
+                     f"; none for {self.patience} epochs: stopped" if stop else "")
+            self.trainer.should_stop = self.trainer.should_stop or stop
         self.dev_correct, self.dev_rows = {}, 0
 
-    def keep_best(self, name: str, probes: BatchedProbes, accuracy: Tensor) -> None:
-        """Keep the weights of the heads whose dev accuracy beats their best so far."""
+    def keep_best(self, name: str, probes: BatchedProbes, accuracy: Tensor) -> int:
+        """Keep the weights of the heads whose dev accuracy beats their best so far; how many did."""
         improved = accuracy > self.best_accuracy[name]
         if improved.any():
             current = probes.state_of_heads()
             for key, value in self.best_states[name].items():  # kept on the CPU
                 value[improved] = current[key].cpu()[improved]
-            self.best_accuracy[name][improved] = accuracy[improved].float()
+            self.best_accuracy[name][improved] = accuracy[improved]
             self.best_epochs[name][improved] = self.current_epoch
+        return int(improved.sum())
 
     def on_fit_end(self) -> None:
         for name, probes in self.groups.items():
@@ -95,8 +121,9 @@ def accuracies(probes: BatchedProbes, features: Tensor, labels: Tensor, batch_si
 
 
 def fit(module: NeuronProbes, datamodule: L.LightningDataModule, epochs: int, device: torch.device) -> None:
-    """Fit the probes for `epochs` on one `device`, quietly (the analysis logs its results itself)."""
+    """Fit the probes for at most `epochs` on one `device`, with a progress bar and a log line per epoch (the
+    analysis logs its results itself)."""
     trainer = L.Trainer(max_epochs=epochs, accelerator="gpu" if device.type == "cuda" else "cpu", devices=1,
-                        logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                        logger=False, enable_checkpointing=False, enable_progress_bar=True,
                         enable_model_summary=False, num_sanity_val_steps=0)
     trainer.fit(module, datamodule=datamodule)

@@ -59,6 +59,20 @@ def full_accuracy(result: dict[str, Any], group: str) -> float:
     return sum(result[group][name][-1] for name in ranked(result)) / len(ranked(result))
 
 
+def majority_accuracy(result: dict[str, Any]) -> float | None:
+    """The test accuracy of always answering the most frequent training label (None in results of before it was
+    recorded)."""
+    return result.get("majority", {}).get("test_accuracy")
+
+
+def k_cell(k: int | None, result: dict[str, Any], group: str) -> str:
+    """A k-to-95% cell; flagged where the majority label alone already reaches the target (an imbalanced task: the
+    k then says nothing about the neurons)."""
+    majority = majority_accuracy(result)
+    trivial = majority is not None and majority >= SHARE * full_accuracy(result, group)
+    return f"{k or '-'}{' (majority reaches it)' if trivial else ''}"
+
+
 def k_to_reach_table(result: dict[str, Any]) -> dict[str, dict[str, int | None]]:
     """{group: {ranking: k}}: for the retrained linear probes and the MLP-1 cross-check, the k each ranking needs to
     reach SHARE of its family's accuracy on every neuron (`full_accuracy`)."""
@@ -79,8 +93,10 @@ def summary_line(result: dict[str, Any]) -> str:
     """One line: the full probe's accuracy and each ranking's k to 95% (retrained, cross-check)."""
     ks = k_to_reach_table(result)
     per_ranking = ", ".join(f"{name} {ks['retrained'][name]} / {ks['cross_check'][name]}" for name in ranked(result))
+    majority = majority_accuracy(result)
     return (f"{run_label(result)}: the elastic-net probe's test accuracy {result['probe']['test_accuracy']:.3f} on "
-            f"{result['neurons']} neurons; k to reach 95% of it (linear / MLP-1 retrained): {per_ranking}")
+            f"{result['neurons']} neurons (the majority label's {number(majority)}); k to reach 95% of it (linear / "
+            f"MLP-1 retrained): {per_ranking}")
 
 
 def number(value: float | None) -> str:
@@ -94,15 +110,14 @@ def curve_table(result: dict[str, Any]) -> str:
 
 
 def k_table(results: list[dict[str, Any]]) -> str:
-    header = ["run", "neurons", "linear, all neurons", "MLP-1, all neurons", "ranking", f"k to {SHARE:.0%}: linear",
-              f"k to {SHARE:.0%}: MLP-1"]
+    header = ["run", "neurons", "majority label", "linear, all neurons", "MLP-1, all neurons", "ranking",
+              f"k to {SHARE:.0%}: linear", f"k to {SHARE:.0%}: MLP-1"]
     body = []
     for result in results:
         ks = k_to_reach_table(result)
-        full = [number(full_accuracy(result, group)) for group in GROUPS]
-        body += [[run_label(result), str(result["neurons"]), *full, name, *(str(ks[group][name] or "-")
-                                                                          for group in GROUPS)]
-                 for name in ranked(result)]
+        full = [number(majority_accuracy(result)), *(number(full_accuracy(result, group)) for group in GROUPS)]
+        body += [[run_label(result), str(result["neurons"]), *full, name,
+                  *(k_cell(ks[group][name], result, group) for group in GROUPS)] for name in ranked(result)]
     return markdown(header, body)
 
 
@@ -123,10 +138,13 @@ def top_neuron_table(result: dict[str, Any]) -> str:
 
 
 def draw(ax, result: dict[str, Any], lines: list[tuple[str, list[float], str, str]]) -> None:
-    """Curves (label, values, colour, line style) against the run's ks on a log2 axis, the full probe dashed."""
+    """Curves (label, values, colour, line style) against the run's ks on a log2 axis, the full probe dotted and
+    the majority label's rate dash-dotted."""
     for label, values, colour, style in lines:
         ax.plot(result["ks"], values, style, color=colour, marker="o", markersize=3, label=label)
     ax.axhline(result["probe"]["test_accuracy"], color="0.5", linestyle=":", linewidth=1, label="full probe")
+    if majority_accuracy(result) is not None:
+        ax.axhline(majority_accuracy(result), color="0.75", linestyle="-.", linewidth=1, label="majority label")
     ax.set_xscale("log", base=2)
     ax.set_xlabel("k (neurons)")
     ax.set_ylabel("test accuracy")

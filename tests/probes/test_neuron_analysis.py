@@ -51,6 +51,7 @@ def check_run(results: dict, ranking: str) -> None:
     assert list(results["rankings"]) == [ranking, "random"]
     for order in results["rankings"].values():
         assert sorted(order) == list(range(width))
+    assert results["majority"]["label"] in results["labels"] and 0 < results["majority"]["test_accuracy"] < 1
     ablation, count = results["ablation"], len(results["ks"])
     assert ablation["fill"] == "mean" and len(ablation["random"]) == count
     assert len(ablation[ranking]["top"]) == len(ablation[ranking]["bottom"]) == count
@@ -58,7 +59,8 @@ def check_run(results: dict, ranking: str) -> None:
     assert ablation[ranking]["top"][-1] == ablation[ranking]["bottom"][-1] == ablation["random"][-1]
     for group in ("retrained", "cross_check"):
         target = 0.95 * full_accuracy(results, group)
-        assert set(results[group]) == {ranking, "random", "best_epochs"}
+        assert set(results[group]) == {ranking, "random", "best_epochs", "epochs_run"}
+        assert results[group]["epochs_run"] == 1
         for name in (ranking, "random"):
             assert len(results[group][name]) == count and all(0 <= value <= 1 for value in results[group][name])
             assert results["k_to_95"][group][name] == k_to_reach(results[group][name], results["ks"], target)
@@ -123,6 +125,8 @@ def test_the_untrained_control_on_labels_partly_absent_from_training(tmp_path, t
     (["task=upos", "layer=1", "analysis.l1=-1"], "analysis.l1=-1 is not a number"),
     (["task=upos", "layer=1", "analysis.ablation=noise"], "analysis.ablation"),
     (["task=upos", "layer=1", "analysis.sparse_k=[4,2]"], "analysis.sparse_k=[4, 2] must be increasing"),
+    (["task=upos", "layer=1", "analysis.patience=0"], "analysis.patience=0"),
+    (["task=upos", "layer=1", "analysis.min_delta=-0.1"], "analysis.min_delta=-0.1"),
 ])
 def test_settings_that_cannot_work_are_refused_before_any_model_loads(tmp_path, overrides, message):
     with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):

@@ -18,6 +18,7 @@ from probing.errors import ConfigError
 from probing.probes import neurons
 from probing.probes.components.batched_probes import BatchedProbes
 from probing.probes.datamodule import ProbingDataModule, TensorSplit
+from probing.probes.neuron_analysis import majority
 from probing.probes.neuron_probes import NeuronProbes, accuracies, fit, head_losses
 
 
@@ -194,3 +195,36 @@ def test_f1_of_the_positive_class():
     gold = torch.tensor([True, False, True, False])
     assert neurons.f1_score(predicted, gold) == pytest.approx(0.5)
     assert neurons.f1_score(torch.zeros(3, dtype=torch.bool), torch.zeros(3, dtype=torch.bool)) == 0.0
+
+
+def fitted_probe(epochs: int, lr: float = 3e-2, **stopping) -> tuple[BatchedProbes, NeuronProbes]:
+    """The planted-neuron probe of synthetic_splits fitted from seed 0 for at most `epochs`."""
+    torch.manual_seed(0)
+    probe = BatchedProbes(2, 12, 3, "linear", l1=1e-3, l2=1e-3)
+    module = NeuronProbes({"probe": probe}, lr=lr, **stopping)
+    fit(module, ProbingDataModule(synthetic_splits(), batch_size=50), epochs, torch.device("cpu"))
+    return probe, module
+
+
+def test_without_patience_every_epoch_trains():
+    _, module = fitted_probe(6)
+    assert module.epochs_run == 6
+
+
+def test_probes_that_stop_learning_stop_after_patience_epochs_at_their_first_best():
+    _, module = fitted_probe(10, lr=0.0, patience=2)  # frozen: epoch 0 sets the best, epochs 1 and 2 gain nothing
+    assert module.epochs_run == 3 and module.best_epochs["probe"].tolist() == [0, 0]
+
+
+def test_a_gain_below_min_delta_does_not_keep_the_fit_going_and_the_kept_weights_are_an_unstopped_runs():
+    stopped, module = fitted_probe(10, patience=2, min_delta=1.0)  # no gain of a whole point after the first epoch
+    assert module.epochs_run == 3
+    unstopped, reference = fitted_probe(3)
+    assert torch.equal(module.best_epochs["probe"], reference.best_epochs["probe"])
+    for name, value in stopped.state_dict().items():
+        assert torch.equal(value, unstopped.state_dict()[name]), name
+
+
+def test_the_majority_label_is_the_most_frequent_training_label_scored_on_test():
+    train, test = torch.tensor([0, 1, 1, 2, 2]), torch.tensor([1, 1, 0, 2])  # a tie of 1 and 2: the first, 1
+    assert majority(train, test, ["a", "b", "c"]) == {"label": "b", "test_accuracy": 0.5}
