@@ -109,14 +109,14 @@ def read(path: Path, layer: int) -> torch.Tensor:
         return torch.from_numpy(store.read_layer(layer, dtype=None)).float()
 
 
-STAGES = ("gather", "fit", "apply")  # on a GPU, gather includes the copy there and apply the copy back
+STAGES = ("gather", "fit", "apply")  # of the erase side after its read; on a GPU gather copies there, apply back
 
 
 def now(device: torch.device) -> float:
     """perf_counter once `device` has done its queued work."""
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-    return time.perf_counter()  # of the erase side after its read, timed inside it
+    return time.perf_counter()
 
 
 def erase(path: Path, layer: int, rows: torch.Tensor, labels: torch.Tensor, num_classes: int, method: str,
