@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 from pathlib import Path
 
 import numpy as np
@@ -43,7 +42,7 @@ from hydra import compose, initialize_config_dir
 
 from probing.config import build
 from probing.data.files import write_json_atomically
-from probing.devices import cpu_description, timed
+from probing.devices import cpu_description, synchronized_clock, timed
 from probing.features.erasure import LeaceEraser, MeanProjectionEraser
 from probing.features.store import FeatureStore
 from probing.probes.datamodule import read_every_word_store
@@ -112,12 +111,6 @@ def read(path: Path, layer: int) -> torch.Tensor:
 STAGES = ("gather", "fit", "apply")  # of the erase side after its read; on a GPU gather copies there, apply back
 
 
-def now(device: torch.device) -> float:
-    """perf_counter once `device` has done its queued work."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return time.perf_counter()
-
 
 def erase(path: Path, layer: int, rows: torch.Tensor, labels: torch.Tensor, num_classes: int, method: str,
           device: torch.device, stages: dict[str, list[float]]) -> None:
@@ -125,14 +118,14 @@ def erase(path: Path, layer: int, rows: torch.Tensor, labels: torch.Tensor, num_
     erase=...` does (on a GPU: the vectors copied there and back); the seconds of the last three stages are appended
     to `stages`."""
     vectors = read(path, layer)
-    times = [now(device)]
+    times = [synchronized_clock(device)]
     vectors = vectors.to(device)
     labelled = vectors[rows]
-    times.append(now(device))
+    times.append(synchronized_clock(device))
     fitted = ERASERS[method]().fit(labelled, labels, num_classes)
-    times.append(now(device))
+    times.append(synchronized_clock(device))
     fitted(vectors).cpu()
-    times.append(now(device))
+    times.append(synchronized_clock(device))
     for stage, start, end in zip(STAGES, times, times[1:]):
         stages[stage].append(end - start)
 

@@ -87,13 +87,16 @@ def keep_freed_memory() -> bool:
     return kept
 
 
+def synchronized_clock(device: torch.device) -> float:
+    """time.perf_counter() once `device` has done its queued GPU work."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter()
+
+
 def timed(run: Callable[[], object], device: torch.device) -> float:
     """Seconds `run()` takes on `device`, its queued GPU work included (synchronised before and after): what the
     bench scripts measure."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    started = time.perf_counter()
+    started = synchronized_clock(device)
     run()
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return time.perf_counter() - started
+    return synchronized_clock(device) - started

@@ -52,6 +52,7 @@ from probing.features.erasure import (
 from probing.features.erasure_setup import ErasureSetup, random_control
 from probing.probes.callbacks import KeepBestWeights
 from probing.probes.datamodule import ALL_LAYERS, ProbingDataModule, TensorSplit
+from probing.probes.information import majority_rates
 from probing.probes.saved import differences
 from probing.probes.word_data import WordTaskDataModule
 from probing.probes.word_probe import WordProbe
@@ -156,7 +157,7 @@ def guardedness_report(fitted: FittedEraser, control: FittedEraser, concept: Con
     num_classes = len(labels)
     report: dict[str, Any] = {split: guardedness(fitted, *concept[split], num_classes)
                               for split in GUARDEDNESS_SPLITS if split in concept}
-    report["majority_rate"] = majority_rates(concept)
+    report["majority_rate"] = majority_rates(concept["train"][1], {split: y for split, (_, y) in concept.items()})[1]
     versions = {"before": lambda x: x, "erased": fitted, "random_control": control}
     probes: dict[str, dict[str, Any]] = {}
     for version, transform in versions.items():
@@ -176,12 +177,6 @@ def converged_linear_accuracy(splits: ConceptSplits, num_classes: int) -> dict[s
     weights, bias = softmax_regression(train_x.double(), train_y, num_classes)
     return {split: float(((x.double() @ weights.T + bias).argmax(dim=1) == y).float().mean())
             for split, (x, y) in splits.items() if split in EVAL_SPLITS}
-
-
-def majority_rates(concept: ConceptSplits) -> dict[str, float]:
-    """The share of each split's words that carry the training split's most frequent label."""
-    majority = int(torch.bincount(concept["train"][1]).argmax())
-    return {split: float((y == majority).float().mean()) for split, (_, y) in concept.items()}
 
 
 def fresh_probe_accuracy(family: str, splits: ConceptSplits, labels: list[str], seed: int,

@@ -103,6 +103,13 @@ def prior_bits(train_targets: Tensor, eval_targets: Tensor, num_outputs: int,
     return total
 
 
+def majority_rates(train_labels: Tensor, labels_of: Mapping[str, Tensor]) -> tuple[int, dict[str, float]]:
+    """The most frequent training label (the lowest index among ties) and the share of each split's labels that
+    carry it: the accuracy of the best constant guess, as H_V(Y) is its cross-entropy."""
+    top = int(torch.bincount(train_labels).argmax())
+    return top, {split: float((labels == top).double().mean()) for split, labels in labels_of.items()}
+
+
 def split_information(prior: Mapping[str, float], conditional: Mapping[str, float]) -> dict[str, float]:
     """One split's bits from the priors ({"task", "control"}) and the heads' cross-entropies (by head name)."""
     bits: dict[str, float] = {}

@@ -47,6 +47,7 @@ from probing.features.analysis import Analysis, AnalysisInputs, analysis_device
 from probing.features.provision import lock_wait_seconds
 from probing.probes import neurons
 from probing.probes.components.batched_probes import BatchedProbes
+from probing.probes.information import majority_rates
 from probing.probes.neuron_probes import NeuronProbes, accuracies, fit
 from probing.probes.representations import ProbeInputs
 from probing.probes.task_probes import WordProbing
@@ -263,8 +264,8 @@ def sparse_k_list(values: Sequence[int]) -> list[int]:
 def majority(train_labels: Tensor, test_labels: Tensor, labels: list[str]) -> dict[str, Any]:
     """The most frequent training label (the lowest index among ties) and its share of the test words: the accuracy
     that needs no neuron."""
-    top = int(torch.bincount(train_labels, minlength=len(labels)).argmax())
-    return {"label": labels[top], "test_accuracy": float((test_labels == top).double().mean())}
+    top, rates = majority_rates(train_labels, {"test": test_labels})
+    return {"label": labels[top], "test_accuracy": rates["test"]}
 
 
 def split_tensors(split: Any) -> tuple[Tensor, Tensor]:
