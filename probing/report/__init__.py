@@ -68,7 +68,8 @@ def write_report(folder: Path, out_dir: Path | None = None) -> list[dict] | None
     out_dir = Path(out_dir or folder)
     results, repeats = distinct_runs(find_results(folder))
     if repeats:
-        print(f"Counted once: {len(repeats)} results.json of runs found twice (same configuration and seed): "
+        print(f"Counted once: {len(repeats)} results.json of runs found twice (same configuration and seed; a "
+              "baseline= run does not read layer=, so a sweep over layers repeats it): "
               + ", ".join(repeats))
     if not results:
         print(f"No {RESULTS_FILE} found below {folder}.")

@@ -45,6 +45,9 @@ KIND_ORDER = ("baseline", "avg", "layer", MIX)
 # representation a run could probe; its probing, chosen by the task, and every probing): a value that differs there
 # differs at its own key too.
 DERIVED = ("representation.", "representations.", "probing.", "probings.", "conditioning")
+# Names made of other settings (conf/probe.yaml's run_name: model, data, layer, probe, seed) for the run's folder,
+# logger and W&B run: they tell runs apart only through those settings, never on their own.
+RUN_LABELS = ("run_name", "run_group", "logger.wandb.name", "logger.wandb.group")
 # What the tables read from a results.json without a default, checked before any table is made (`check_result`):
 # the scores of every run but an analysis's (analyze.py's results name their `analysis` and have no splits), ...
 REQUIRED = ("dev",)
@@ -147,12 +150,25 @@ def located_values(result: dict[str, Any]) -> dict[str, Any]:
     return config_values(location_free(result.get("config") or {}))
 
 
+def compared_values(result: dict[str, Any]) -> dict[str, Any]:
+    """The config values that make the run what it computed: `located_values` without the copies of other settings
+    (DERIVED), the names made of other settings (RUN_LABELS) and, where a baseline was probed (`baseline=bertw`),
+    the layer= that it does not read (a sweep `layer=0,3 baseline=null,bertw` runs the same baseline once per
+    layer)."""
+    values = {key: value for key, value in located_values(result).items()
+              if key not in RUN_LABELS and not key.startswith(DERIVED)}
+    if (result.get("config") or {}).get("baseline") is not None:
+        values.pop("layer", None)
+    return values
+
+
 def run_identity(result: dict[str, Any]) -> str:
-    """What makes a run itself: its config (seed included) without where it was written. Two results.json files
-    with the same identity are one run found twice (a copied folder), never two seeds."""
+    """What makes a run itself: its config (seed included) without where it was written (`compared_values`). Two
+    results.json files with the same identity are one run found twice (a copied folder, or a baseline run once per
+    layer of a sweep), never two seeds."""
     if not result.get("config"):  # results written before configs were recorded: only the file tells them apart
         return result["_file"]
-    return json.dumps(located_values(result), sort_keys=True, default=str)
+    return json.dumps(compared_values(result), sort_keys=True, default=str)
 
 
 def distinct_runs(results: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
@@ -176,10 +192,10 @@ def run_seed(result: dict[str, Any]) -> Any:
 
 def variant_keys(runs: list[dict[str, Any]]) -> list[str]:
     """Config keys whose values differ among runs of one setting, apart from the seed, where the runs were written,
-    values that follow from the seed (the control task's seed, a run name holding it) and the copies of other
-    settings that the probed representation holds (DERIVED)."""
-    configs = [{key: json.dumps(value, sort_keys=True) for key, value in located_values(r).items()
-                if key != "seed" and not key.startswith(DERIVED)} for r in runs]
+    values that follow from the seed (the control task's seed), the run's names (RUN_LABELS), a baseline's unread
+    layer= and the copies of other settings that the probed representation holds (DERIVED)."""
+    configs = [{key: json.dumps(value, sort_keys=True) for key, value in compared_values(r).items() if key != "seed"}
+               for r in runs]
     seeds = [json.dumps(run_seed(r)) for r in runs]
 
     def tells_runs_apart(key: str) -> bool:

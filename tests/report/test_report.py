@@ -14,7 +14,7 @@ import pytest
 from probing.errors import DataFormatError
 from probing.report import write_report
 from probing.report.__main__ import main
-from probing.report.aggregate import aggregate, representation_sort_key, variant_keys
+from probing.report.aggregate import aggregate, distinct_runs, representation_sort_key, variant_keys
 from probing.report.plots import per_class_by_layer, plot_per_class, write_plots
 from probing.report.tables import context_size_tables, markdown_table, representation_tables
 
@@ -179,6 +179,29 @@ def test_seed_run_folder_and_what_follows_from_them_make_no_variant():
     [row] = aggregate(runs)
     assert row["variant"] == "" and row["seeds"] == [0, 1, 2]
     assert variant_keys([*runs, result("mix", 0, config=run_config(0, 0.5, "/runs/9"))]) == ["probe.mix.lr"]
+
+
+def swept_config(layer, baseline, probe="linear"):
+    """The config values that `layer=L baseline=B probe=P` sets in a sweep's job (its names follow the layer)."""
+    name = f"minilm-upos-layer{layer}-{probe}-seed0"
+    return {"seed": 0, "layer": layer, "baseline": baseline, "probe": {"name": probe}, "run_name": name,
+            "logger": {"wandb": {"name": name}}, "representations": {"layer": {"layer": layer}},
+            "paths": {"output_dir": f"/sweep/{layer}-{baseline}-{probe}"}}
+
+
+def test_a_baseline_swept_with_layers_is_one_run_and_run_names_make_no_variant():
+    jobs = [(layer, baseline, probe) for layer in (0, 3) for baseline in (None, "bertw")
+            for probe in ("linear", "mlp1")]
+    results = [result("BERTw" if baseline else str(layer), probe=probe, config=swept_config(layer, baseline, probe))
+               for layer, baseline, probe in jobs]
+    runs, repeats = distinct_runs([{**r, "_file": f"{job}/results.json"} for job, r in enumerate(results)])
+    assert repeats == ["6/results.json", "7/results.json"]  # bertw at layer=3 (linear, mlp1): layer 0's runs again
+    rows = aggregate(runs)
+    assert sorted((r["representation"], r["probe"], r["variant"]) for r in rows) == [
+        (representation, probe, "") for representation in ("0", "3", "BERTw") for probe in ("linear", "mlp1")]
+    # a layer= that a run reads keeps apart runs that nothing else tells apart
+    assert variant_keys([result("3", config=swept_config(0, None)), result("3", config=swept_config(3, None))]) == [
+        "layer"]
 
 
 def test_paper_shaped_tables_one_per_level():
