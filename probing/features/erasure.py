@@ -322,10 +322,11 @@ class LeaceEraser(ConceptEraser):
     def __init__(self, shrinkage: bool = True, svd_tol: float = 0.01, constrain_cov_trace: bool = True):
         for key, value in (("shrinkage", shrinkage), ("constrain_cov_trace", constrain_cov_trace)):
             if not isinstance(value, bool):
-                raise ConfigError(f"erase.{key}={value}: not a boolean. Fix: set erase.{key}=true or false")
+                raise ConfigError(f"erase.eraser.{key}={value}: not a boolean. Fix: set erase.eraser.{key}=true or "
+                                  "false")
         if isinstance(svd_tol, bool) or not isinstance(svd_tol, (int, float)) or not svd_tol > 0:
-            raise ConfigError(f"erase.svd_tol={svd_tol}: LEACE needs a positive tolerance. Fix: set erase.svd_tol "
-                              "above 0 (the package's default is 0.01)")
+            raise ConfigError(f"erase.eraser.svd_tol={svd_tol}: LEACE needs a positive tolerance. Fix: set "
+                              "erase.eraser.svd_tol above 0 (the package's default is 0.01)")
         self.shrinkage, self.svd_tol, self.constrain_cov_trace = shrinkage, float(svd_tol), constrain_cov_trace
 
     def settings(self) -> dict[str, Any]:
@@ -387,13 +388,13 @@ class InlpEraser(ConceptEraser):
 
     def __init__(self, max_iterations: int = 20, tolerance: float = 0.01, seed: int = 0):
         if not is_integer(max_iterations) or max_iterations < 1:
-            raise ConfigError(f"erase.max_iterations={max_iterations}: INLP needs at least one iteration. Fix: set "
-                              "erase.max_iterations to 1 or more (20 by default)")
+            raise ConfigError(f"erase.eraser.max_iterations={max_iterations}: INLP needs at least one iteration. "
+                              "Fix: set erase.eraser.max_iterations to 1 or more (20 by default)")
         if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not 0 <= tolerance < 1:
-            raise ConfigError(f"erase.tolerance={tolerance}: not an accuracy margin in [0, 1). Fix: set "
-                              "erase.tolerance to e.g. 0.01 (1 point over the majority rate)")
+            raise ConfigError(f"erase.eraser.tolerance={tolerance}: not an accuracy margin in [0, 1). Fix: set "
+                              "erase.eraser.tolerance to e.g. 0.01 (1 point over the majority rate)")
         if not is_integer(seed):
-            raise ConfigError(f"erase.seed={seed}: not an integer. Fix: set erase.seed to an integer")
+            raise ConfigError(f"erase.eraser.seed={seed}: not an integer. Fix: set erase.eraser.seed to an integer")
         self.max_iterations, self.tolerance, self.seed = max_iterations, float(tolerance), seed
 
     def settings(self) -> dict[str, Any]:
@@ -487,10 +488,10 @@ class RandomEraser(ConceptEraser):
 
     def __init__(self, rank: int | None = None, seed: int = 0):
         if rank is not None and (not is_integer(rank) or rank < 1):
-            raise ConfigError(f"erase.rank={rank}: the random control removes at least one direction. Fix: set "
-                              "erase.rank to the rank of the eraser it controls for (1 or more)")
+            raise ConfigError(f"erase.eraser.rank={rank}: the random control removes at least one direction. Fix: set "
+                              "erase.eraser.rank to the rank of the eraser it controls for (1 or more)")
         if not is_integer(seed):
-            raise ConfigError(f"erase.seed={seed}: not an integer. Fix: set erase.seed to an integer")
+            raise ConfigError(f"erase.eraser.seed={seed}: not an integer. Fix: set erase.eraser.seed to an integer")
         self.rank, self.seed = rank, seed
 
     def settings(self) -> dict[str, Any]:
@@ -498,11 +499,11 @@ class RandomEraser(ConceptEraser):
 
     def directions(self, centred, labels, num_classes, held_out):
         if self.rank is None:
-            raise ConfigError("erase.rank=null: the random control has no rank to match. Fix: set erase.rank to the "
-                              "rank of the eraser it controls for")
+            raise ConfigError("erase.eraser.rank=null: the random control has no rank to match. Fix: set "
+                              "erase.eraser.rank to the rank of the eraser it controls for")
         if self.rank > centred.shape[1]:
-            raise ConfigError(f"erase.rank={self.rank}: more directions than the {centred.shape[1]} feature "
-                              "dimensions that vary. Fix: set erase.rank to at most that")
+            raise ConfigError(f"erase.eraser.rank={self.rank}: more directions than the {centred.shape[1]} feature "
+                              "dimensions that vary. Fix: set erase.eraser.rank to at most that")
         gaussian = torch.randn(centred.shape[1], self.rank, dtype=torch.float64,
                                generator=torch.Generator().manual_seed(self.seed))
         basis = torch.linalg.qr(gaussian)[0].to(centred.device)

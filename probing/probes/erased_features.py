@@ -102,7 +102,7 @@ def fit_eraser(setup: ErasureSetup, concept: ConceptSplits, num_classes: int, fi
     train_x, train_y = (tensor.to(setup.device) for tensor in concept["train"])
     if setup.path is not None:
         fitted, about = load_eraser(setup.path)
-        check_fitted_on(about, fitted_on, concept_name, setup.path)
+        check_fitted_on(fitted, about, setup, fitted_on, concept_name)
     else:
         eraser = setup.eraser
         if isinstance(eraser, RandomEraser) and eraser.rank is None:  # as many directions as LEACE erases
@@ -117,14 +117,22 @@ def fit_eraser(setup: ErasureSetup, concept: ConceptSplits, num_classes: int, fi
     return fitted, control, record
 
 
-def check_fitted_on(about: Mapping[str, Any], current: Mapping[str, Any], concept_name: str, path: Path) -> None:
-    """A saved eraser applies only to the features (and concept) it was fitted on."""
-    saved = {key: about.get(key) for key in (*FITTED_ON, "concept")}
-    wanted = {**{key: current.get(key) for key in FITTED_ON}, "concept": concept_name}
-    found = differences(saved, wanted)
+def check_fitted_on(fitted: FittedEraser, about: Mapping[str, Any], setup: ErasureSetup,
+                    current: Mapping[str, Any], concept_name: str) -> None:
+    """A saved eraser applies only to the features it was fitted on (`about`: the model and its weights, the
+    layer, ...) and the concept it erases, and only for the method and settings of erase= (it is applied, not
+    refitted, so a setting of erase.eraser that differs from its fit would be ignored; a null one, the random
+    control's rank, takes the file's)."""
+    settings = {f"eraser.{key}": value for key, value in setup.eraser.settings().items() if value is not None}
+    saved = {**{key: about.get(key) for key in (*FITTED_ON, "concept")}, "method": fitted.method,
+             **{key: fitted.about.get(key.removeprefix("eraser.")) for key in settings}}
+    wanted = {**{key: current.get(key) for key in FITTED_ON}, "concept": concept_name, "method": setup.method,
+              **settings}
+    found = differences(saved, wanted, keys=list(saved))
     if found:
-        raise ConfigError(f"erase.path={path} was fitted on other features than this run's: {'; '.join(found)}. "
-                          "Fix: erase.path=null (fit one here), or the settings it was fitted with")
+        raise ConfigError(f"erase.path={setup.path} was fitted on other features, concept or settings than this "
+                          f"run's: {'; '.join(found)}. Fix: erase.path=null (fit one here), or the settings it was "
+                          "fitted with")
 
 
 @dataclass

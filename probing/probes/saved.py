@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -184,9 +184,10 @@ def shape_of(tensor: torch.Tensor | None) -> str:
     return "missing" if tensor is None else str(tuple(tensor.shape))
 
 
-def differences(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
-    """The MUST_MATCH settings where the saved probes and the current features disagree, as `key: saved vs now`;
-    a long class list is counted, with what differs in it (see `list_difference`)."""
+def differences(saved: Mapping[str, Any], current: Mapping[str, Any],
+                keys: Sequence[str] = MUST_MATCH) -> list[str]:
+    """The settings of `keys` (the probes' MUST_MATCH by default) where a saved file and the current run disagree,
+    as `key: saved vs now`; a long class list is counted, with what differs in it (see `list_difference`)."""
     def shown(value: Any) -> str:
         return f"{len(value)} classes" if is_long_list(value) else repr(value)
 
@@ -195,7 +196,7 @@ def differences(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[st
         return f", {list_difference(before, now)}" if lists and (is_long_list(before) or is_long_list(now)) else ""
 
     return [f"{key}: {shown(saved.get(key))} (saved) vs {shown(current.get(key))} (this run)"
-            f"{detail(saved.get(key), current.get(key))}" for key in MUST_MATCH if saved.get(key) != current.get(key)]
+            f"{detail(saved.get(key), current.get(key))}" for key in keys if saved.get(key) != current.get(key)]
 
 
 SHOWN_IN_FULL = 5  # a list this long or shorter is shown as it is

@@ -383,15 +383,15 @@ def test_every_method_the_report_knows_has_an_eraser():
 # Settings and data refused
 
 @pytest.mark.parametrize("build, shown", [
-    (lambda: LeaceEraser(svd_tol=0), "erase.svd_tol=0"),
-    (lambda: LeaceEraser(shrinkage="yes"), "erase.shrinkage=yes"),
-    (lambda: InlpEraser(max_iterations=0), "erase.max_iterations=0"),
-    (lambda: InlpEraser(tolerance=1.0), "erase.tolerance=1.0"),
-    (lambda: InlpEraser(tolerance=-0.1), "erase.tolerance=-0.1"),
-    (lambda: RandomEraser(rank=0), "erase.rank=0"),
-    (lambda: RandomEraser(seed=1.5), "erase.seed=1.5"),
-    (lambda: RandomEraser().fit(*planted(), 3), "erase.rank=null"),
-    (lambda: RandomEraser(rank=11).fit(*planted(), 3), "erase.rank=11"),
+    (lambda: LeaceEraser(svd_tol=0), "erase.eraser.svd_tol=0"),
+    (lambda: LeaceEraser(shrinkage="yes"), "erase.eraser.shrinkage=yes"),
+    (lambda: InlpEraser(max_iterations=0), "erase.eraser.max_iterations=0"),
+    (lambda: InlpEraser(tolerance=1.0), "erase.eraser.tolerance=1.0"),
+    (lambda: InlpEraser(tolerance=-0.1), "erase.eraser.tolerance=-0.1"),
+    (lambda: RandomEraser(rank=0), "erase.eraser.rank=0"),
+    (lambda: RandomEraser(seed=1.5), "erase.eraser.seed=1.5"),
+    (lambda: RandomEraser().fit(*planted(), 3), "erase.eraser.rank=null"),
+    (lambda: RandomEraser(rank=11).fit(*planted(), 3), "erase.eraser.rank=11"),
 ], ids=["svd_tol", "shrinkage", "max_iterations", "tolerance 1", "tolerance < 0", "rank", "seed", "no rank",
         "rank > dim"])
 def test_invalid_settings_are_one_line_config_errors(build, shown):

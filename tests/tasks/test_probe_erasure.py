@@ -66,17 +66,29 @@ def test_a_saved_eraser_applied_again_gives_the_same_probe(leace_run, tiny_bert_
     folder, first = leace_run
     again = probe_in_process(folder, "again", "task=upos", "layer=1", "probe=linear", "erase=leace",
                              "erase.concept=upos", f"erase.path={first['erasure']['eraser_file']}",
+                             "erase.eraser.svd_tol=1e-9", "erase.eraser.constrain_cov_trace=false",
                              *quick(tiny_bert_path, stores))
     assert again["erasure"]["loaded_from"] == first["erasure"]["eraser_file"]
     assert again["erasure"]["rank"] == first["erasure"]["rank"]
     assert again["test"]["accuracy"] == first["test"]["accuracy"]  # the same erased features, the same training
 
 
-def test_a_saved_eraser_is_refused_on_another_layer(leace_run, tiny_bert_path, stores):
+AS_FITTED = ("erase=leace", "erase.eraser.svd_tol=1e-9", "erase.eraser.constrain_cov_trace=false")
+
+
+@pytest.mark.parametrize("overrides, differs", [
+    (("layer=2", *AS_FITTED), r"layer: 1 \(saved\) vs 2 \(this run\)"),
+    (("layer=1", "erase.concept=xpos", *AS_FITTED), r"concept: 'upos' \(saved\) vs 'xpos' \(this run\)"),
+    (("layer=1", "model.random_init=true", *AS_FITTED), r"weights_sha256: '\w+' \(saved\) vs '\w+' \(this run\)"),
+    (("layer=1", "erase=inlp"), r"method: 'leace' \(saved\) vs 'inlp' \(this run\)"),
+    (("layer=1", "erase=leace"), r"eraser.svd_tol: 1e-09 \(saved\) vs 0.01 \(this run\)"),
+], ids=["layer", "concept", "weights", "method", "setting"])
+def test_a_saved_eraser_is_refused_where_it_was_fitted_otherwise(leace_run, tiny_bert_path, stores, overrides,
+                                                                  differs):
     folder, first = leace_run
-    with pytest.raises(ConfigError, match=r"^erase.path=.*eraser.safetensors was fitted on other features than this "
-                                          r"run's: layer: 1 .* 2"):
-        probe_in_process(folder, "other_layer", "task=upos", "layer=2", "probe=linear", "erase=leace",
+    with pytest.raises(ConfigError, match=r"^erase.path=.*eraser.safetensors was fitted on other features, concept "
+                                          r"or settings than this run's: .*" + differs):
+        probe_in_process(folder, "refused", "task=upos", "probe=linear", *overrides,
                          f"erase.path={first['erasure']['eraser_file']}", *quick(tiny_bert_path, stores))
 
 
