@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
 
@@ -36,3 +38,21 @@ class StoreCorruptError(ProbingError):
 
 class CheckpointError(ProbingError):
     """A training checkpoint is damaged or cannot be verified: names the file and how to resume or start over."""
+
+
+@contextmanager
+def settings_named(names: Mapping[str, str]) -> Iterator[None]:
+    """A ProbingError raised inside names each setting `old` of `names` as its `new` name: a data source reads the
+    same files in analyze.py under another key (`data.data_dir` there is `analysis.sentences.data_dir`), and its
+    messages name the keys of probe.py and train.py."""
+    try:
+        yield
+    except ProbingError as error:
+        def renamed(text: str) -> str:
+            for old, new in names.items():
+                text = text.replace(old, new)
+            return text
+
+        if isinstance(error, DataFormatError):
+            raise DataFormatError(error.path, error.line, renamed(error.problem), renamed(error.fix)) from None
+        raise type(error)(renamed(str(error))) from None

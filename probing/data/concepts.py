@@ -17,11 +17,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from probing.data.settings import optional_path, path_list
-from probing.data.word_tasks import Conll2003WordTask, ConlluWordTask
-from probing.errors import ConfigError
+from probing.data.word_tasks import Conll2003WordTask, ConlluWordTask, WordTaskData, read_word_task
+from probing.errors import ConfigError, settings_named
 
 CONLLU_CONCEPTS = ("upos", "xpos", "deprel")
 CONCEPTS = (*CONLLU_CONCEPTS, "ner")  # of `concept_task`
+CONCEPT_PATHS = "analysis.concept_paths"  # the setting of `concept_task`'s files
 
 
 def concept_source(concept: str | None, task_name: str, task_source: object) -> object:
@@ -32,13 +33,14 @@ def concept_source(concept: str | None, task_name: str, task_source: object) -> 
     if isinstance(task_source, ConlluWordTask) and concept in CONLLU_CONCEPTS:
         return ConlluWordTask(column=concept, paths=task_source.paths, splits=task_source.splits,
                               dev_fraction=task_source.dev_fraction, seed=task_source.seed)
-    others = f", or {', '.join(CONLLU_CONCEPTS)}" if isinstance(task_source, ConlluWordTask) else ""
+    columns = [column for column in CONLLU_CONCEPTS if column != task_name]
+    others = f", or another column: {', '.join(columns)}" if isinstance(task_source, ConlluWordTask) else ""
     raise ConfigError(f"erase.concept={concept} has no data in task={task_name}'s corpus: a concept is the probed "
                       f"task's own labels or, on CoNLL-U data, one of its columns. Fix: erase.concept={task_name}"
                       f"{others}")
 
 
-def concept_task(concept: str, paths: str | Sequence[str] | None, key: str = "analysis.concept_paths") -> object:
+def concept_task(concept: str, paths: str | Sequence[str] | None, key: str = CONCEPT_PATHS) -> object:
     """The word-task source of `concept` read from `paths` (the setting `key`): a CoNLL-U column (None: the bundled
     EWT sample; deprel labels each word with its own DEPREL, so the root word is no example), or CoNLL-2003's entity
     types from the folder `paths` (None: the Hugging Face dataset, online)."""
@@ -49,3 +51,10 @@ def concept_task(concept: str, paths: str | Sequence[str] | None, key: str = "an
         return Conll2003WordTask(data_dir=optional_path(key, paths))
     raise ConfigError(f"erase.concept={concept} has no data of its own. Fix: erase.concept=upos (one of "
                       f"{', '.join(CONCEPTS)})")
+
+
+def read_concept(source: object, concept: str) -> WordTaskData:
+    """The word task of a `concept_task` source; its errors name CONCEPT_PATHS where the source's name the settings
+    of probe.py's data (data.data_dir, data.source.paths)."""
+    with settings_named({"data.data_dir": CONCEPT_PATHS, "data.source.paths": CONCEPT_PATHS}):
+        return read_word_task(source, f"erase.concept={concept}")

@@ -20,8 +20,11 @@ from omegaconf import DictConfig
 from probing.config import build
 from probing.data.sentences import Text, texts_of
 from probing.data.settings import require_bool
-from probing.errors import ConfigError
+from probing.errors import ConfigError, settings_named
 from probing.features.encoder import resolve_device
+
+# The keys that the data sources' errors name (probe.py's and train.py's `data`), as analysis.sentences holds them.
+SENTENCES_SETTINGS = {"data.data_dir": "analysis.sentences.data_dir", "data.source.": "analysis.sentences."}
 
 
 @dataclass(frozen=True)
@@ -96,10 +99,15 @@ class Analysis(ABC):
     def metrics(self, results: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
         """The (step, scalars) of `results` that analyze.py logs (values that are no numbers are left out there)."""
 
+    def load_sentences(self) -> Any:
+        """The data of `analysis.sentences`; its errors name the keys under analysis.sentences (SENTENCES_SETTINGS)."""
+        with settings_named(SENTENCES_SETTINGS):
+            return self.sentences.load()
+
     def texts(self) -> tuple[list[Text], str]:
         """The texts of `analysis.sentences`, split `analysis.split` (its first `analysis.max_sentences`), and a
         label of where they are from."""
-        data = self.sentences.load()
+        data = self.load_sentences()
         return texts_of(data, self.split, self.max_sentences), f"{data.name} {self.split}"
 
 

@@ -50,11 +50,21 @@ def random_control(fitted: FittedEraser, seed: int) -> RandomEraser:
     return RandomEraser(rank=max(fitted.rank, 1), seed=seed)
 
 
-def no_erasure(concept: str | None = None, path: str | None = None, **unused: Any) -> None:
-    """erase=none (conf/erase/none.yaml): nothing is erased, and a concept or an eraser file set without an eraser
-    is refused rather than ignored."""
-    for key, value in (("concept", concept), ("path", path)):
-        if value is not None:
+# erase=none's settings (conf/erase/none.yaml: those of the erasers) and their values there.
+UNSET_ERASURE = {"concept": None, "path": None, "control_seed": 0, "fresh_probe_epochs": 20, "device": "auto"}
+
+
+def no_erasure(**settings: Any) -> None:
+    """erase=none (conf/erase/none.yaml): nothing is erased, and a setting of the erasers changed without an eraser
+    (a concept, an eraser file, a control seed, ...) is refused rather than ignored."""
+    for key, value in settings.items():
+        if key not in UNSET_ERASURE:
+            raise ConfigError(f"erase.{key}: erase=none has no such setting. Fix: leave it out")
+        if value != UNSET_ERASURE[key]:
             raise ConfigError(f"erase.{key}={value} is set, but erase=none erases nothing. Fix: erase=leace (or inlp, "
-                              f"mean_projection, random), or erase.{key}=null")
+                              f"mean_projection, random), or erase.{key}={none_value(UNSET_ERASURE[key])}")
     return None
+
+
+def none_value(value: Any) -> str:
+    return "null" if value is None else str(value)

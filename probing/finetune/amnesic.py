@@ -45,10 +45,10 @@ from torch import Tensor
 from transformers import AutoModelForMaskedLM, PreTrainedModel, PreTrainedTokenizerFast
 
 from probing.config import build
-from probing.data.concepts import CONCEPTS, concept_task
+from probing.data.concepts import CONCEPTS, concept_task, read_concept
 from probing.data.sentences import texts_of
 from probing.data.settings import require_int
-from probing.data.word_tasks import WordTaskSplit, read_word_task
+from probing.data.word_tasks import WordTaskSplit
 from probing.errors import ConfigError, DataFormatError
 from probing.features.analysis import Analysis, AnalysisInputs, ModelSettings, analysis_device
 from probing.features.encoder import load_pretrained
@@ -109,7 +109,7 @@ class Amnesic(Analysis):
         model = load_analysed(inputs.model, device)
         layer = resolve_layer(inputs.layer, model.num_layers, model=inputs.model.name)
         data, split = self.scored_data(model)  # refused here, before the eraser is fitted
-        concept = read_word_task(self.concept_source, f"erase.concept={self.setup.concept}")
+        concept = read_concept(self.concept_source, self.setup.concept)
         train, dev = (concept_vectors(model, concept.splits[part], layer, self.batch_size, self.max_length, device,
                                       inputs.model.name) for part in ("train", "dev"))
         fitted, controls = self.fit_erasers(train, dev, len(concept.labels), device)
@@ -137,7 +137,7 @@ class Amnesic(Analysis):
     def scored_data(self, model: AnalysedModel) -> tuple[Any, str]:
         """The data of `analysis.sentences` (a fine-tuned model's: its task's) and the split scored: `analysis.split`,
         or when unset the test split where the data has one, else dev (the bundled samples have no test split)."""
-        data = self.sentences.load()
+        data = self.load_sentences()
         if model.finetuner is not None and data.name != model.objective:
             raise ConfigError(f"analysis.sentences reads {data.name} data, but the model was fine-tuned on "
                               f"{model.objective} (its task.json). Fix: analysis/sentences={model.objective} (its "

@@ -45,7 +45,7 @@ class OccurrenceAnalysis(Analysis):
 
     def sentence_words(self) -> tuple[Any, list[tuple[str, ...]]]:
         """The loaded data of `analysis.sentences` and the word sequences of `analysis.split` (all: every split)."""
-        data = self.sentences.load()
+        data = self.load_sentences()
         splits = list(data.splits) if self.split == ALL_SPLITS else [str(self.split)]
         texts = [text for split in splits for text in texts_of(data, split)]
         return data, text_sentences(texts[:self.max_sentences])

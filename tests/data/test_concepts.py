@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from probing.data.concepts import concept_source
+from probing.data.concepts import concept_source, concept_task, read_concept
 from probing.data.word_tasks import ConlluWordTask, JsonlWordTask
-from probing.errors import ConfigError
+from probing.errors import ConfigError, DataFormatError, ProbingError
 
 
 def test_the_probed_tasks_own_labels_are_its_own_source():
@@ -28,7 +28,17 @@ def test_a_conllu_column_reads_the_same_files_splits_and_dev_carve_out():
 
 def test_a_concept_without_data_in_the_corpus_is_refused_with_those_that_have():
     with pytest.raises(ConfigError, match=r"^erase.concept=ner has no data in task=upos's corpus.*"
-                                          r"Fix: erase.concept=upos, or upos, xpos, deprel$"):
+                                          r"Fix: erase.concept=upos, or another column: xpos, deprel$"):
         concept_source("ner", "upos", ConlluWordTask(column="upos"))
     with pytest.raises(ConfigError, match=r"Fix: erase.concept=jsonl$"):
         concept_source("upos", "jsonl", JsonlWordTask(path="mine.jsonl"))
+
+
+def test_a_concept_read_from_its_own_files_names_their_setting_in_its_errors(tmp_path):
+    """The sources' messages name probe.py's data.data_dir / data.source.paths; the amnesic analysis's concept is
+    read from analysis.concept_paths."""
+    with pytest.raises(DataFormatError, match=r"Fix: set `analysis.concept_paths` to a folder with the CoNLL-2003"):
+        read_concept(concept_task("ner", str(tmp_path)), "ner")
+    with pytest.raises(ProbingError, match="analysis.concept_paths") as error:
+        read_concept(concept_task("upos", [str(tmp_path)]), "upos")
+    assert "data." not in str(error.value)

@@ -26,6 +26,7 @@ from probing.features.erasure import (
     low_variance_dims,
     save_eraser,
 )
+from probing.features.erasure_setup import UNSET_ERASURE, no_erasure
 from probing.vocabulary import ERASURE_METHODS
 from tests.helpers.run_if import run_if
 from tests.helpers.stores import assert_one_line_error
@@ -398,6 +399,15 @@ def test_invalid_settings_are_one_line_config_errors(build, shown):
     with pytest.raises(ConfigError) as error:
         build()
     assert_one_line_error(error.value, shown)
+
+
+@pytest.mark.parametrize("key, value", [("concept", "upos"), ("path", "eraser.safetensors"), ("control_seed", 1),
+                                        ("fresh_probe_epochs", 5), ("device", "cuda")])
+def test_erase_none_refuses_a_setting_of_the_erasers_that_it_would_ignore(key, value):
+    assert no_erasure(**UNSET_ERASURE) is None
+    with pytest.raises(ConfigError) as error:
+        no_erasure(**{**UNSET_ERASURE, key: value})
+    assert_one_line_error(error.value, f"erase.{key}={value} is set, but erase=none erases nothing")
 
 
 @pytest.mark.parametrize("eraser", [LeaceEraser(), InlpEraser(), MeanProjectionEraser(), RandomEraser(rank=1)],

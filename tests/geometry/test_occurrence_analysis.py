@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from probing.errors import ConfigError
+from probing.errors import ConfigError, DataFormatError
 from probing.features.analysis import build_analysis
 from probing.geometry.occurrence_analysis import require_contexts, stored_occurrences
 from probing.geometry.occurrences import collect_occurrences
@@ -51,3 +51,10 @@ def test_the_sentences_of_analysis_sentences(tmp_path):
     assert set(occurrences.words) == {word.lower() for word in words}
     with pytest.raises(ConfigError, match="analysis.max_sentences"):
         analysis(tmp_path, "analysis.max_sentences=0")
+
+
+def test_missing_sentence_files_are_named_by_their_setting_under_analysis_sentences(tmp_path):
+    """The GLUE source's messages name train.py's data.data_dir; analyze.py reads it as analysis.sentences.data_dir."""
+    sst2 = analysis(tmp_path, "analysis/sentences=sst2", f"analysis.sentences.data_dir={tmp_path}")
+    with pytest.raises(DataFormatError, match=r"train.tsv: file not found. Fix: set `analysis.sentences.data_dir` "):
+        sst2.sentence_words()
