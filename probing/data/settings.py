@@ -33,6 +33,16 @@ def require_number(key: str, value: object, low: float = 0.0, high: float = floa
     return float(value)
 
 
+def check_optimizer(optimizer: object, key: str) -> None:
+    """The learning rate and weight decay of an optimizer built from the config node `key` (a partial), refused here
+    rather than by torch once training has started."""
+    keywords = getattr(optimizer, "keywords", {})
+    if "lr" in keywords and not require_number(f"{key}.lr", keywords["lr"], example="1e-3") > 0:
+        raise ConfigError(f"{key}.lr=0 would train nothing. Fix: e.g. {key}.lr=1e-3")
+    if "weight_decay" in keywords:
+        require_number(f"{key}.weight_decay", keywords["weight_decay"], example="0.01")
+
+
 def require_bool(key: str, value: object) -> bool:
     """`value` itself if it is a bool; anything else (the string "no", 1, None...) is a ConfigError naming `key`."""
     if not isinstance(value, bool):

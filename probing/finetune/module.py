@@ -27,7 +27,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from probing.data.settings import require_bool, require_number
+from probing.data.settings import check_optimizer, require_bool, require_number
 from probing.data.task_records import FINETUNING_KINDS, SENTENCE_TASKS
 from probing.errors import ConfigError, ProbingError
 from probing.features.attention import (
@@ -71,6 +71,7 @@ class FineTuner(L.LightningModule):
         check_window(kind, attention_window, attention_policy)
         self.save_hyperparameters(ignore=["optimizer", "scheduler"])
         self.labels, self.kind = list(labels), kind
+        check_optimizer(optimizer, "finetune.module.optimizer")
         self.optimizer, self.scheduler = optimizer, scheduler
         self.attention_window, self.attention_policy = attention_window, attention_policy
         self.encoder, self.tokenizer, self.info = load_encoder(name_or_path, revision=revision)

@@ -45,7 +45,7 @@ import torch
 from lightning.pytorch.trainer.states import TrainerFn
 from torch import Tensor, nn
 
-from probing.data.settings import choose
+from probing.data.settings import check_optimizer, choose
 from probing.data.splits import EVAL_SPLITS, TEST_SPLITS
 from probing.devices import has_native_bf16
 from probing.errors import ProbingError
@@ -103,6 +103,7 @@ class ProbeModule(lightning.LightningModule):
         super().__init__()
         choose("probe.level", level, LEVELS)
         self.save_hyperparameters(ignore=["optimizer"])
+        check_optimizer(optimizer, "probe.module.optimizer")
         self.labels, self.level, self.optimizer = list(labels), level, optimizer
         mix_options = {key: value for key, value in dict(mix or {}).items() if key != "lr"}
         self.mix_lr = dict(mix or {}).get("lr")

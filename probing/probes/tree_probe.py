@@ -27,9 +27,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from probing.data.settings import choose
+from probing.data.settings import choose, require_int
 from probing.data.splits import EVAL_SPLITS, TEST_SPLITS
 from probing.errors import ConfigError
+from probing.probes.components.batched_probes import check_rank_within
 from probing.probes.components.structural import KINDS, StructuralHead
 from probing.probes.probe_module import CONTROL, ProbeModule
 from probing.probes.tree_metrics import TreeMetrics
@@ -69,8 +70,11 @@ class TreeProbe(ProbeModule):
         self.dev_loss = {"": [0.0, 0], f"{CONTROL}_": [0.0, 0]}  # sum of sentence losses, sentences
 
     def build_head(self, input_dim: int, settings: Mapping[str, Any]) -> StructuralHead:
-        return StructuralHead(input_dim, settings["rank"] or input_dim, self.kind, settings["num_layers"],
-                              settings["mix"])
+        rank = settings["rank"]
+        if rank is not None:
+            require_int("probe.rank", rank, minimum=1)
+            check_rank_within(rank, input_dim)
+        return StructuralHead(input_dim, rank or input_dim, self.kind, settings["num_layers"], settings["mix"])
 
     def task_loss(self, predictions: Tensor, batch: dict, control: bool) -> Tensor:
         return tree_loss(predictions, batch[f"{CONTROL}_gold" if control else "gold"], batch["lengths"])

@@ -21,11 +21,12 @@ import lightning as L
 import torch
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
+from lightning.pytorch.callbacks import EarlyStopping
 from lightning.pytorch.loggers import Logger, WandbLogger
 from omegaconf import DictConfig, OmegaConf
 
 from probing.config import build, same_run, wandb_online_asked
-from probing.data.settings import choose, require_int
+from probing.data.settings import choose, require_int, require_number
 from probing.data.task_records import TASK_KINDS
 from probing.errors import ConfigError
 from probing.features.provision import lock_wait_seconds
@@ -65,8 +66,18 @@ def build_trainer(cfg: DictConfig, extra_callbacks: Iterable[L.Callback] = (), *
     """The Trainer of `trainer`, with the callbacks of `callbacks` (then `extra_callbacks`) and the job's `loggers`
     (those `closing_loggers` built and closes)."""
     check_devices(cfg.trainer)
-    callbacks = [build(node, f"callbacks.{name}") for name, node in (cfg.get("callbacks") or {}).items()]
+    callbacks = [built_callback(name, node) for name, node in (cfg.get("callbacks") or {}).items()]
     return build(cfg.trainer, "trainer", callbacks=[*callbacks, *extra_callbacks], logger=list(loggers) or False)
+
+
+def built_callback(name: str, node: DictConfig) -> L.Callback:
+    """The callback of `callbacks.<name>`; an early stop's patience and min_delta are checked here, as Lightning
+    compares them only once an epoch fails to improve."""
+    callback = build(node, f"callbacks.{name}")
+    if isinstance(callback, EarlyStopping):
+        require_int(f"callbacks.{name}.patience", node.get("patience", callback.patience), minimum=0)
+        require_number(f"callbacks.{name}.min_delta", node.get("min_delta", 0.0), example="1e-4")
+    return callback
 
 
 def build_loggers(logger: DictConfig | None) -> list[Logger]:

@@ -3,11 +3,14 @@ of paths."""
 
 from __future__ import annotations
 
+import re
+from functools import partial
 from pathlib import Path
 
 import pytest
+import torch
 
-from probing.data.settings import choose, optional_path, path_list, require_bool, require_int
+from probing.data.settings import check_optimizer, choose, optional_path, path_list, require_bool, require_int
 from probing.errors import ConfigError
 
 
@@ -65,3 +68,13 @@ def test_choose_returns_the_choice_or_names_the_first_as_the_fix():
         choose("analysis.correlation", "kendall", ("spearman", "pearson"))
     assert str(caught.value) == ("analysis.correlation='kendall' is not one of spearman, pearson. "
                                  "Fix: analysis.correlation=spearman")
+
+
+@pytest.mark.parametrize("keywords, message", [
+    ({"lr": "abc"}, "opt.lr='abc' is not a number"), ({"lr": -1e-3}, "opt.lr=-0.001 is not a number"),
+    ({"lr": 0}, "opt.lr=0 would train nothing"), ({"lr": 1e-3, "weight_decay": "x"}, "opt.weight_decay='x'"),
+])
+def test_an_optimizers_learning_rate_and_weight_decay_are_checked_before_training(keywords, message):
+    check_optimizer(partial(torch.optim.Adam, lr=1e-3, weight_decay=0.01), "opt")
+    with pytest.raises(ConfigError, match=rf"^{re.escape(message)}"):
+        check_optimizer(partial(torch.optim.Adam, **keywords), "opt")

@@ -5,6 +5,7 @@ closed in `finally`, and the feature-store settings a job hands to probing.featu
 from __future__ import annotations
 
 import json
+import re
 import socket
 import sys
 from types import SimpleNamespace
@@ -19,6 +20,7 @@ from probing.features.provision import MULTIRUN_LOCK_WAIT_S
 from probing.tasks import common
 from probing.tasks.common import (
     build_loggers,
+    built_callback,
     check_config,
     closing_loggers,
     finished_results,
@@ -225,3 +227,15 @@ def test_check_config_refuses_a_task_of_a_kind_no_job_knows():
     check_config(OmegaConf.create({"seed": 1, "task": {"kind": "tree"}}))
     with pytest.raises(ConfigError, match=r"^task.kind='span' is not one of sclass, token, word, pair, sentence, tree"):
         check_config(OmegaConf.create({"seed": 1, "task": {"kind": "span"}}))
+
+
+@pytest.mark.parametrize("setting, message", [
+    ({"patience": "abc"}, "callbacks.stop.patience='abc' is not an integer >= 0"),
+    ({"min_delta": -1}, "callbacks.stop.min_delta=-1 is not a number in [0, inf)"),
+])
+def test_an_early_stops_patience_and_min_delta_are_checked_when_it_is_built(setting, message):
+    """Lightning compares them only once an epoch fails to improve: a bad value would fail after training."""
+    node = {"_target_": "lightning.pytorch.callbacks.EarlyStopping", "monitor": "dev/loss", "mode": "min"}
+    assert built_callback("stop", OmegaConf.create({**node, "patience": 5, "min_delta": 1e-4})).patience == 5
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        built_callback("stop", OmegaConf.create({**node, **setting}))
