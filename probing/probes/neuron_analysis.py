@@ -111,6 +111,7 @@ class NeuronAnalysis(Analysis):
         words = self.word_inputs()
         labels, data = list(words.classes), {split: split_tensors(words.datamodule.splits[split]) for split in SPLITS}
         num_neurons = data["train"][0].shape[1]
+        self.check_sparse_within(num_neurons)
         probe, probe_epochs = self.train_probe(words, num_neurons, len(labels), device)
         full = {split: accuracies(probe, *data[split])[0] for split in ("dev", "test")}
         means = data["train"][0].mean(dim=0)
@@ -138,6 +139,14 @@ class NeuronAnalysis(Analysis):
         neurons_report.plot_curves([results], run_dir)
         log.info("%s", neurons_report.summary_line(results))
         return results
+
+    def check_sparse_within(self, num_neurons: int) -> None:
+        """The sparse probes' k and candidates at most the layer's neurons (more would be recorded but not used)."""
+        for key, value in (("sparse_k", max(self.sparse_k)), ("sparse_candidates", self.sparse_candidates)):
+            if value > num_neurons:
+                setting = self.sparse_k if key == "sparse_k" else value
+                raise ConfigError(f"analysis.{key}={setting}: more than the layer's {num_neurons} neurons. Fix: "
+                                  f"analysis.{key} at most {num_neurons}")
 
     def word_inputs(self) -> ProbeInputs:
         """The task's words at `layer`, as probe.py reads them: its stores filled (or reused) and its datamodule

@@ -132,3 +132,15 @@ def test_settings_that_cannot_work_are_refused_before_any_model_loads(tmp_path, 
     with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
         analyze.run(compose_job("analyze", tmp_path, "analysis=neurons", "model.name_or_path=/no/such/model",
                                 *overrides))
+
+
+@pytest.mark.parametrize(("setting", "message"), [
+    ("analysis.sparse_k=[1,64]", "analysis.sparse_k=[1, 64]: more than the layer's 32 neurons"),
+    ("analysis.sparse_candidates=33", "analysis.sparse_candidates=33: more than the layer's 32 neurons"),
+])
+def test_sparse_probes_wider_than_the_layer_are_refused_once_its_width_is_known(tmp_path, tiny_bert_path, setting,
+                                                                                message):
+    data = small_treebank(tmp_path / "treebank", {"train": 8, "dev": 4})
+    with pytest.raises(ConfigError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        analyze.run(compose_job("analyze", tmp_path, *FAST, f"model.name_or_path={tiny_bert_path}", "task=upos",
+                                "layer=1", data, setting, f"paths.store_dir={tmp_path / 'stores'}"))
