@@ -12,9 +12,11 @@ Curves (each a test accuracy per k of the run's `ks`):
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
+from probing.report.aggregate import compared_values
 from probing.report.plots import pyplot, save_figure
 from probing.report.tables import markdown
 
@@ -41,9 +43,28 @@ def ranked(result: dict[str, Any]) -> list[str]:
 
 
 def run_label(result: dict[str, Any]) -> str:
-    """"minilm, upos, layer 3" ("minilm (random init), ner, layer 3")."""
+    """"minilm, upos, layer 3" ("minilm (random init), ner, layer 3"), then what tells the run apart from others of
+    the same model, task and layer in a report (`with_run_labels`: "[analysis.ranking=probeless]")."""
     init = " (random init)" if result.get("random_init") else ""
-    return f"{result.get('model', '?')}{init}, {result['task']}, layer {result['layer']}"
+    apart = f" [{result['apart']}]" if result.get("apart") else ""
+    return f"{result.get('model', '?')}{init}, {result['task']}, layer {result['layer']}{apart}"
+
+
+def with_run_labels(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The results in report order, each with `apart`: the config values that differ among the runs of its model,
+    task and layer (a sweep over analysis.ranking, the seed, analysis.l1, a jsonl task's file...), for `run_label`."""
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for result in results:
+        groups.setdefault(run_order(result), []).append(result)
+    labelled = []
+    for key in sorted(groups):
+        runs = groups[key]
+        values = [compared_values(run) for run in runs]
+        differ = sorted(name for name in set().union(*values)
+                        if len({json.dumps(value.get(name), sort_keys=True, default=str) for value in values}) > 1)
+        labelled += sorted(({**run, "apart": ", ".join(f"{name}={value.get(name)}" for name in differ)}
+                            for run, value in zip(runs, values)), key=lambda run: run["apart"])
+    return labelled
 
 
 def k_to_reach(curve: list[float], ks: list[int], target: float) -> int | None:
@@ -153,32 +174,37 @@ def draw(ax, result: dict[str, Any], lines: list[tuple[str, list[float], str, st
 
 
 def plot_panels(results: list[dict[str, Any]], path: Path, title: str, lines_of) -> bool:
-    """One panel per run, `lines_of(result)` its curves; one legend (the runs share their curves' names)."""
+    """One panel per run, `lines_of(result, colours)` its curves, each ranking in its colour in every panel; one
+    legend of every curve drawn."""
     plt = pyplot()
+    names = sorted({name for result in results for name in ranked(result)[:-1]})
+    colours = {name: COLOURS[i % len(COLOURS)] for i, name in enumerate(names)}
     columns = min(3, len(results))
     rows = -(-len(results) // columns)
     fig, axes = plt.subplots(rows, columns, figsize=(4.2 * columns, 3.2 * rows), squeeze=False)
     for ax, result in zip(axes.flat, results):
-        draw(ax, result, lines_of(result))
+        draw(ax, result, lines_of(result, colours))
     for ax in list(axes.flat)[len(results):]:
         ax.set_visible(False)
-    handles, labels = axes.flat[0].get_legend_handles_labels()
-    fig.legend(handles, labels, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 0.95))
+    legend = {}
+    for ax in axes.flat[:len(results)]:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            legend.setdefault(label, handle)
+    fig.legend(list(legend.values()), list(legend), fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 0.95))
     fig.suptitle(title, fontsize=9)
     return save_figure(fig, path)
 
 
-def ablation_lines(result: dict[str, Any]) -> list[tuple[str, list[float], str, str]]:
-    ablation, names = result["ablation"], ranked(result)[:-1]
-    lines = [(f"{end} {name}", ablation[name][end], COLOURS[i % len(COLOURS)], style)
-             for i, name in enumerate(names) for end, style in (("top", "-"), ("bottom", ":"))]
+def ablation_lines(result: dict[str, Any], colours: dict[str, str]) -> list[tuple[str, list[float], str, str]]:
+    ablation = result["ablation"]
+    lines = [(f"{end} {name}", ablation[name][end], colours[name], style)
+             for name in ranked(result)[:-1] for end, style in (("top", "-"), ("bottom", ":"))]
     return [*lines, (CONTROL, ablation[CONTROL], "0.3", "--")]
 
 
-def retrained_lines(result: dict[str, Any]) -> list[tuple[str, list[float], str, str]]:
-    return [(f"{name}, {GROUPS[group]}", result[group][name],
-             "0.3" if name == CONTROL else COLOURS[i % len(COLOURS)], style)
-            for group, style in (("retrained", "-"), ("cross_check", "--")) for i, name in enumerate(ranked(result))]
+def retrained_lines(result: dict[str, Any], colours: dict[str, str]) -> list[tuple[str, list[float], str, str]]:
+    return [(f"{name}, {GROUPS[group]}", result[group][name], colours.get(name, "0.3"), style)
+            for group, style in (("retrained", "-"), ("cross_check", "--")) for name in ranked(result)]
 
 
 def plot_curves(results: list[dict[str, Any]], out_dir: Path) -> list[str]:
@@ -197,7 +223,7 @@ def run_order(result: dict[str, Any]) -> tuple:
 
 def write_neurons_report(results: list[dict[str, Any]], out_dir: Path) -> tuple[str, list[str]]:
     """The Markdown section of the neuron-analysis runs and their plots; returns (text, files)."""
-    results = sorted(results, key=run_order)
+    results = with_run_labels(results)
     files = plot_curves(results, out_dir)
     intro = (f"Test accuracy against k, the number of neurons (plots: `{ABLATION_FIGURE}`, `{RETRAINED_FIGURE}`). "
              "Ablation: the elastic-net probe trained on every neuron, its input with the top-k, bottom-k or k random "

@@ -9,7 +9,17 @@ import pytest
 
 from probing.errors import DataFormatError
 from probing.report import write_report
-from probing.report.neurons import curves, full_accuracy, k_to_reach, k_to_reach_table, summary_line
+from probing.report.neurons import (
+    ablation_lines,
+    curves,
+    full_accuracy,
+    k_to_reach,
+    k_to_reach_table,
+    retrained_lines,
+    run_label,
+    summary_line,
+    with_run_labels,
+)
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 KS = [1, 2, 4, 8]
@@ -70,6 +80,36 @@ def test_the_section_tabulates_every_run_and_draws_the_curves(tmp_path):
     assert report.count("Top neurons of each label") == 1 and "| NOUN | 3 1 |" in report and "| VERB | - |" in report
     for figure in ("neurons_ablation.png", "neurons_retrained.png"):
         assert (tmp_path / figure).read_bytes().startswith(PNG_MAGIC)
+
+
+def swept(result: dict, ranking: str, seed: int = 0) -> dict:
+    """`result` as a job of a sweep over analysis.ranking (and the seed) records itself: its config, its ranking."""
+    result = {**result, "config": {"seed": seed, "analysis": {"ranking": ranking}, "run_name": f"job-{ranking}"}}
+    if ranking != "probe":
+        result["rankings"] = {ranking: result["rankings"]["probe"], "random": result["rankings"]["random"]}
+        for part in ("ablation", "retrained", "cross_check"):
+            result[part] = {ranking if name == "probe" else name: value for name, value in result[part].items()}
+    return result
+
+
+def test_runs_of_one_model_task_and_layer_are_told_apart_and_each_ranking_keeps_its_colour(tmp_path):
+    runs = [swept(neurons_result(3), "probeless"), swept(neurons_result(3), "probe"),
+            swept(neurons_result(3), "probe", seed=1)]
+    labelled = with_run_labels(runs)
+    assert [result["apart"] for result in labelled] == [
+        "analysis.ranking=probe, seed=0", "analysis.ranking=probe, seed=1", "analysis.ranking=probeless, seed=0"]
+    assert run_label(labelled[2]) == "minilm, upos, layer 3 [analysis.ranking=probeless, seed=0]"
+    assert with_run_labels([neurons_result(3)])[0]["apart"] == ""  # nothing to tell apart
+    colours = {"probe": "tab:blue", "probeless": "tab:orange"}
+    assert {colour for _, _, colour, _ in ablation_lines(labelled[2], colours)} == {"tab:orange", "0.3"}
+    assert {colour for _, _, colour, _ in retrained_lines(labelled[0], colours)} == {"tab:blue", "0.3"}
+    for name, result in zip("abc", runs):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "results.json").write_text(json.dumps(result))
+    write_report(tmp_path)
+    report = (tmp_path / "report.md").read_text()
+    assert report.count("## minilm, upos, layer 3 [analysis.ranking=probe, seed=1]: curves") == 1
+    assert "| minilm, upos, layer 3 [analysis.ranking=probeless, seed=0] | 8 |" in report
 
 
 def test_a_run_without_its_curves_is_refused_by_name(tmp_path):
