@@ -26,14 +26,16 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import tempfile
 from pathlib import Path
 from types import ModuleType
 
 from hydra.experimental.callback import Callback
 
 from probing.data.files import write_atomically
+from probing.errors import DataFormatError
 from probing.report import tree_probes, word_probes
-from probing.report.aggregate import RESULTS_FILE, aggregate, distinct_runs, find_results, require
+from probing.report.aggregate import RESULTS_FILE, RESULTS_FIX, aggregate, distinct_runs, find_results, require
 from probing.report.finetuned_probing import has_finetuned_runs, write_finetuned_probing_report
 from probing.report.finetuning import is_finetuning, write_finetuning_report
 from probing.report.plots import write_plots
@@ -93,7 +95,7 @@ def write_report(folder: Path, out_dir: Path | None = None) -> list[dict] | None
     for is_kind, write_section, heading, _ in OTHER_SECTIONS:
         chosen = [result for result in results if is_kind(result)]
         if chosen:
-            text, written = write_section(chosen, out_dir)
+            text, written = written_section(write_section, heading, chosen, out_dir)
             files += written
             sections.append(f"# {heading}\n\n{len(chosen)} runs from `{folder}`.\n\n{text}")
     report = "\n\n".join(sections)
@@ -101,6 +103,32 @@ def write_report(folder: Path, out_dir: Path | None = None) -> list[dict] | None
     print(f"\n{report}\n")
     print(f"Report written to {out_dir}: " + ", ".join(["report.md", *files]))
     return rows
+
+
+# What a section's writer raises on a results.json whose values are not what its run writes (a string for a score, a
+# list cut short, a null): the keys themselves are checked first (`require`).
+UNREADABLE = (KeyError, TypeError, ValueError, AttributeError, IndexError)
+
+
+def written_section(write_section, heading: str, results: list[dict], out_dir: Path) -> tuple[str, list[str]]:
+    """`write_section(results, out_dir)`; a value it cannot read is one DataFormatError naming the results.json (the
+    first that fails alone) rather than a traceback."""
+    try:
+        return write_section(results, out_dir)
+    except UNREADABLE as error:
+        culprit = next((result["_file"] for result in results if not section_reads(write_section, result)), None)
+        raise DataFormatError(culprit or "results.json", None, f"a value that the report's section \"{heading}\" "
+                              f"cannot read ({type(error).__name__}: {error})", RESULTS_FIX) from None
+
+
+def section_reads(write_section, result: dict) -> bool:
+    """Whether the section's writer reads `result` alone (into a folder of its own, dropped after)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        try:
+            write_section([result], Path(scratch))
+        except UNREADABLE:
+            return False
+    return True
 
 
 class ReportCallback(Callback):

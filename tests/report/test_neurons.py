@@ -118,3 +118,19 @@ def test_a_run_without_its_curves_is_refused_by_name(tmp_path):
     (tmp_path / "results.json").write_text(json.dumps(result))
     with pytest.raises(DataFormatError, match="results.json.*`retrained`"):
         write_report(tmp_path)
+
+
+@pytest.mark.parametrize("damage", [
+    lambda result: result["probe"].update(test_accuracy="x"),
+    lambda result: result["retrained"].update(probe=[0.4]),
+    lambda result: result.update(majority=None),
+    lambda result: result["sparse"].pop("labels"),
+], ids=["score not a number", "curve cut short", "null", "nested key missing"])
+def test_a_value_the_section_cannot_read_is_one_error_naming_the_file(tmp_path, damage):
+    damaged = neurons_result(3)
+    damage(damaged)
+    for name, result in (("fine", neurons_result(0)), ("damaged", damaged)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "results.json").write_text(json.dumps(result))
+    with pytest.raises(DataFormatError, match=r"damaged/results.json: a value that the report's section \"Neuron"):
+        write_report(tmp_path)
