@@ -263,9 +263,9 @@ class ConditionedRepresentation:
 class EncoderLayer(ContextRepresentation):
     """One hidden state of the encoder (`layer=3`; 0 = the embedding output, -1 = the top layer)."""
 
-    def __init__(self, encoder: Featurizer, layer: Any, configured_layers: int | None = None):
+    def __init__(self, encoder: Featurizer, layer: Any, configured_layers: int | None = None, setting: str = "layer"):
         warn_if_num_layers_differ(configured_layers, encoder)
-        index = resolve_layer(layer, encoder.info.num_layers, model=encoder.info.model_name)
+        index = resolve_layer(layer, encoder.info.num_layers, setting, model=encoder.info.model_name)
         super().__init__(encoder, index, index, str(index))
 
     def word_featurizer(self) -> Featurizer:

@@ -142,9 +142,10 @@ class SClassProbing(TaskProbing):
     probe run folder (or a sweep of them) whose saved probes are scored instead of training new ones, read and
     checked here, before any extraction."""
 
-    def __init__(self, level: str = "context", reuse: str | None = None, **shared: Any):
+    def __init__(self, level: str = "context", reuse: str | None = None, pair_product: bool = False, **shared: Any):
         super().__init__(**shared)
         refuse_conditioning(self.name, self.condition_on)
+        refuse_pair_product(self.name, pair_product)
         self.level = level
         self.saved: list[SavedProbes] = [load_probes(path) for path in probe_files(reuse)] if reuse else []
         self.reuse = reuse
@@ -216,6 +217,8 @@ class WordProbing(TaskProbing):
 
     def load(self) -> None:
         self.data = read_word_task(self.source, self.data_name)
+        if self.pair_product and not self.data.pair:
+            refuse_pair_product(self.name, True)
 
     def inputs(self, representation: Any, store_settings: Mapping[str, Any]) -> ProbeInputs:
         if self.data is None:
@@ -259,9 +262,11 @@ class TreeProbing(TaskProbing):
     metrics on the same sentences, B's rank, and a few test sentences' gold and predicted trees (the report draws
     them)."""
 
-    def __init__(self, kind: str, level: str = "context", reuse: str | None = None, **shared: Any):
+    def __init__(self, kind: str, level: str = "context", reuse: str | None = None, pair_product: bool = False,
+                 **shared: Any):
         super().__init__(**shared)
         refuse_settings_of_sclass(self.name, level, reuse, self.control)
+        refuse_pair_product(self.name, pair_product)
         refuse_erasure(self.name, self.erase)
         refuse_conditioning(self.name, self.condition_on)
         refuse_what_a_structural_probe_does_not_honour(
@@ -318,6 +323,13 @@ def refuse_erasure(task: str, erase: ErasureSetup | None) -> None:
     if erase is not None:
         raise ConfigError(f"erase= erases a concept from the vectors of labelled words, and task={task} has trees, "
                           "not labels. Fix: erase=none, or task=upos (xpos, deprel, feats, ner, jsonl, sclass)")
+
+
+def refuse_pair_product(task: str, pair_product: Any) -> None:
+    """probe.pair_product joins the two words of a word-pair task's examples: a task without pairs refuses it."""
+    if require_bool("probe.pair_product", pair_product):
+        raise ConfigError(f"probe.pair_product=true multiplies the two words of a pair, and task={task} has no word "
+                          "pairs. Fix: probe.pair_product=false, or a word-pair task (task=deprel)")
 
 
 def refuse_conditioning(task: str, condition_on: Any) -> None:

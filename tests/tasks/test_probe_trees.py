@@ -56,6 +56,8 @@ def test_the_depth_probe_scores_the_root_and_the_depths(tmp_path, tiny):
     (["probe.module.l1=0.001"], "a structural probe is trained without an elastic-net penalty"),
     (["probe.level=type"], "probe.level=type is a setting of the s-class task"),
     (["probe.reuse=somewhere"], "probe.reuse scores saved s-class probes; task=tree_distance trains its own"),
+    (["probe.pair_product=true"], "probe.pair_product=true multiplies the two words of a pair, and "
+                                  "task=tree_distance has no word pairs"),
 ])
 def test_what_the_tree_task_cannot_do_is_refused_before_anything_is_read(tmp_path, tiny, overrides, message):
     with pytest.raises(Exception) as refused:

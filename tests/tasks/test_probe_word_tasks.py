@@ -117,6 +117,8 @@ def test_exported_stores_imported_back_give_the_same_probe(tmp_path, tiny):
 @pytest.mark.parametrize("overrides,message", [
     (["task=sst2"], "classifies whole sentences"),
     (["task=upos", "probe.level=type"], "probe.level=type is a setting of the s-class task"),
+    (["task=upos", "probe.pair_product=true"], "task=upos has no word pairs"),
+    (["probe.pair_product=true"], "task=sclass has no word pairs"),
     (["probe.mdl=true", "probe.level=type", "layer=rand"], "probe.level=type has one example per word"),
     (["task=upos", "probe=linear", "probe.rank=0"], "rank"),
     (["task=deprel", "probe=linear", "probe.rank=65"], "probe.rank=65 exceeds the feature dimension 64"),
