@@ -19,6 +19,7 @@ from probing.data.records import RecordTable, SkipCounter
 from probing.data.settings import optional_path, path_list, require_bool
 from probing.data.splits import SplitConfig, make_splits, split_summary
 from probing.data.streusle import STREUSLE_FILES, read_streusle, streusle_classes
+from probing.data.text import note_data_files
 from probing.data.types import TypeLevelData, types_from_records, wikipse_types
 from probing.data.wikipse import read_corpus, read_disjoint_lists, read_sclasses
 from probing.errors import ConfigError, DataFormatError
@@ -40,6 +41,9 @@ class WordInContextData:
     splits: dict[str, RecordTable]
     files: list[Path]
     skips: SkipCounter
+
+    def __post_init__(self) -> None:
+        note_data_files(self.files)  # recorded, hashed, in the job's results.json
 
 
 def read_contexts(source) -> WordInContextData:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from probing.data.records import SkipCounter
+from probing.data.text import note_data_files
 
 # Every task has these splits; "test" (the last of SPLIT_NAMES) only where the data has a labelled one.
 REQUIRED_SPLITS = ("train", "dev")
@@ -76,6 +77,9 @@ class TaskData:
     splits: dict[str, list[TaggedSentence]] | dict[str, list[TextExample]]
     files: list[Path]
     skips: SkipCounter
+
+    def __post_init__(self) -> None:
+        note_data_files(self.files)  # recorded, hashed, in the job's results.json
 
     @property
     def token_level(self) -> bool:

@@ -41,6 +41,25 @@ def _decode_line(raw: bytes, path: Path, number: int) -> str:
         raise DataFormatError(path, number, problem, UTF8_FIX) from None
 
 
+# The data files read since the job began (`note_data_files`, by every loaded data set: each keeps the list of files
+# it read), in reading order: the job records them with their hashes in its results.json (probing.tasks.common).
+_DATA_FILES_READ: dict[str, None] = {}
+
+
+def note_data_files(files: Iterable[str | Path]) -> None:
+    for path in hashable_files([Path(file) for file in files]):
+        _DATA_FILES_READ.setdefault(str(Path(path).resolve()))
+
+
+def data_files_read() -> list[str]:
+    return list(_DATA_FILES_READ)
+
+
+def forget_data_files() -> None:
+    """A new job begins (the jobs of a multirun share one process)."""
+    _DATA_FILES_READ.clear()
+
+
 def sha256_file(path: str | Path, chunk_bytes: int = 1 << 20) -> str:
     """Hex SHA-256 of a file's bytes, read in chunks so large corpora need little memory.
 

@@ -44,7 +44,7 @@ from probing.data.records import SkipCounter
 from probing.data.settings import path_list, require_int
 from probing.data.splits import SPLIT_NAMES
 from probing.data.task_sources import bundled_pos_paths, files_by_split, split_map
-from probing.data.text import hashable_files
+from probing.data.text import hashable_files, note_data_files
 from probing.data.word_tasks import _fraction, carve
 from probing.errors import ConfigError, DataFormatError
 
@@ -110,6 +110,9 @@ class TreeData:
     splits: dict[str, TreeSplit]
     files: list[Path]
     skips: SkipCounter
+
+    def __post_init__(self) -> None:
+        note_data_files(self.files)  # recorded, hashed, in the job's results.json
 
 
 def tree_distances(heads: np.ndarray) -> np.ndarray:

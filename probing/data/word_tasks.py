@@ -72,7 +72,7 @@ from probing.data.task_sources import (
     ner_files,
     split_map,
 )
-from probing.data.text import hashable_files, read_lines
+from probing.data.text import hashable_files, note_data_files, read_lines
 from probing.errors import ConfigError, DataFormatError, ProbingError
 
 log = logging.getLogger(__name__)
@@ -163,6 +163,9 @@ class WordTaskData:
     files: list[Path]
     skips: SkipCounter
     unseen_labels: dict[str, dict[str, int]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        note_data_files(self.files)  # recorded, hashed, in the job's results.json
 
 
 def unseen_label_summary(data: WordTaskData) -> str:

@@ -20,9 +20,8 @@ import lightning as L
 from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig
 
-from probing.data.files import write_json_atomically
 from probing.features.analysis import Analysis, AnalysisInputs, ModelSettings, build_analysis
-from probing.tasks.common import check_config, closing_loggers, job_state
+from probing.tasks.common import check_config, closing_loggers, job_state, write_results
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +40,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     results |= {"duration_s": round(time.time() - started, 2), "config": config}
     with closing_loggers(cfg.get("logger")) as loggers:
         log_results(loggers, config, logged_metrics(analysis, results))
-    write_json_atomically(out, results)
+    write_results(out, results)
     log.info("%s -> %s", analysis.name, out.parent)
     return results
 

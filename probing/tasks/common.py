@@ -26,8 +26,10 @@ from lightning.pytorch.loggers import Logger, WandbLogger
 from omegaconf import DictConfig, OmegaConf
 
 from probing.config import build, same_run, wandb_online_asked
+from probing.data.files import write_json_atomically
 from probing.data.settings import choose, require_int, require_number
 from probing.data.task_records import TASK_KINDS
+from probing.data.text import data_files_read, forget_data_files, sha256_file
 from probing.errors import ConfigError
 from probing.features.provision import lock_wait_seconds
 from probing.report.aggregate import RESULTS_FILE, json_type
@@ -241,14 +243,34 @@ def finished_results(path: Path, config: dict[str, Any]) -> dict[str, Any] | Non
                           "overwrite it. Fix: run into a new folder (hydra.run.dir=... or hydra.sweep.dir=...), "
                           "or delete that results.json")
     if same_run(previous.get("config"), config):
+        check_data_unchanged(path, previous.get("data_files"))
         return previous
     raise ConfigError(f"{path} holds the results of another configuration, which this job would overwrite. Fix: run "
                       "into a new folder (hydra.run.dir=... or hydra.sweep.dir=...), or delete that results.json")
 
 
+def check_data_unchanged(path: Path, data_files: Any) -> None:
+    """The data files that the results at `path` were computed from (`data_files`: [file, SHA-256] pairs), as they
+    are now: a file changed since (a task's JSONL edited in place) would have the job return results of other data. A
+    file no longer there is not checked (a run folder moved with its data refers to the old place)."""
+    for file, digest in data_files or []:
+        if Path(file).is_file() and sha256_file(file) != digest:
+            raise ConfigError(f"{path} holds the results of this configuration computed from {file} as it was then, "
+                              "and that file has changed since. Fix: run into a new folder (hydra.run.dir=... or "
+                              "hydra.sweep.dir=...), or delete that results.json to run it again")
+
+
+def write_results(out: Path, results: dict[str, Any]) -> None:
+    """results.json of a job, with `data_files`: every data file the job read and its SHA-256 (checked by
+    `check_data_unchanged` before the results are returned again)."""
+    results["data_files"] = [[file, sha256_file(file)] for file in data_files_read() if Path(file).is_file()]
+    write_json_atomically(out, results)
+
+
 def job_state(cfg: DictConfig) -> tuple[Path, dict[str, Any], dict[str, Any] | None]:
     """(where the job's results.json goes, the resolved config, the results of an earlier job of this same
     configuration there or None, also when the folder was moved since); a finished job is not run again."""
+    forget_data_files()  # the jobs of a multirun share one process: this job's data files are recorded from here
     out = Path(cfg.paths.output_dir) / RESULTS_FILE
     config = OmegaConf.to_container(cfg, resolve=True)
     previous = finished_results(out, config)

@@ -22,7 +22,6 @@ from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig
 
 from probing.config import build
-from probing.data.files import write_json_atomically
 from probing.data.splits import EVAL_SPLITS
 from probing.features.finetuned import finetuned_task
 from probing.probes import information
@@ -37,6 +36,7 @@ from probing.tasks.common import (
     job_state,
     store_settings,
     summarise_in_wandb,
+    write_results,
 )
 
 log = logging.getLogger(__name__)
@@ -58,7 +58,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     probing = build(cfg.probing, "probing", source=build(cfg.data.source, "data.source"))
     with closing_loggers(cfg.get("logger")) as loggers:
         results = probe(cfg, probing, config, out.parent, loggers)
-    write_json_atomically(out, results)
+    write_results(out, results)
     log.info("%s", summary_line(results, out))
     return results
 

@@ -22,7 +22,6 @@ from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig
 
 from probing.config import build
-from probing.data.files import write_json_atomically
 from probing.data.settings import require_int
 from probing.data.task_records import FINETUNING_KINDS
 from probing.data.task_records import TASK_NAMES as FINETUNING_TASKS
@@ -45,6 +44,7 @@ from probing.tasks.common import (
     distributed_state_of_this_job,
     job_state,
     keep_ddp_processes_on_this_job,
+    write_results,
 )
 
 log = logging.getLogger(__name__)
@@ -64,7 +64,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     with closing_loggers(cfg.get("logger")) as loggers, distributed_state_of_this_job():
         results, is_rank_zero = finetune(cfg, config, resume, loggers)
     if is_rank_zero:
-        write_json_atomically(out, results)
+        write_results(out, results)
         log.info("%s: dev %s -> %s", cfg.task.name, format_scores(results["dev"]), out)
     return results
 

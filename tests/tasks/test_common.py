@@ -4,6 +4,7 @@ closed in `finally`, and the feature-store settings a job hands to probing.featu
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import socket
@@ -15,6 +16,7 @@ from lightning.pytorch.loggers import CSVLogger, Logger, WandbLogger
 from omegaconf import OmegaConf
 
 from probing.data.files import write_json_atomically
+from probing.data.text import note_data_files
 from probing.errors import ConfigError
 from probing.features.provision import MULTIRUN_LOCK_WAIT_S
 from probing.tasks import common
@@ -24,8 +26,10 @@ from probing.tasks.common import (
     check_config,
     closing_loggers,
     finished_results,
+    job_state,
     optimized_value,
     store_settings,
+    write_results,
 )
 from tests.helpers.stores import assert_one_line_error
 
@@ -239,3 +243,23 @@ def test_an_early_stops_patience_and_min_delta_are_checked_when_it_is_built(sett
     assert built_callback("stop", OmegaConf.create({**node, "patience": 5, "min_delta": 1e-4})).patience == 5
     with pytest.raises(ConfigError, match=re.escape(message)):
         built_callback("stop", OmegaConf.create({**node, **setting}))
+
+
+def test_results_record_the_data_files_read_and_are_not_returned_once_one_has_changed(tmp_path):
+    """A task's file edited in place: the finished job's results are of other data, and are refused, not returned."""
+    cfg = OmegaConf.create({"paths": {"output_dir": str(tmp_path / "run")}, "layer": 3})
+    data = tmp_path / "task.jsonl"
+    data.write_text('{"tokens": ["a"], "labels": ["X"]}\n')
+    out, config, previous = job_state(cfg)
+    assert previous is None
+    note_data_files([data, data])  # read twice (two splits of one file): recorded once
+    (tmp_path / "run").mkdir()
+    write_results(out, {"dev": 0.5, "config": config})
+    recorded = json.loads(out.read_text())["data_files"]
+    assert recorded == [[str(data.resolve()), hashlib.sha256(data.read_bytes()).hexdigest()]]
+    assert job_state(cfg)[2]["dev"] == 0.5  # unchanged: the finished results
+    data.write_text('{"tokens": ["a"], "labels": ["Y"]}\n')
+    with pytest.raises(ConfigError, match=r"computed from .*task.jsonl as it was then, and that file has changed"):
+        job_state(cfg)
+    data.unlink()  # gone: moved with its run folder, say; not checked
+    assert job_state(cfg)[2]["dev"] == 0.5
