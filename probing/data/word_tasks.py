@@ -637,7 +637,12 @@ class JsonlWordTask:
                     raise DataFormatError(self.path, None, f"no {name} in the folder", JSONL_FIX)
                 if path.is_file():
                     files.append(path)
-                    for line_split, sentence in _read_jsonl(path, shape, split):
+                    read = list(_read_jsonl(path, shape, split))
+                    if split == "test" and not any(sentence.examples for _, sentence in read):
+                        raise DataFormatError(path, None, "no labelled word in the test file", "label its words, or "
+                                              f"remove {name} (dev then becomes the test split, and dev is carved "
+                                              "from train)")
+                    for line_split, sentence in read:
                         raw[line_split].append(sentence)
             origin = str(self.path)
         elif self.path.is_file():

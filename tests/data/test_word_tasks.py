@@ -515,6 +515,14 @@ def test_jsonl_folder_refusals(tmp_path):
     assert (caught.value.path, caught.value.line) == (str(tmp_path / "dev.jsonl"), 2)
     with pytest.raises(DataFormatError, match="no such file or folder"):
         JsonlWordTask(str(tmp_path / "gone")).load_word_task()
+    write_jsonl(tmp_path / "train.jsonl", {"tokens": ["a", "b"], "labels": ["X", "Y"]})
+    write_jsonl(tmp_path / "dev.jsonl", {"tokens": ["a"], "labels": ["X"]})
+    for empty in ([], [{"tokens": ["a"], "labels": [None]}]):  # a test file given without a label is no test split
+        write_jsonl(tmp_path / "test.jsonl", *empty)
+        with pytest.raises(DataFormatError, match=r"no labelled word in the test file. Fix: label its words, or "
+                                                  r"remove test.jsonl \(dev then becomes the test split") as caught:
+            JsonlWordTask(str(tmp_path)).load_word_task()
+        assert caught.value.path == str(tmp_path / "test.jsonl")
 
 
 def test_full_ewt_deprel_counts_are_consistent(shared_data):
