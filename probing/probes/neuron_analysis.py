@@ -123,7 +123,8 @@ class NeuronAnalysis(Analysis):
                  self.task, words.about["layer"], len(labels), num_neurons, full["test"])
         results = {
             **inputs.model.described(), **words.features, "task": self.task, "labels": labels,
-            **{key: words.about[key] for key in ("layer", "representation", "stores", "data_summary", "data_skips")},
+            **{key: words.about[key] for key in ("layer", "representation", "stores", "data_summary", "data_skips",
+                                                  "unseen_labels")},
             "neurons": num_neurons, "ks": ks, "settings": self.settings(),
             "probe": {"dev_accuracy": full["dev"], "test_accuracy": full["test"], "epochs_run": probe_epochs},
             "majority": majority(data["train"][1], data["test"][1], labels),

@@ -111,6 +111,7 @@ def test_the_untrained_control_on_labels_partly_absent_from_training(tmp_path, t
                                       "layer=2", "analysis.ranking=[probeless]", "analysis.ablation=zero"))
     assert json.loads((tmp_path / "run" / "results.json").read_text()) == json.loads(json.dumps(results))
     assert results["random_init"] is True and results["task"] == "ner" and results["layer"] == 2
+    assert results["unseen_labels"] == {"dev": {}, "test": {}}  # examples left out for a label train never saw
     assert results["ablation"]["fill"] == "zero"
     assert results["ablation"]["probeless"]["top"][-1] == results["ablation"]["random"][-1]
     assert set(results["sparse"]["labels"]) <= set(results["labels"])
