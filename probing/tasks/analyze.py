@@ -17,17 +17,24 @@ import time
 from typing import Any
 
 import lightning as L
+from hydra.core.hydra_config import HydraConfig
 from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig
 
+from probing.errors import ConfigError
 from probing.features.analysis import Analysis, AnalysisInputs, ModelSettings, build_analysis
 from probing.tasks.common import check_config, closing_loggers, job_state, write_results
 
 log = logging.getLogger(__name__)
 
+# Nodes that a task's config (conf/task/) brings along for probe.py and train.py, and that no analysis reads.
+UNREAD_NODES = ("trainer", "probe", "callbacks", "finetune")
+
+
 def run(cfg: DictConfig) -> dict[str, Any]:
     """Run the analysis of `analysis` into the run folder; write and return its results."""
     check_config(cfg)
+    refuse_unread_overrides(command_line_overrides(), cfg.analysis.get("name"))
     analysis = build_analysis(cfg.analysis)
     inputs = AnalysisInputs(ModelSettings.of(cfg.model), cfg.get("layer"), cfg.get("compare_to"), cfg.paths.store_dir)
     analysis.check_inputs(inputs)
@@ -43,6 +50,22 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     write_results(out, results)
     log.info("%s -> %s", analysis.name, out.parent)
     return results
+
+
+def command_line_overrides() -> list[str]:
+    return list(HydraConfig.get().overrides.task) if HydraConfig.initialized() else []
+
+
+def refuse_unread_overrides(overrides: list[str], analysis: str | None) -> None:
+    """An override of a node that no analysis reads (`trainer.max_epochs=2` beside analysis=neurons, which trains
+    for analysis.epochs) would be accepted and do nothing: refused."""
+    for override in overrides:
+        key = override.lstrip("+~").split("=", 1)[0]
+        if key.split(".")[0] in UNREAD_NODES:
+            hint = " (its probes train for analysis.epochs)" if analysis == "neurons" else ""
+            raise ConfigError(f"{override}: analyze.py reads no `{key.split('.')[0]}`, which a task's config brings "
+                              f"along for probe.py and train.py; analysis={analysis} would ignore it{hint}. Fix: "
+                              "leave it out, and set the analysis's own settings (analysis.*)")
 
 
 def log_results(loggers: list[Logger], config: dict[str, Any], metrics: list[tuple[int, dict[str, float]]]) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -160,3 +161,11 @@ def test_each_analysis_config_builds_its_component_with_its_report_section(tmp_p
 
 def test_the_report_finds_the_section_of_every_analysis_and_of_nothing_else():
     assert sorted(module.ANALYSIS for module in analysis_section_modules()) == ANALYSES
+
+
+@pytest.mark.parametrize("override", ["trainer.max_epochs=2", "+callbacks.stop.patience=1", "probe.batch_size=8"])
+def test_an_override_of_what_no_analysis_reads_is_refused(override):
+    refused = rf"^{re.escape(override)}: analyze.py reads no `\w+`.*would ignore it \(its probes train for "
+    with pytest.raises(ConfigError, match=refused + r"analysis.epochs\). Fix: leave it out"):
+        analyze.refuse_unread_overrides(["analysis=neurons", "task=upos", override], "neurons")
+    analyze.refuse_unread_overrides(["analysis=neurons", "analysis.epochs=2", "layer=3"], "neurons")
