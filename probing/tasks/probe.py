@@ -119,7 +119,7 @@ def headline_scores(results: dict[str, Any], scores: tuple[str, ...]) -> dict[st
 
 
 # The headline score of each kind of probe module (the first of its SCORES) and how a log line names it.
-HEADLINES = {"micro_f1": "micro-F1", "accuracy": "accuracy", "uuas": "UUAS", "root_acc": "Root %"}
+HEADLINES = {"micro_f1": "micro-F1", "accuracy": "accuracy", "uuas": "UUAS", "root_acc": "Root accuracy"}
 
 
 def summary_line(results: dict[str, Any], out: Path) -> str:
