@@ -113,7 +113,8 @@ def curves(result: dict[str, Any]) -> dict[str, list[float]]:
 def summary_line(result: dict[str, Any]) -> str:
     """One line: the full probe's accuracy and each ranking's k to 95% (retrained, cross-check)."""
     ks = k_to_reach_table(result)
-    per_ranking = ", ".join(f"{name} {ks['retrained'][name]} / {ks['cross_check'][name]}" for name in ranked(result))
+    per_ranking = ", ".join(f"{name} {k_cell(ks['retrained'][name], result, 'retrained')} / "
+                            f"{k_cell(ks['cross_check'][name], result, 'cross_check')}" for name in ranked(result))
     majority = majority_accuracy(result)
     return (f"{run_label(result)}: the elastic-net probe's test accuracy {result['probe']['test_accuracy']:.3f} on "
             f"{result['neurons']} neurons (the majority label's {number(majority)}); k to reach 95% of it (linear / "
