@@ -28,7 +28,7 @@ from probing.data.settings import require_bool, require_int
 from probing.data.splits import SEEN
 from probing.data.trees import read_trees
 from probing.data.word_tasks import read_word_task
-from probing.errors import ConfigError
+from probing.errors import ConfigError, settings_named
 from probing.features.erasure_setup import ErasureSetup
 from probing.probes import erased_features
 from probing.probes.callbacks import (
@@ -274,7 +274,8 @@ class TreeProbing(TaskProbing):
         self.kind, self.data = kind, None
 
     def load(self) -> None:
-        self.data = read_trees(self.source)
+        with settings_named({"data.source.paths": "data.data_dir"}):  # a tree task's files (conf/task/tree_*.yaml)
+            self.data = read_trees(self.source)
 
     def inputs(self, representation: Any, store_settings: Mapping[str, Any]) -> ProbeInputs:
         if self.data is None:

@@ -79,3 +79,10 @@ def test_a_treebank_that_is_no_tree_is_one_error_line(tmp_path, tiny_bert_path):
     assert result.returncode == 2
     assert lines[-1].startswith(f"error: {treebank / 'x-train.conllu'}:1: 2 words headed by 0")
     assert "Traceback" not in result.stderr
+
+
+def test_a_folder_without_treebank_files_names_data_data_dir(tmp_path, tiny):
+    """The tree source's messages name its own key (data.source.paths), which a tree task sets from data.data_dir."""
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ProbingError, match=r"no \*.conll\* files in the folder. Fix: set `data.data_dir`"):
+        probe.run(compose_job("probe", tmp_path, "task=tree_distance", f"data.data_dir={tmp_path / 'empty'}", *tiny))
