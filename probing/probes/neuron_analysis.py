@@ -264,6 +264,9 @@ def chosen_rankings(rankings: Mapping[str, Mapping[str, Any]], ranking: str | Se
 
 def sparse_k_list(values: Sequence[int]) -> list[int]:
     """analysis.sparse_k: increasing neuron counts >= 1."""
+    if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
+        raise ConfigError(f"analysis.sparse_k={values!r} is not a list of neuron counts. Fix: "
+                          "analysis.sparse_k=[1,2,4,8,16]")
     ks = [require_int("analysis.sparse_k", value, minimum=1) for value in values]
     if not ks or ks != sorted(set(ks)):
         raise ConfigError(f"analysis.sparse_k={ks} must be increasing neuron counts. Fix: "

@@ -126,6 +126,7 @@ def test_the_untrained_control_on_labels_partly_absent_from_training(tmp_path, t
     (["task=upos", "layer=1", "analysis.l1=-1"], "analysis.l1=-1 is not a number"),
     (["task=upos", "layer=1", "analysis.ablation=noise"], "analysis.ablation"),
     (["task=upos", "layer=1", "analysis.sparse_k=[4,2]"], "analysis.sparse_k=[4, 2] must be increasing"),
+    (["task=upos", "layer=1", "analysis.sparse_k=5"], "analysis.sparse_k=5 is not a list of neuron counts"),
     (["task=upos", "layer=1", "analysis.patience=0"], "analysis.patience=0"),
     (["task=upos", "layer=1", "analysis.min_delta=-0.1"], "analysis.min_delta=-0.1"),
 ])
