@@ -253,7 +253,9 @@ def check_data_unchanged(path: Path, data_files: Any) -> None:
     """The data files that the results at `path` were computed from (`data_files`: [file, SHA-256] pairs), as they
     are now: a file changed since (a task's JSONL edited in place) would have the job return results of other data. A
     file no longer there is not checked (a run folder moved with its data refers to the old place)."""
-    for file, digest in data_files or []:
+    recorded = [entry for entry in data_files if isinstance(entry, list) and len(entry) == 2
+                and all(isinstance(part, str) for part in entry)] if isinstance(data_files, list) else []
+    for file, digest in recorded:
         if Path(file).is_file() and sha256_file(file) != digest:
             raise ConfigError(f"{path} holds the results of this configuration computed from {file} as it was then, "
                               "and that file has changed since. Fix: run into a new folder (hydra.run.dir=... or "
