@@ -53,7 +53,7 @@ from probing.errors import ConfigError, DataFormatError
 from probing.features.analysis import Analysis, AnalysisInputs, ModelSettings, analysis_device
 from probing.features.encoder import load_pretrained
 from probing.features.erasure import FittedEraser, RandomEraser
-from probing.features.erasure_setup import ErasureSetup, random_control
+from probing.features.erasure_setup import UNSET_ERASURE, ErasureSetup, random_control
 from probing.features.finetuned import HEAD_FILE, TASK_FILE
 from probing.features.hidden_state_edit import captured_hidden_state, check_hidden_state_module
 from probing.features.layers import resolve_layer
@@ -198,7 +198,16 @@ def erasure_setup(erase: dict[str, Any] | None) -> ErasureSetup:
     if isinstance(setup.eraser, RandomEraser):
         raise ConfigError("erase=random: random directions are the control that analysis=amnesic measures beside "
                           "every erasure (analysis.control_seeds). Fix: erase=leace, inlp or mean_projection")
+    for key, instead in PROBE_ONLY_ERASE_SETTINGS.items():
+        if getattr(setup, key) != UNSET_ERASURE[key]:
+            raise ConfigError(f"erase.{key}={getattr(setup, key)} is a setting of probe.py's erasure, which "
+                              f"analysis=amnesic does not read ({instead}). Fix: leave it out")
     return setup
+
+
+# The settings of `erase` that only probe.py reads, and what the amnesic analysis has instead.
+PROBE_ONLY_ERASE_SETTINGS = {"control_seed": "its random controls are analysis.control_seeds",
+                             "fresh_probe_epochs": "it trains no fresh probe of the concept"}
 
 
 def control_seed_list(seeds: Sequence[int]) -> list[int]:

@@ -124,6 +124,10 @@ def test_a_ner_tagger_is_scored_on_the_test_split_by_entity_f1(tmp_path, tiny_be
     (["layer=1", "erase.concept=feats"], "erase.concept=feats has no data of its own. Fix: "
                                          "erase.concept=upos (one of upos, xpos, deprel, ner)"),
     (["layer=1", "erase=random"], "erase=random: random directions are the control"),
+    (["layer=1", "erase.control_seed=3"], "erase.control_seed=3 is a setting of probe.py's erasure, which "
+                                          "analysis=amnesic does not read (its random controls are "
+                                          "analysis.control_seeds)"),
+    (["layer=1", "erase.fresh_probe_epochs=5"], "erase.fresh_probe_epochs=5 is a setting of probe.py's erasure"),
     (["layer=1", "analysis.control_seeds=[0,0]"], "analysis.control_seeds=[0, 0] repeats a seed"),
     (["layer=1", "model.random_init=true"], "model.random_init=true: amnesic probing measures what a trained"),
     (["layer=3"], "layer=3 is not a layer of tiny: its hidden states are 0..2"),
