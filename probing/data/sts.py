@@ -27,6 +27,7 @@ from pathlib import Path
 
 from probing.data.records import SkipCounter
 from probing.data.task_records import TaskData, TextExample
+from probing.data.text import note_data_files
 from probing.errors import ConfigError, DataFormatError
 
 STS_SPLIT = "all"
@@ -60,6 +61,7 @@ def read_sts_file(path: Path) -> list[StsPair]:
     stsb = path.suffix == ".csv"
     expected = STSB_FIELDS if stsb else SEMEVAL_FIELDS
     pairs = []
+    note_data_files([path])
     with open(path, encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
             fields = line.rstrip("\r\n").split("\t")

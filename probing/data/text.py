@@ -25,6 +25,7 @@ def read_lines(path: str | Path, config_key: str = "the data path") -> Iterator[
     if not path.is_file():
         problem = "is a directory, not a file" if path.is_dir() else "file not found"
         raise DataFormatError(path, None, problem, f"set `{config_key}` to an existing file")
+    note_data_files([path])
     with path.open("rb") as handle:
         for number, raw in enumerate(handle, start=1):
             line = _decode_line(raw, path, number)
@@ -41,8 +42,9 @@ def _decode_line(raw: bytes, path: Path, number: int) -> str:
         raise DataFormatError(path, number, problem, UTF8_FIX) from None
 
 
-# The data files read since the job began (`note_data_files`, by every loaded data set: each keeps the list of files
-# it read), in reading order: the job records them with their hashes in its results.json (probing.tasks.common).
+# The data files read since the job began (`note_data_files`: by `read_lines`, and by every loaded data set, which keeps
+# the list of files it read), in reading order: the job records them with their hashes in its results.json
+# (probing.tasks.common).
 _DATA_FILES_READ: dict[str, None] = {}
 
 

@@ -6,7 +6,7 @@ import hashlib
 
 import pytest
 
-from probing.data.text import read_lines, sha256_file
+from probing.data.text import data_files_read, forget_data_files, read_lines, sha256_file
 from probing.errors import DataFormatError
 
 
@@ -71,3 +71,15 @@ def test_sha256_file_sees_a_rewritten_file(tmp_path):
     first = sha256_file(path)
     path.write_bytes(b"second version, longer\n")
     assert sha256_file(path) == hashlib.sha256(b"second version, longer\n").hexdigest() != first
+
+
+def test_the_files_a_job_reads_are_noted_once_each_in_reading_order(tmp_path):
+    first, second = tmp_path / "b.txt", tmp_path / "a.txt"
+    for path in (first, second):
+        path.write_text("x\n", encoding="utf-8")
+    forget_data_files()
+    for path in (first, second, first):
+        list(read_lines(path))
+    assert data_files_read() == [str(first.resolve()), str(second.resolve())]
+    forget_data_files()
+    assert data_files_read() == []
