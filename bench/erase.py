@@ -20,7 +20,7 @@ back, so a shared machine's load hits both alike.
 
 The target is out of reach on 2 AMD EPYC cores (x86 family 26 model 2): the covariance is D^2 multiply-adds per row
 (147,456 at D = 384) where the read is D values, and that product alone takes 1.2 to 1.9 times the read there. LEACE
-at layer 3 gives erase_vs_read = 6.5 to 7.3 on the bundled sample and 6.1 to 7.1 with UD English-EWT's dev file
+at layer 3 gives erase_vs_read = 5.6 to 7.7 on the bundled sample and 6.1 to 7.1 with UD English-EWT's dev file
 (24,931 words) as the training split; docs/benchmarks.md says where the time goes.
 
     python bench/erase.py                         # LEACE, layer 3
