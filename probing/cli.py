@@ -16,6 +16,7 @@ import functools
 import importlib.util
 import logging
 import os
+import re
 import sys
 import warnings
 from collections.abc import Callable, Iterator
@@ -244,8 +245,22 @@ def composed(loader: ConfigLoader, config_name: str, lines: list[str], mode: Run
         raise ConfigError(unknown_key_message(missing.full_key, lines, loader, config_name, mode)) from None
 
 
+# Hydra's refusal of a group choice that the composed defaults list does not hold (a tree task's config sets `data`
+# inline), with its advice to append the group (`+data=...`), which would add a second data beside the task's own.
+NO_GROUP_TO_OVERRIDE = re.compile(r"Could not override '([\w/.@]+)'\. No match in the defaults list")
+
+
 def not_composing(error: Exception) -> ConfigError:
     """Hydra's refusal of the command line, on one line."""
+    unmatched = NO_GROUP_TO_OVERRIDE.search(str(error))
+    if unmatched:
+        group = unmatched.group(1)
+        given = re.search(rf"use \+({re.escape(group)}=\S+)", str(error))
+        override = given.group(1) if given else f"{group}=..."
+        return ConfigError(f"{override}: the configuration that the rest of the command line composes chooses no "
+                           f"`{group}` (a task= that reads its own data sets it itself, e.g. a tree task's treebank). "
+                           f"Fix: leave {group}= out, and point the task to other files through its own settings "
+                           "(data.data_dir=..., task.path=...)")
     return ConfigError(f"the command line does not compose: {one_line(str(error))}")
 
 

@@ -266,6 +266,8 @@ def test_a_key_with_no_close_match_is_refused_listing_the_keys_at_its_place():
     (["layer=[1,2"], "the command line does not parse: no viable alternative at input '[1,2'; See https://hydra.cc"),
     (["probe=linear,mlp1"], "the command line does not compose: Ambiguous value for argument 'probe=linear,mlp1'"),
     (["+trainer.max_epochs=3"], "the command line does not compose: Could not append to config. An item is already"),
+    (["task=tree_distance", "data=streusle"], "data=streusle: the configuration that the rest of the command line "
+                                              "composes chooses no `data`"),
     (["~trainer.nokey"], "the command line does not compose: Could not delete from config. 'trainer.nokey' does not"),
 ])
 def test_any_other_override_that_hydra_refuses_is_its_message_on_one_line(arguments, expected):
