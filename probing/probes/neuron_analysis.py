@@ -143,9 +143,9 @@ class NeuronAnalysis(Analysis):
 
     def check_sparse_within(self, num_neurons: int) -> None:
         """The sparse probes' k and candidates at most the layer's neurons (more would be recorded but not used)."""
-        for key, value in (("sparse_k", max(self.sparse_k)), ("sparse_candidates", self.sparse_candidates)):
-            if value > num_neurons:
-                setting = self.sparse_k if key == "sparse_k" else value
+        for key, setting, largest in (("sparse_k", self.sparse_k, max(self.sparse_k)),
+                                      ("sparse_candidates", self.sparse_candidates, self.sparse_candidates)):
+            if largest > num_neurons:
                 raise ConfigError(f"analysis.{key}={setting}: more than the layer's {num_neurons} neurons. Fix: "
                                   f"analysis.{key} at most {num_neurons}")
 

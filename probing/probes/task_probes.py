@@ -217,8 +217,8 @@ class WordProbing(TaskProbing):
 
     def load(self) -> None:
         self.data = read_word_task(self.source, self.data_name)
-        if self.pair_product and not self.data.pair:
-            refuse_pair_product(self.name, True)
+        if not self.data.pair:
+            refuse_pair_product(self.name, self.pair_product)
 
     def inputs(self, representation: Any, store_settings: Mapping[str, Any]) -> ProbeInputs:
         if self.data is None:

@@ -194,15 +194,18 @@ def variant_keys(runs: list[dict[str, Any]]) -> list[str]:
     """Config keys whose values differ among runs of one setting, apart from the seed, where the runs were written,
     values that follow from the seed (the control task's seed), the run's names (RUN_LABELS), a baseline's unread
     layer= and the copies of other settings that the probed representation holds (DERIVED)."""
-    configs = [{key: json.dumps(value, sort_keys=True) for key, value in compared_values(r).items() if key != "seed"}
-               for r in runs]
+    columns = differing_values(runs)
+    columns.pop("seed", None)
     seeds = [json.dumps(run_seed(r)) for r in runs]
+    return sorted(key for key, column in columns.items() if len(set(zip(seeds, column))) > len(set(seeds)))
 
-    def tells_runs_apart(key: str) -> bool:
-        column = [config.get(key) for config in configs]
-        return len(set(column)) > 1 and len(set(zip(seeds, column))) > len(set(seeds))
 
-    return sorted(key for key in set().union(*configs) if tells_runs_apart(key))
+def differing_values(runs: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """{key: each run's value as JSON} of the `compared_values` keys whose values are not the same in every run."""
+    configs = [{key: json.dumps(value, sort_keys=True, default=str) for key, value in compared_values(r).items()}
+               for r in runs]
+    columns = {key: [config.get(key) for config in configs] for key in set().union(*configs)}
+    return {key: column for key, column in columns.items() if len(set(column)) > 1}
 
 
 def with_variants(results: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -12,11 +12,10 @@ Curves (each a test accuracy per k of the run's `ks`):
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
-from probing.report.aggregate import compared_values
+from probing.report.aggregate import compared_values, differing_values
 from probing.report.plots import pyplot, save_figure
 from probing.report.tables import markdown
 
@@ -59,9 +58,8 @@ def with_run_labels(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     labelled = []
     for key in sorted(groups):
         runs = groups[key]
+        differ = sorted(differing_values(runs))
         values = [compared_values(run) for run in runs]
-        differ = sorted(name for name in set().union(*values)
-                        if len({json.dumps(value.get(name), sort_keys=True, default=str) for value in values}) > 1)
         labelled += sorted(({**run, "apart": ", ".join(f"{name}={value.get(name)}" for name in differ)}
                             for run, value in zip(runs, values)), key=lambda run: run["apart"])
     return labelled

@@ -18,6 +18,7 @@ from typing import Any
 
 import lightning as L
 from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig
 
@@ -59,13 +60,13 @@ def command_line_overrides() -> list[str]:
 def refuse_unread_overrides(overrides: list[str], analysis: str | None) -> None:
     """An override of a node that no analysis reads (`trainer.max_epochs=2` beside analysis=neurons, which trains
     for analysis.epochs) would be accepted and do nothing: refused."""
-    for override in overrides:
-        key = override.lstrip("+~").split("=", 1)[0]
-        if key.split(".")[0] in UNREAD_NODES:
+    for line, override in zip(overrides, OverridesParser.create().parse_overrides(overrides)):
+        node = override.key_or_group.split(".")[0]
+        if node in UNREAD_NODES:
             hint = " (its probes train for analysis.epochs)" if analysis == "neurons" else ""
-            raise ConfigError(f"{override}: analyze.py reads no `{key.split('.')[0]}`, which a task's config brings "
-                              f"along for probe.py and train.py; analysis={analysis} would ignore it{hint}. Fix: "
-                              "leave it out, and set the analysis's own settings (analysis.*)")
+            raise ConfigError(f"{line}: analyze.py reads no `{node}`, which a task's config brings along for probe.py "
+                              f"and train.py; analysis={analysis} would ignore it{hint}. Fix: leave it out, and set "
+                              "the analysis's own settings (analysis.*)")
 
 
 def log_results(loggers: list[Logger], config: dict[str, Any], metrics: list[tuple[int, dict[str, float]]]) -> None:
