@@ -26,11 +26,8 @@ class Text:
 
 def texts_of(data, split: str, max_sentences: int | None = None, key: str = "analysis") -> list[Text]:
     """The inputs of `split` of loaded data (TaskData or WordInContextData), in corpus order; the first
-    `max_sentences` of them when set. `key` is the config node named in errors."""
-    if max_sentences is not None and (isinstance(max_sentences, bool) or not isinstance(max_sentences, int)
-                                      or max_sentences < 1):
-        raise ConfigError(f"{key}.max_sentences={max_sentences!r} is not an integer >= 1. Fix: "
-                          f"{key}.max_sentences=100, or null for every sentence of the split")
+    `max_sentences` of them when set (a count >= 1, checked by the analysis that reads it). `key` is the config node
+    named in errors."""
     if split not in data.splits:
         raise ConfigError(f"{key}.split={split}: the {data.name} data has the splits {', '.join(data.splits)}. "
                           f"Fix: {key}.split=dev")

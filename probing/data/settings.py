@@ -21,6 +21,16 @@ def require_int(key: str, value: object, minimum: int | None = None) -> int:
     return value
 
 
+def optional_int(key: str, value: object, minimum: int | None = None, null: str = "unset") -> int | None:
+    """None, or `value` as `require_int` takes it; the refusal offers null too, saying what it means (`null`)."""
+    if value is None:
+        return None
+    try:
+        return require_int(key, value, minimum)
+    except ConfigError as error:
+        raise ConfigError(f"{error}, or null ({null})") from None
+
+
 def require_number(key: str, value: object, low: float = 0.0, high: float = float("inf"), example: str = "",
                    high_open: bool = True) -> float:
     """`value` as a float in [low, high) (or [low, high] with `high_open=False`); anything else (a string, a bool,

@@ -19,7 +19,7 @@ from omegaconf import DictConfig
 
 from probing.config import build
 from probing.data.sentences import Text, texts_of
-from probing.data.settings import require_bool
+from probing.data.settings import optional_int, require_bool
 from probing.errors import ConfigError, settings_named
 from probing.features.encoder import resolve_device
 
@@ -76,8 +76,10 @@ class Analysis(ABC):
             raise ConfigError(f"analysis.name={name!r} is no analysis of {type(self).__name__}, whose runs are named "
                               f"{self.name!r} in results and reports. Fix: choose an analysis with "
                               "analysis=<name> (conf/analysis/<name>.yaml) and leave analysis.name as it is")
+        self.max_sentences = optional_int("analysis.max_sentences", max_sentences, minimum=1,
+                                          null="every sentence of the split")
         self.sentences = build(sentences, "analysis.sentences")
-        self.split, self.max_sentences = split, max_sentences
+        self.split = split
 
     @property
     def name(self) -> str:

@@ -19,7 +19,7 @@ import numpy as np
 
 from probing.data.files import open_atomically
 from probing.data.sentences import Text
-from probing.data.settings import require_int
+from probing.data.settings import optional_int, require_int
 from probing.errors import ConfigError, ModelLoadError
 from probing.features.analysis import Analysis, AnalysisInputs, analysis_device
 from probing.features.finetuned import finetuned_task
@@ -42,7 +42,7 @@ class AttentionSimilarity(Analysis):
                  max_length: int | None, batch_size: int, device: str):
         super().__init__(name, sentences, split, max_sentences)
         self.batch_size = require_int("analysis.batch_size", batch_size, minimum=1)
-        self.max_length = None if max_length is None else require_int("analysis.max_length", max_length, minimum=3)
+        self.max_length = optional_int("analysis.max_length", max_length, minimum=3, null="the models' limit")
         self.device = analysis_device(device)
 
     def run(self, inputs: AnalysisInputs, run_dir: Path) -> dict[str, Any]:

@@ -35,8 +35,6 @@ class OccurrenceAnalysis(Analysis):
                  min_contexts: int, lowercase: bool, max_length: int, dtype: str, max_tokens_per_batch: int,
                  device: str):
         super().__init__(name, sentences, split, max_sentences)
-        if max_sentences is not None:
-            require_int("analysis.max_sentences", max_sentences, minimum=1)
         self.min_contexts = require_int("analysis.min_contexts", min_contexts, minimum=self.min_contexts_floor)
         self.lowercase = require_bool("analysis.lowercase", lowercase)
         self.max_length = require_int("analysis.max_length", max_length, minimum=3)

@@ -41,7 +41,7 @@ from omegaconf import OmegaConf
 from torch import Tensor
 
 from probing.config import build
-from probing.data.settings import choose, require_bool, require_int, require_number
+from probing.data.settings import choose, optional_int, require_bool, require_int, require_number
 from probing.errors import ConfigError
 from probing.features.analysis import Analysis, AnalysisInputs, analysis_device
 from probing.features.provision import lock_wait_seconds
@@ -88,7 +88,7 @@ class NeuronAnalysis(Analysis):
         self.l1 = require_number("analysis.l1", l1, example="1e-3")
         self.l2 = require_number("analysis.l2", l2, example="1e-3")
         self.epochs = require_int("analysis.epochs", epochs, minimum=1)
-        self.patience = None if patience is None else require_int("analysis.patience", patience, minimum=1)
+        self.patience = optional_int("analysis.patience", patience, minimum=1, null="every epoch")
         self.min_delta = require_number("analysis.min_delta", min_delta, low=0.0, example="0.001")
         self.batch_size = require_int("analysis.batch_size", batch_size, minimum=1)
         self.lr = require_number("analysis.lr", lr, low=1e-12, example="1e-3")

@@ -29,13 +29,13 @@ def test_text_pairs_and_word_in_context_sentences():
     assert texts_of(data, "dev") == [Text(words=sentence), Text(words=("oak",))]
 
 
-@pytest.mark.parametrize("split,max_sentences,message", [
-    ("test", None, "analysis.split=test"),
-    ("dev", 0, "analysis.max_sentences=0"),
-    ("dev", "all", "analysis.max_sentences='all'"),
+@pytest.mark.parametrize("split,message", [
+    ("test", "analysis.split=test: the pos data has the splits train, dev. Fix: analysis.split=dev"),
+    ("train", "the train split of the pos data is empty. Fix: choose another analysis.split"),
 ])
-def test_bad_settings_are_refused(split, max_sentences, message):
+def test_bad_settings_are_refused(split, message):
+    """(analysis.max_sentences is checked by the analysis that reads it: tests/features/test_analysis.py.)"""
     data = TaskData("pos", ["NN"], {"train": [], "dev": [TaggedSentence(("a",), ("NN",))]}, [], SkipCounter())
     with pytest.raises(ConfigError, match="Fix:") as error:
-        texts_of(data, split, max_sentences)
+        texts_of(data, split)
     assert message in str(error.value) and "\n" not in str(error.value)

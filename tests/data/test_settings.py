@@ -10,7 +10,15 @@ from pathlib import Path
 import pytest
 import torch
 
-from probing.data.settings import check_optimizer, choose, optional_path, path_list, require_bool, require_int
+from probing.data.settings import (
+    check_optimizer,
+    choose,
+    optional_int,
+    optional_path,
+    path_list,
+    require_bool,
+    require_int,
+)
 from probing.errors import ConfigError
 
 
@@ -60,6 +68,15 @@ def test_require_int_refuses_everything_else_naming_the_key(value, minimum):
         require_int("probe.batch_size", value, minimum=minimum)
     assert str(caught.value) == (f"probe.batch_size={value!r} is not an integer{bound}. "
                                  f"Fix: set probe.batch_size to an integer{bound}")
+
+
+def test_optional_int_takes_null_and_offers_it_in_the_fix():
+    assert optional_int("analysis.patience", None, minimum=1) is None
+    assert optional_int("analysis.patience", 3, minimum=1) == 3
+    with pytest.raises(ConfigError) as caught:
+        optional_int("analysis.patience", 0, minimum=1, null="every epoch")
+    assert str(caught.value) == ("analysis.patience=0 is not an integer >= 1. "
+                                 "Fix: set analysis.patience to an integer >= 1, or null (every epoch)")
 
 
 def test_choose_returns_the_choice_or_names_the_first_as_the_fix():

@@ -1,0 +1,36 @@
+"""probing/features/analysis.py, what every analysis shares: `analysis.max_sentences` checked once, in the base
+class, for every analysis that reads it."""
+
+from __future__ import annotations
+
+import pytest
+
+from probing.errors import ConfigError
+from probing.features.analysis import build_analysis
+from tests.helpers.runs import compose_job
+
+SENTENCE_ANALYSES = ("amnesic", "attention_similarity", "contextuality", "isotropy", "static_pc")
+
+
+def built(tmp_path, name: str, *overrides: str):
+    return build_analysis(compose_job("analyze", tmp_path, f"analysis={name}", *overrides).analysis)
+
+
+@pytest.mark.parametrize("name", SENTENCE_ANALYSES)
+def test_a_count_of_sentences_below_one_is_refused_by_every_analysis(tmp_path, name):
+    """-1 would drop the last sentence (sentences[:-1]), 0 would score no sentence at all."""
+    with pytest.raises(ConfigError) as error:
+        built(tmp_path, name, "analysis.max_sentences=-1")
+    assert str(error.value) == ("analysis.max_sentences=-1 is not an integer >= 1. Fix: set analysis.max_sentences "
+                                "to an integer >= 1, or null (every sentence of the split)")
+
+
+@pytest.mark.parametrize("value, shown", [("0", "0"), ("2.5", "2.5"), ("true", "True"), ("all", "'all'")])
+def test_what_is_no_count_of_sentences_is_refused(tmp_path, value, shown):
+    with pytest.raises(ConfigError, match=rf"^analysis\.max_sentences={shown} is not an integer >= 1\. Fix:"):
+        built(tmp_path, "amnesic", f"analysis.max_sentences={value}")
+
+
+def test_a_count_or_null_is_taken(tmp_path):
+    assert built(tmp_path, "amnesic", "analysis.max_sentences=1").max_sentences == 1
+    assert built(tmp_path, "attention_similarity").max_sentences is None
