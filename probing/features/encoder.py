@@ -38,7 +38,7 @@ from torch.nn.utils.rnn import pad_sequence
 from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerFast
 
 from probing.data.records import SkipCounter, WordInContext
-from probing.data.settings import require_bool
+from probing.data.settings import require_bool, require_int
 from probing.data.text import sha256_files
 from probing.devices import has_native_bf16
 from probing.errors import ConfigError, ModelLoadError
@@ -279,7 +279,8 @@ class WordEncoder:
     ):
         precision = str(precision)
         _check_options(pooling, precision)
-        self.pooling, self.context_size, self.max_length = pooling, parse_context_size(context_size), max_length
+        self.pooling, self.context_size = pooling, parse_context_size(context_size)
+        self.max_length = require_int("features.max_length", max_length, minimum=1)
         self.device = resolve_device(device)
         check_precision(precision, self.device, require_bool("features.allow_emulated_bf16", allow_emulated_bf16))
         self.precision, self.autocast_dtype = precision, AUTOCAST_DTYPES[precision]

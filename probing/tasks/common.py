@@ -43,10 +43,13 @@ WANDB_CONNECT_TIMEOUT_S = 3.0  # how long a run waits to learn that the W&B serv
 
 
 def check_config(cfg: DictConfig) -> None:
-    """Refuse what Hydra lets through: a seed that is not an integer, a task of a kind no job knows. (A top-level key
-    that the config does not have, such as `+laeyr=3`, is refused by the command-line check, `probing.cli`.)"""
+    """Refuse what Hydra lets through: a seed that is not an integer, a token budget of the stores' extraction below
+    one (every input would be a batch of its own), a task of a kind no job knows. (A top-level key that the config
+    does not have, such as `+laeyr=3`, is refused by the command-line check, `probing.cli`.)"""
     if "seed" in cfg:
         require_int("seed", cfg.seed)
+    if "max_tokens_per_batch" in (cfg.get("features") or {}):
+        require_int("features.max_tokens_per_batch", cfg.features.max_tokens_per_batch, minimum=1)
     if cfg.get("task") is not None and cfg.task.get("kind") is not None:
         choose("task.kind", cfg.task.kind, TASK_KINDS)
 

@@ -59,6 +59,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     if previous is not None:
         return previous
     require_int("trainer.max_epochs", cfg.trainer.get("max_epochs"), minimum=1)  # 0 would train nothing
+    # 0 would save no step.ckpt (Lightning's "never"), and an interrupted run would resume from its last epoch's end
+    require_int("finetune.checkpoint_every_n_steps", cfg.finetune.get("checkpoint_every_n_steps"), minimum=1)
     if "ddp" in str(cfg.trainer.get("strategy", "")):
         keep_ddp_processes_on_this_job()
     with closing_loggers(cfg.get("logger")) as loggers, distributed_state_of_this_job():

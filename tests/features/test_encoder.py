@@ -171,6 +171,15 @@ def test_invalid_options_are_config_errors(tiny_bert_path):
         WordEncoder(str(tiny_bert_path), max_length=2)
 
 
+@pytest.mark.parametrize("max_length", [100.5, True, "128"])
+def test_a_max_length_that_is_no_integer_is_refused_before_the_model_loads(max_length):
+    """A float was taken, and recorded as such in the metadata of the stores it filled."""
+    with pytest.raises(ConfigError) as error:
+        WordEncoder("no/such/model", max_length=max_length)
+    assert str(error.value) == (f"features.max_length={max_length!r} is not an integer >= 1. "
+                                "Fix: set features.max_length to an integer >= 1")
+
+
 def test_random_init_keeps_the_architecture_but_not_the_weights(tiny_bert_path):
     trained, _, trained_info = load_encoder(str(tiny_bert_path))
     torch.manual_seed(1)

@@ -41,6 +41,15 @@ def test_check_config_refuses_a_seed_that_is_no_integer():
         check_config(OmegaConf.create({"seed": "abc"}))
 
 
+@pytest.mark.parametrize("budget", [0, -8, 2.5, True])
+def test_check_config_refuses_a_token_budget_below_one_input(budget):
+    """0 or a negative budget put every input in a batch of its own, silently."""
+    check_config(OmegaConf.create({"seed": 1, "features": {"max_tokens_per_batch": 8192}}))
+    with pytest.raises(ConfigError) as error:
+        check_config(OmegaConf.create({"seed": 1, "features": {"max_tokens_per_batch": budget}}))
+    assert str(error.value).startswith(f"features.max_tokens_per_batch={budget!r} is not an integer >= 1. Fix:")
+
+
 def test_finished_results_are_found_for_the_same_configuration_only(tmp_path):
     path = tmp_path / "results.json"
     assert finished_results(path, {"layer": 3}) is None  # nothing there yet

@@ -83,6 +83,8 @@ def test_an_interrupted_run_resumes_from_its_last_checkpoint(tmp_path, tiny, mon
     (["task.batch_size=0"], "task.batch_size=0 is not an integer >= 1"),
     (["task.max_length=2"], "task.max_length=2 is not an integer >= 3"),
     (["trainer.max_epochs=0"], "trainer.max_epochs=0 is not an integer >= 1"),
+    (["finetune.checkpoint_every_n_steps=0"], "finetune.checkpoint_every_n_steps=0 is not an integer >= 1"),
+    (["finetune.checkpoint_every_n_steps=2.5"], "finetune.checkpoint_every_n_steps=2.5 is not an integer >= 1"),
     (["trainer.accelerator=cpu", "trainer.devices=512"], "trainer.devices=512"),
     (["trainer.accelerator=cpu", "trainer.precision=16-mixed"], "trainer.precision=16-mixed"),
 ])
