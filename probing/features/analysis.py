@@ -19,7 +19,7 @@ from omegaconf import DictConfig
 
 from probing.config import build
 from probing.data.sentences import Text, texts_of
-from probing.data.settings import optional_int, require_bool
+from probing.data.settings import optional_int, require_bool, require_int
 from probing.errors import ConfigError, settings_named
 from probing.features.encoder import resolve_device
 
@@ -41,7 +41,8 @@ class ModelSettings:
     @classmethod
     def of(cls, model: DictConfig) -> ModelSettings:
         return cls(model.name, model.name_or_path, model.get("revision"),
-                   require_bool("model.random_init", model.get("random_init", False)), int(model.get("init_seed", 0)))
+                   require_bool("model.random_init", model.get("random_init", False)),
+                   require_int("model.init_seed", model.get("init_seed", 0)))
 
     def described(self) -> dict[str, Any]:
         """The first keys of every analysis's results."""

@@ -30,6 +30,7 @@ import numpy as np
 import torch
 
 from probing.data.records import SkipCounter, WordInContext
+from probing.data.settings import require_int
 from probing.errors import ConfigError
 from probing.features.encoder import WordEncoder
 from probing.features.featurizer import PreparedInput, context_label, context_window, parse_context_size
@@ -172,6 +173,7 @@ class WordBaseline:
 
 def rand_baseline(dim: int, seed: int, context_size: int | str | None) -> WordBaseline:
     """P-Rand: N(0, I_dim) per lower-cased word type (Hydra: `baselines.prand`)."""
+    dim, seed = require_int("baselines.prand.dim", dim, minimum=1), require_int("baselines.prand.seed", seed)
     identity = {"vectors": f"rand-d{dim}-seed{seed}", "rand_dim": dim, "rand_seed": seed}
     return WordBaseline("prand", lambda words: seeded_normal_vectors(words, dim, seed), dim, identity,
                         context_size, lower=True)
@@ -180,6 +182,7 @@ def rand_baseline(dim: int, seed: int, context_size: int | str | None) -> WordBa
 def static_file_baseline(path: str | None, name: str | None, oov_seed: int,
                          context_size: int | str | None) -> WordBaseline:
     """P-static from the file `path` (Hydra: `baselines.pstatic`, whose path and name come from `embeddings=...`)."""
+    require_int("baselines.pstatic.oov_seed", oov_seed)
     if not path:
         raise ConfigError("baseline=pstatic needs a static embedding file. Fix: add embeddings=glove (or fasttext, "
                           "word2vec, static) embeddings.path=/path/to/vectors.txt")

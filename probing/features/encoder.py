@@ -284,7 +284,8 @@ class WordEncoder:
         self.device = resolve_device(device)
         check_precision(precision, self.device, require_bool("features.allow_emulated_bf16", allow_emulated_bf16))
         self.precision, self.autocast_dtype = precision, AUTOCAST_DTYPES[precision]
-        self.random_init, self.init_seed = require_bool("model.random_init", random_init), int(init_seed)
+        self.random_init = require_bool("model.random_init", random_init)
+        self.init_seed = require_int("model.init_seed", init_seed)
         self.attention_window = parse_attention_window(attention_window)
         self.attention_policy = parse_attention_policy(attention_policy)
         self.model, self.tokenizer, self.info = load_pretrained(name_or_path, revision, self.random_init,

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from probing.data.settings import require_int
 from probing.data.types import TypeLevelData, WordTypes
 from probing.errors import ConfigError
 from probing.features.baselines import input_embedding_matrix, mean_rows
@@ -42,7 +43,8 @@ class RandSpace:
     """Rand: one N(0, I_dim) vector per word, fixed by (seed, word)."""
 
     def __init__(self, name: str = "rand", label: str = RAND, dim: int = 300, seed: int = 0):
-        self.name, self.label, self.dim, self.seed = name, label, int(dim), int(seed)
+        self.name, self.label = name, label
+        self.dim, self.seed = require_int("embeddings.dim", dim, minimum=1), require_int("embeddings.seed", seed)
 
     def vectors(self, data: TypeLevelData) -> SpaceVectors:
         return data, {split: seeded_normal_vectors(types.words, self.dim, self.seed)
@@ -56,7 +58,8 @@ class StaticSpace:
         if not path:
             raise ConfigError(f"embeddings={name} needs the embedding file. Fix: add "
                               "embeddings.path=/path/to/vectors.txt (word2vec or GloVe text format, .gz allowed)")
-        self.path, self.name, self.label, self.oov_seed = Path(path), name, label, int(oov_seed)
+        self.path, self.name, self.label = Path(path), name, label
+        self.oov_seed = require_int("embeddings.oov_seed", oov_seed)
 
     def vectors(self, data: TypeLevelData) -> SpaceVectors:
         """Every split's words looked up in the file; OOV words counted (per split)."""

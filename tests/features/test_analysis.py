@@ -1,12 +1,13 @@
 """probing/features/analysis.py, what every analysis shares: `analysis.max_sentences` checked once, in the base
-class, for every analysis that reads it."""
+class, for every analysis that reads it; the model settings it reads."""
 
 from __future__ import annotations
 
 import pytest
+from omegaconf import OmegaConf
 
 from probing.errors import ConfigError
-from probing.features.analysis import build_analysis
+from probing.features.analysis import ModelSettings, build_analysis
 from tests.helpers.runs import compose_job
 
 SENTENCE_ANALYSES = ("amnesic", "attention_similarity", "contextuality", "isotropy", "static_pc")
@@ -34,3 +35,12 @@ def test_what_is_no_count_of_sentences_is_refused(tmp_path, value, shown):
 def test_a_count_or_null_is_taken(tmp_path):
     assert built(tmp_path, "amnesic", "analysis.max_sentences=1").max_sentences == 1
     assert built(tmp_path, "attention_similarity").max_sentences is None
+
+
+@pytest.mark.parametrize("seed", [2.5, True, "0"])
+def test_a_random_init_seed_that_is_no_integer_is_refused(seed):
+    """2.5 drew the weights of seed 2."""
+    model = OmegaConf.create({"name": "m", "name_or_path": "m", "random_init": True, "init_seed": seed})
+    with pytest.raises(ConfigError, match=rf"^model\.init_seed={seed!r} is not an integer\. Fix:"):
+        ModelSettings.of(model)
+    assert ModelSettings.of(OmegaConf.create({**model, "init_seed": 3})).init_seed == 3

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 
 import numpy as np
 import pytest
@@ -19,6 +20,7 @@ from probing.features.baselines import (
     oov_summary,
     rand_baseline,
     static_baseline,
+    static_file_baseline,
 )
 from probing.features.encoder import WordEncoder
 from probing.features.extraction import extract_split
@@ -176,6 +178,21 @@ def test_window_words_are_lower_cased_for_prand_and_counted_in_words():
     assert rand_baseline(4, 0, 1).window_words(rec) == (["big", "new", "york", "city"], [1, 2])
     assert rand_baseline(4, 0, 0).window_words(rec) == (["new", "york"], [0, 1])
     assert rand_baseline(4, 0, 9).window_words(rec)[0] == ["a", "big", "new", "york", "city", "party", "."]
+
+
+@pytest.mark.parametrize("dim, seed, message", [
+    (0, 0, "baselines.prand.dim=0 is not an integer >= 1"),   # was a ValueError once the first batch was drawn
+    (2.5, 0, "baselines.prand.dim=2.5 is not an integer >= 1"),
+    (4, 0.5, "baselines.prand.seed=0.5 is not an integer"),
+])
+def test_prand_refuses_a_dimension_or_seed_that_is_no_count(dim, seed, message):
+    with pytest.raises(ConfigError, match=rf"^{re.escape(message)}\. Fix:"):
+        rand_baseline(dim, seed, None)
+
+
+def test_pstatic_refuses_an_oov_seed_that_is_no_integer(tmp_path):
+    with pytest.raises(ConfigError, match=r"^baselines\.pstatic\.oov_seed=1\.5 is not an integer\. Fix:"):
+        static_file_baseline(str(tmp_path / "vectors.txt"), "glove", 1.5, None)
 
 
 def test_prand_single_word_is_its_seeded_vector():

@@ -171,13 +171,16 @@ def test_invalid_options_are_config_errors(tiny_bert_path):
         WordEncoder(str(tiny_bert_path), max_length=2)
 
 
-@pytest.mark.parametrize("max_length", [100.5, True, "128"])
-def test_a_max_length_that_is_no_integer_is_refused_before_the_model_loads(max_length):
-    """A float was taken, and recorded as such in the metadata of the stores it filled."""
+@pytest.mark.parametrize("setting, value, message", [
+    ("max_length", 100.5, "features.max_length=100.5 is not an integer >= 1"),  # was recorded as such in the stores
+    ("max_length", True, "features.max_length=True is not an integer >= 1"),
+    ("max_length", "128", "features.max_length='128' is not an integer >= 1"),
+    ("init_seed", 2.5, "model.init_seed=2.5 is not an integer"),  # was 2
+])
+def test_a_count_or_seed_that_is_no_integer_is_refused_before_the_model_loads(setting, value, message):
     with pytest.raises(ConfigError) as error:
-        WordEncoder("no/such/model", max_length=max_length)
-    assert str(error.value) == (f"features.max_length={max_length!r} is not an integer >= 1. "
-                                "Fix: set features.max_length to an integer >= 1")
+        WordEncoder("no/such/model", **{setting: value})
+    assert str(error.value).startswith(f"{message}. Fix: set {message.split('=')[0]} to an integer")
 
 
 def test_random_init_keeps_the_architecture_but_not_the_weights(tiny_bert_path):

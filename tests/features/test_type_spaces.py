@@ -5,6 +5,7 @@ toy store whose features are known (tests/helpers/stores.py: row r, layer l, dim
 from __future__ import annotations
 
 import hashlib
+import re
 
 import numpy as np
 import pytest
@@ -51,12 +52,27 @@ def test_rand_keeps_every_word_and_reports_nothing():
     assert kept is toy and about == {}
 
 
+@pytest.mark.parametrize("settings, message", [
+    ({"dim": 0}, "embeddings.dim=0 is not an integer >= 1"),        # was a ValueError once the vectors were drawn
+    ({"dim": 2.5}, "embeddings.dim=2.5 is not an integer >= 1"),    # was 2
+    ({"seed": 1.5}, "embeddings.seed=1.5 is not an integer"),       # was 1
+])
+def test_rand_refuses_a_dimension_or_seed_that_is_no_count(settings, message):
+    with pytest.raises(ConfigError, match=rf"^{re.escape(message)}\. Fix:"):
+        RandSpace(**settings)
+
+
 # --- static files ----------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("path", [None, ""])
 def test_a_static_space_without_its_file_is_refused(path):
     with pytest.raises(ConfigError, match=r"^embeddings=glove needs the embedding file\. Fix: add embeddings\.path="):
         StaticSpace(path, name="glove")
+
+
+def test_a_static_spaces_oov_seed_is_an_integer(tmp_path):
+    with pytest.raises(ConfigError, match=r"^embeddings\.oov_seed=True is not an integer\. Fix:"):
+        StaticSpace(str(tmp_path / "vectors.txt"), name="glove", oov_seed=True)
 
 
 def test_static_vectors_come_from_the_file_and_oov_words_are_seeded_and_counted(tmp_path):
