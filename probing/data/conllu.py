@@ -21,7 +21,8 @@ Choices where the format leaves room:
   additions), e.g. a typo "FOO", is left out and counted in the SkipCounter, one reason per tag (the run warns with
   the counts): its words keep their context only as a whole sentence, and a stray tag would become a class of its
   own.
-- A block of comments without word lines is an error, as is a file without any sentence.
+- A block without word lines (comments only, or a multiword token or empty node without the words of its
+  sentence) is an error, as is a file without any sentence.
 - `sentence_heads` only (the readers of arcs: the DEPREL word-pair task, tree probes): HEAD must be 0 (the root) or
   a word ID of the sentence, and the heads must form a tree: every word's chain of heads reaches the root 0 without
   coming back to a word (a word headed by itself is the shortest such cycle). Otherwise the file is refused at the
@@ -128,17 +129,18 @@ def read_conllu_sentences(
     """Each sentence of the file as its word lines, all 10 columns as written, in order (streamed).
 
     Multiword-token lines and empty nodes are counted in `skips` and left out; `check`, when given, is called on
-    each word as it is read (to refuse a column a reader needs, at its line). A block of comments without word
-    lines, and a file without any sentence, are DataFormatErrors."""
+    each word as it is read (to refuse a column a reader needs, at its line). A block without word lines, and a
+    file without any sentence, are DataFormatErrors."""
     block_start: int | None = None
     words: list[ConlluWord] = []
+    first_token: tuple[int, str] | None = None  # the block's first line that is no word: (number, line)
     n_sentences = 0
     for number, line in read_lines(path, config_key):
         if not line.strip():
             if block_start is not None:
                 n_sentences += 1
-                yield _checked_block(words, path, block_start)
-            block_start, words = None, []
+                yield _checked_block(words, path, block_start, first_token)
+            block_start, words, first_token = None, [], None
             continue
         block_start = number if block_start is None else block_start
         if not line.startswith("#"):
@@ -147,19 +149,36 @@ def read_conllu_sentences(
                 if check is not None:
                     check(word, path)
                 words.append(word)
+            elif first_token is None:
+                first_token = number, line
     if block_start is not None:
         n_sentences += 1
-        yield _checked_block(words, path, block_start)
+        yield _checked_block(words, path, block_start, first_token)
     if not n_sentences:
         fix = EMPTY_FILE_FIX.replace("data.source.paths", config_key)
         raise DataFormatError(path, None, "no sentences: the file is empty or holds no word lines", fix)
 
 
-def _checked_block(words: list[ConlluWord], path: Path, block_start: int) -> list[ConlluWord]:
-    if not words:
+def _checked_block(words: list[ConlluWord], path: Path, block_start: int,
+                   first_token: tuple[int, str] | None) -> list[ConlluWord]:
+    """The block's words; a block without any is refused, naming what it holds instead (`first_token`: the number
+    and text of its first multiword-token or empty-node line, None when it holds comments only)."""
+    if words:
+        return words
+    if first_token is None:
         problem = "a sentence block without word lines (comments only) ends before this blank line"
         raise DataFormatError(path, block_start, problem, FORMAT_FIX)
-    return words
+    number, line = first_token
+    token_id, form = line.split("\t")[ID:FORM + 1]
+    if "-" in token_id:
+        problem = (f"a sentence block without word lines: its multiword token {token_id} {form!r} is followed by "
+                   "none of the words it spans")
+        fix = ("after a multiword-token line give one word line per word it spans (e.g. 1-2 don't, then 1 do and "
+               "2 n't), or remove the block")
+    else:
+        problem = f"a sentence block without word lines: its empty node {token_id} {form!r} is no word"
+        fix = "give the sentence its word lines (IDs 1, 2, ...), or remove the block"
+    raise DataFormatError(path, number, problem, fix)
 
 
 def _require_xpos(word: ConlluWord, path: Path) -> None:

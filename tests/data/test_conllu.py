@@ -47,6 +47,24 @@ def test_format_errors_name_the_line(tmp_path, text, line, problem):
     assert problem in caught.value.problem and "Fix:" in str(caught.value)
 
 
+@pytest.mark.parametrize("token, line, problem, fix", [
+    ("1-2\tdon't\t_\t_\t_\t_\t_\t_\t_\t_", 4,
+     "a sentence block without word lines: its multiword token 1-2 \"don't\" is followed by none of the words it spans",
+     "after a multiword-token line give one word line per word it spans (e.g. 1-2 don't, then 1 do and 2 n't)"),
+    ("1.1\tgone\t_\t_\t_\t_\t_\t_\t_\t_", 4,
+     "a sentence block without word lines: its empty node 1.1 'gone' is no word",
+     "give the sentence its word lines (IDs 1, 2, ...)"),
+])
+def test_a_block_of_tokens_without_words_is_named_for_what_it_holds(tmp_path, token, line, problem, fix):
+    """It was called a block of comments only."""
+    path = tmp_path / "x-train.conllu"
+    path.write_text(f"{WORD}\n\n# text = don't\n{token}\n\n{WORD}\n", encoding="utf-8")
+    with pytest.raises(DataFormatError) as caught:
+        read_conllu_xpos([path], SkipCounter())
+    assert (caught.value.path, caught.value.line, caught.value.problem) == (str(path), line, problem)
+    assert caught.value.fix.startswith(fix) and "comments only" not in str(caught.value)
+
+
 def test_a_sentence_with_a_tag_outside_the_penn_treebank_set_is_left_out_and_counted(tmp_path):
     path = tmp_path / "typo-train.conllu"
     odd = "2\tsits\tsit\tVERB\tFOO\t_\t1\tdep\t_\t_"
