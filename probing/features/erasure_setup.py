@@ -13,6 +13,8 @@ from probing.errors import ConfigError
 from probing.features.analysis import analysis_device
 from probing.features.erasure import FittedEraser, RandomEraser
 
+ERASER_FILE = "eraser.safetensors"  # the fitted eraser that probe.py saves in its run folder
+
 
 class ErasureSetup:
     """`eraser`: the fitting method (a `ConceptEraser`); `concept`: the word task whose labels are erased (None: the
@@ -31,10 +33,7 @@ class ErasureSetup:
             raise ConfigError(f"erase.concept={concept!r} is not a task name. Fix: erase.concept=upos (or null: the "
                               "probed task's own labels)")
         self.eraser, self.concept = eraser, concept
-        self.path = Path(path) if path is not None else None
-        if self.path is not None and not self.path.is_file():
-            raise ConfigError(f"erase.path={path}: no such file. Fix: the eraser.safetensors of an earlier erasure "
-                              "run, or erase.path=null to fit one")
+        self.path = None if path is None else saved_eraser_file(Path(path))
         self.control_seed = require_int("erase.control_seed", control_seed)
         self.fresh_probe_epochs = require_int("erase.fresh_probe_epochs", fresh_probe_epochs, minimum=1)
         self.device = analysis_device(device, key="erase.device")
@@ -42,6 +41,19 @@ class ErasureSetup:
     @property
     def method(self) -> str:
         return str(self.eraser.method)
+
+
+def saved_eraser_file(path: Path) -> Path:
+    """`erase.path`, refused unless it is a file: the ERASER_FILE that probe.py wrote into an erasure run's folder."""
+    if path.is_dir():
+        inside = path / ERASER_FILE
+        fix = f"erase.path={inside}" if inside.is_file() else f"erase.path=<erasure run folder>/{ERASER_FILE}"
+        raise ConfigError(f"erase.path={path} is a folder, but a file is expected: the {ERASER_FILE} that probe.py "
+                          f"saves in the folder of an erasure run. Fix: {fix}, or erase.path=null to fit one")
+    if not path.is_file():
+        raise ConfigError(f"erase.path={path}: no such file. Fix: the {ERASER_FILE} of an earlier erasure run, or "
+                          "erase.path=null to fit one")
+    return path
 
 
 def random_control(fitted: FittedEraser, seed: int) -> RandomEraser:

@@ -59,7 +59,6 @@ from probing.probes.word_probe import WordProbe
 
 log = logging.getLogger(__name__)
 
-ERASER_FILE = "eraser.safetensors"
 GUARDEDNESS_SPLITS = ("train", "test")  # where the eraser was fitted, and unseen words
 # What an eraser records of the features it was fitted on, checked before a saved one is applied.
 FITTED_ON = ("model_name_or_path", "weights_sha256", "pooling", "context_size", "attention_window",

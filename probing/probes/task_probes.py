@@ -29,7 +29,7 @@ from probing.data.splits import SEEN
 from probing.data.trees import read_trees
 from probing.data.word_tasks import read_word_task
 from probing.errors import ConfigError, settings_named
-from probing.features.erasure_setup import ErasureSetup
+from probing.features.erasure_setup import ERASER_FILE, ErasureSetup
 from probing.probes import erased_features
 from probing.probes.callbacks import (
     KeepBestWeights,
@@ -111,7 +111,7 @@ class TaskProbing:
         for warning in warnings:
             log.warning("%s", warning)
         if self.erasure is not None and trainer.is_global_zero:
-            self.erasure.save(run_dir / erased_features.ERASER_FILE)
+            self.erasure.save(run_dir / ERASER_FILE)
         return {**best_epochs(trainer.callbacks), "warnings": warnings}
 
     def results(self, module: ProbeModule, inputs: ProbeInputs) -> dict[str, Any]:
@@ -185,7 +185,7 @@ class SClassProbing(TaskProbing):
         if self.reuse:
             module.bits_selection = "none: saved probes, scored as they were saved"
             if self.erasure is not None and trainer.is_global_zero:
-                self.erasure.save(run_dir / erased_features.ERASER_FILE)
+                self.erasure.save(run_dir / ERASER_FILE)
             return {"best_epoch": None, "reused_probes": reused_summary(self.reused), "warnings": []}
         outcome = super().fit(trainer, module, inputs, run_dir)
         path = run_dir / PROBES_FILE

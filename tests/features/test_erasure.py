@@ -26,7 +26,7 @@ from probing.features.erasure import (
     low_variance_dims,
     save_eraser,
 )
-from probing.features.erasure_setup import UNSET_ERASURE, no_erasure
+from probing.features.erasure_setup import UNSET_ERASURE, ErasureSetup, no_erasure
 from probing.vocabulary import ERASURE_METHODS
 from tests.helpers.run_if import run_if
 from tests.helpers.stores import assert_one_line_error
@@ -399,6 +399,21 @@ def test_invalid_settings_are_one_line_config_errors(build, shown):
     with pytest.raises(ConfigError) as error:
         build()
     assert_one_line_error(error.value, shown)
+
+
+def test_a_folder_as_the_saved_eraser_is_named_a_folder_with_the_file_expected(tmp_path):
+    """It was called "no such file"; a run folder holding the eraser gets that file as the fix."""
+    with pytest.raises(ConfigError) as error:
+        ErasureSetup(LeaceEraser(), path=str(tmp_path))
+    assert str(error.value) == (f"erase.path={tmp_path} is a folder, but a file is expected: the eraser.safetensors "
+                                "that probe.py saves in the folder of an erasure run. Fix: erase.path=<erasure run "
+                                "folder>/eraser.safetensors, or erase.path=null to fit one")
+    saved = tmp_path / "eraser.safetensors"
+    saved.write_bytes(b"")
+    with pytest.raises(ConfigError, match=rf"Fix: erase\.path={saved}, or erase\.path=null"):
+        ErasureSetup(LeaceEraser(), path=str(tmp_path))
+    with pytest.raises(ConfigError, match=r": no such file\. Fix: the eraser\.safetensors of an earlier erasure run"):
+        ErasureSetup(LeaceEraser(), path=str(tmp_path / "missing.safetensors"))
 
 
 @pytest.mark.parametrize("key, value", [("concept", "upos"), ("path", "eraser.safetensors"), ("control_seed", 1),
