@@ -112,13 +112,20 @@ UNREADABLE = (KeyError, TypeError, ValueError, AttributeError, IndexError)
 
 def written_section(write_section, heading: str, results: list[dict], out_dir: Path) -> tuple[str, list[str]]:
     """`write_section(results, out_dir)`; a value it cannot read is one DataFormatError naming the results.json (the
-    first that fails alone) rather than a traceback."""
+    first that fails alone; where each reads alone, the section's files, which fail together) rather than a
+    traceback."""
     try:
         return write_section(results, out_dir)
     except UNREADABLE as error:
+        problem = f"a value that the report's section \"{heading}\" cannot read ({type(error).__name__}: {error})"
         culprit = next((result["_file"] for result in results if not section_reads(write_section, result)), None)
-        raise DataFormatError(culprit or "results.json", None, f"a value that the report's section \"{heading}\" "
-                              f"cannot read ({type(error).__name__}: {error})", RESULTS_FIX) from None
+        if culprit is not None:
+            raise DataFormatError(culprit, None, problem, RESULTS_FIX) from None
+        first, *others = [result["_file"] for result in results]
+        shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+        raise DataFormatError(first, None, f"{problem}, read beside {shown}, though each of them reads alone",
+                              "delete the results.json among these whose value differs in kind from the others' (a "
+                              "string where they hold a number, ...) or rerun its job") from None
 
 
 def section_reads(write_section, result: dict) -> bool:

@@ -12,7 +12,7 @@ import warnings
 import pytest
 
 from probing.errors import DataFormatError
-from probing.report import write_report
+from probing.report import write_report, written_section
 from probing.report.__main__ import main
 from probing.report.aggregate import aggregate, distinct_runs, representation_sort_key, variant_keys
 from probing.report.plots import per_class_by_layer, plot_per_class, write_plots
@@ -323,6 +323,23 @@ def test_the_cli_refuses_a_results_file_that_is_not_the_results_of_a_run(tmp_pat
     assert exit_.value.code == 2 and err.count("\n") == 1, err
     assert err.startswith(f"error: {tmp_path / 'sweep' / '1' / 'results.json'}: {problem}") and RESULTS_FIX in err
     assert not list((tmp_path / "sweep").glob("report.*"))
+
+
+def test_results_that_a_section_reads_alone_but_not_together_are_named_by_their_paths(tmp_path):
+    """Each file reads alone, so none is the culprit: the error named a bare "results.json"."""
+    def layers_sorted(results, out_dir):  # an int beside a string cannot be sorted
+        return str(sorted(result["layer"] for result in results)), []
+
+    files = [str(tmp_path / name / "results.json") for name in ("a", "b", "c", "d", "e")]
+    runs = [{"layer": 1 if index else "1", "_file": file} for index, file in enumerate(files)]
+    assert written_section(layers_sorted, "Layers", runs[:1], tmp_path) == ("['1']", [])
+    with pytest.raises(DataFormatError) as error:
+        written_section(layers_sorted, "Layers", runs, tmp_path)
+    assert error.value.path == files[0]
+    assert error.value.problem.endswith(f"read beside {files[1]}, {files[2]}, {files[3]} and 1 more, though each of "
+                                        "them reads alone")
+    assert str(error.value).startswith(f'{files[0]}: a value that the report\'s section "Layers" cannot read '
+                                       "(TypeError: ")
 
 
 def test_null_config_and_reused_probes_are_read_as_absent_and_paths_are_not_read(tmp_path):
