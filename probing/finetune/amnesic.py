@@ -137,11 +137,12 @@ class Amnesic(Analysis):
     def scored_data(self, model: AnalysedModel) -> tuple[Any, str]:
         """The data of `analysis.sentences` (a fine-tuned model's: its task's) and the split scored: `analysis.split`,
         or when unset the test split where the data has one, else dev (the bundled samples have no test split)."""
-        data = self.load_sentences()
-        if model.finetuner is not None and data.name != model.objective:
-            raise ConfigError(f"analysis.sentences reads {data.name} data, but the model was fine-tuned on "
+        # refused before the data is loaded: another task's data may not even be readable here (GLUE offline)
+        if model.finetuner is not None and self.sentences.name != model.objective:
+            raise ConfigError(f"analysis.sentences reads {self.sentences.name} data, but the model was fine-tuned on "
                               f"{model.objective} (its task.json). Fix: analysis/sentences={model.objective} (its "
                               f"data), as train.py task={model.objective} read it")
+        data = self.load_sentences()
         if self.split is None:
             return data, "test" if data.splits.get("test") else "dev"
         if self.split not in data.splits:
