@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from probing.data.settings import optional_path, path_list
+from probing.data.settings import path_list
 from probing.data.word_tasks import Conll2003WordTask, ConlluWordTask, WordTaskData, read_word_task
 from probing.errors import ConfigError, settings_named
 
@@ -41,14 +41,18 @@ def concept_source(concept: str | None, task_name: str, task_source: object) -> 
 
 
 def concept_task(concept: str, paths: str | Sequence[str] | None, key: str = CONCEPT_PATHS) -> object:
-    """The word-task source of `concept` read from `paths` (the setting `key`): a CoNLL-U column (None: the bundled
-    EWT sample; deprel labels each word with its own DEPREL, so the root word is no example), or CoNLL-2003's entity
-    types from the folder `paths` (None: the Hugging Face dataset, online)."""
+    """The word-task source of `concept` read from `paths` (the setting `key`: a path or a list of paths, as every
+    concept takes them): a CoNLL-U column (None: the bundled EWT sample; deprel labels each word with its own DEPREL,
+    so the root word is no example), or CoNLL-2003's entity types from the one folder of `paths` (None: the Hugging
+    Face dataset, online)."""
+    listed = None if paths is None else [str(path) for path in path_list(key, paths)]
     if concept in CONLLU_CONCEPTS:
-        return ConlluWordTask(column=concept, paths=None if paths is None else [
-            str(path) for path in path_list(key, paths)])
+        return ConlluWordTask(column=concept, paths=listed)
     if concept == "ner":
-        return Conll2003WordTask(data_dir=optional_path(key, paths))
+        if listed is not None and len(listed) > 1:
+            raise ConfigError(f"{key}={listed}: erase.concept=ner reads one CoNLL-2003 folder (train.txt, valid.txt[, "
+                              f"test.txt]), not {len(listed)} paths. Fix: {key}=/path/to/conll2003")
+        return Conll2003WordTask(data_dir=None if listed is None else listed[0])
     raise ConfigError(f"erase.concept={concept} has no data of its own. Fix: erase.concept=upos (one of "
                       f"{', '.join(CONCEPTS)})")
 

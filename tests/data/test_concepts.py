@@ -3,6 +3,8 @@ refused naming the concepts that have data."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from probing.data.concepts import concept_source, concept_task, read_concept
@@ -42,3 +44,22 @@ def test_a_concept_read_from_its_own_files_names_their_setting_in_its_errors(tmp
     with pytest.raises(ProbingError, match="analysis.concept_paths") as error:
         read_concept(concept_task("upos", [str(tmp_path)]), "upos")
     assert "data." not in str(error.value)
+
+
+def test_a_concept_takes_a_path_or_a_list_of_paths_whatever_its_data():
+    """A list was refused for ner ("must be one path") but taken for the CoNLL-U columns."""
+    for paths in ("/data/conll2003", ["/data/conll2003"]):
+        assert str(concept_task("ner", paths).data_dir) == "/data/conll2003"
+        assert concept_task("upos", paths).paths == [Path("/data/conll2003")]
+    with pytest.raises(ConfigError) as error:
+        concept_task("ner", ["/data/a", "/data/b"])
+    assert str(error.value) == ("analysis.concept_paths=['/data/a', '/data/b']: erase.concept=ner reads one CoNLL-2003 "
+                                "folder (train.txt, valid.txt[, test.txt]), not 2 paths. "
+                                "Fix: analysis.concept_paths=/path/to/conll2003")
+
+
+@pytest.mark.parametrize("paths", ["", [], [3]])
+@pytest.mark.parametrize("concept", ["ner", "upos"])
+def test_what_is_no_path_is_refused_alike_for_every_concept(concept, paths):
+    with pytest.raises(ConfigError, match=r"^analysis\.concept_paths must .*Fix: analysis\.concept_paths=\[FILE\]"):
+        concept_task(concept, paths)
