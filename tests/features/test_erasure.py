@@ -27,6 +27,7 @@ from probing.features.erasure import (
     save_eraser,
 )
 from probing.features.erasure_setup import UNSET_ERASURE, ErasureSetup, no_erasure
+from probing.features.tensor_files import hashed_metadata, read_tensor_file, write_tensor_file
 from probing.vocabulary import ERASURE_METHODS
 from tests.helpers.run_if import run_if
 from tests.helpers.stores import assert_one_line_error
@@ -505,3 +506,47 @@ def test_a_truncated_file_is_refused(tmp_path):
     with pytest.raises(DataFormatError) as error:
         load_eraser(path)
     assert_one_line_error(error.value, str(path), "not a readable eraser file")
+
+
+def rehashed(path, tensors=lambda tensors: tensors, record=lambda record: record):
+    """The eraser file at `path` rewritten with its tensors and description changed, and a hash that matches them:
+    what the hash cannot catch."""
+    metadata, contents = read_tensor_file(path)
+    text = json.dumps(record(json.loads(metadata[ERASER_KEY])))
+    contents = {name: tensor.contiguous() for name, tensor in tensors(contents).items()}
+    write_tensor_file(path, contents, hashed_metadata(ERASER_KEY, text, contents))
+    return path
+
+
+def with_value(tensors, name, index, value):
+    changed = tensors[name].clone()
+    changed[index] = value
+    return {**tensors, name: changed}
+
+
+@pytest.mark.parametrize("tensors, record, shown", [
+    (lambda t: with_value(t, "proj_left", (0, 0), float("nan")), None,
+     "tensors proj_left hold values that are not finite"),
+    (lambda t: with_value(t, "mean", 3, float("inf")), None, "tensors mean hold values that are not finite"),
+    (lambda t: {**t, "proj_right": torch.cat([t["proj_right"], t["proj_right"][:1]])}, None,
+     "its tensors (mean (11,), proj_left (11, 4), proj_right (5, 11)) do not fit its 11-dimensional features and "
+     "removed rank 4 (mean (11,), proj_left (11, r), proj_right (r, 11) with r >= 4)"),
+    (lambda t: {**t, "mean": t["mean"][:10]}, None, "its tensors (mean (10,), proj_left (11, 4)"),
+    (lambda t: {**t, "proj_left": t["proj_left"][:, :1], "proj_right": t["proj_right"][:1]}, None,
+     "its tensors (mean (11,), proj_left (11, 1), proj_right (1, 11)) do not fit its 11-dimensional features and "
+     "removed rank 4"),
+    (lambda t: {name: t[name] for name in ("mean", "proj_left")}, None,
+     "it holds the tensors mean, proj_left, where a fitted eraser (inlp) holds mean, proj_left, proj_right"),
+    (None, lambda r: {**r, "dropped_dims": [11]}, "dropped_dims [11] are not dimensions of its 11-dimensional"),
+    (None, lambda r: {**r, "fit": {**r["fit"], "feature_dim": None}}, "its fit records no feature_dim"),
+    (None, lambda r: {**r, "method": "pca"}, "method 'pca' is not an eraser's (one of leace, inlp, mean_projection"),
+    (None, lambda r: {key: r[key] for key in r if key != "about"}, "its `eraser` description lacks about"),
+], ids=["nan", "inf", "proj_right rows", "mean size", "below the removed rank", "tensor missing",
+        "dropped dimension", "feature size", "method", "description"])
+def test_a_file_whose_tensors_do_not_fit_its_description_is_refused_despite_a_valid_hash(tmp_path, tensors, record,
+                                                                                         shown):
+    _, path, _ = saved(tmp_path)  # INLP: rank 4 on 11 dimensions, the last dropped
+    rehashed(path, **{key: change for key, change in (("tensors", tensors), ("record", record)) if change})
+    with pytest.raises(DataFormatError) as error:
+        load_eraser(path)
+    assert_one_line_error(error.value, str(path), shown, "Fix: refit the eraser")
