@@ -86,6 +86,23 @@ def sha256_files(paths: Iterable[str | Path], chunk_bytes: int = 1 << 20) -> str
     return digest.hexdigest()
 
 
+def sha256sum_listing(paths: Iterable[str | Path]) -> str:
+    """The files' SHA-256 in `sha256sum`'s format, a line `<hash>  <name>` each (`sha256sum -c` checks it from their
+    folder)."""
+    return "".join(f"{sha256_files([path])}  {Path(path).name}\n" for path in paths)
+
+
+def read_sha256sum_listing(path: str | Path) -> dict[str, str]:
+    """Name -> SHA-256 of a `sha256sum_listing` file; a line of another form is a ValueError naming it."""
+    listing = {}
+    for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        digest, separator, name = line.partition("  ")
+        if not separator or not name or len(digest) != 64 or any(char not in "0123456789abcdef" for char in digest):
+            raise ValueError(f"line {number} is not `<SHA-256>  <file name>`")
+        listing[name] = digest
+    return listing
+
+
 def files_in(paths: Sequence[Path], pattern: str, config_key: str) -> list[Path]:
     """Each file as given and each folder's files matching `pattern`, sorted by name; a missing path or a folder
     without such files is a DataFormatError naming `config_key`."""

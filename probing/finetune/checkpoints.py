@@ -45,7 +45,7 @@ from omegaconf import DictConfig, open_dict
 
 from probing.config import same_run
 from probing.data.files import write_atomically
-from probing.data.text import sha256_files
+from probing.data.text import sha256_files, sha256sum_listing
 from probing.errors import CheckpointError, ConfigError
 
 log = logging.getLogger(__name__)
@@ -68,7 +68,7 @@ def hash_file(checkpoint: str | Path) -> Path:
 def record_hash(checkpoint: str | Path) -> None:
     """Write the SHA-256 of `checkpoint` beside it, atomically."""
     checkpoint = Path(checkpoint)
-    write_atomically(hash_file(checkpoint), f"{sha256_files([checkpoint])}  {checkpoint.name}\n")
+    write_atomically(hash_file(checkpoint), sha256sum_listing([checkpoint]))
 
 
 def verify_checkpoint(checkpoint: str | Path, fix: str = RESTART_FIX) -> Path:

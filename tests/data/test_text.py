@@ -6,7 +6,14 @@ import hashlib
 
 import pytest
 
-from probing.data.text import data_files_read, forget_data_files, read_lines, sha256_file
+from probing.data.text import (
+    data_files_read,
+    forget_data_files,
+    read_lines,
+    read_sha256sum_listing,
+    sha256_file,
+    sha256sum_listing,
+)
 from probing.errors import DataFormatError
 
 
@@ -83,3 +90,16 @@ def test_the_files_a_job_reads_are_noted_once_each_in_reading_order(tmp_path):
     assert data_files_read() == [str(first.resolve()), str(second.resolve())]
     forget_data_files()
     assert data_files_read() == []
+
+
+def test_a_sha256sum_listing_reads_back_and_a_line_of_another_form_is_named(tmp_path):
+    for name, data in (("a.bin", b"first"), ("b c.json", b"{}")):
+        (tmp_path / name).write_bytes(data)
+    listing = tmp_path / "files.sha256"
+    listing.write_text(sha256sum_listing([tmp_path / "a.bin", tmp_path / "b c.json"]))
+    assert listing.read_text().splitlines()[0] == f"{hashlib.sha256(b'first').hexdigest()}  a.bin"  # sha256sum's
+    assert read_sha256sum_listing(listing) == {"a.bin": hashlib.sha256(b"first").hexdigest(),
+                                               "b c.json": hashlib.sha256(b"{}").hexdigest()}
+    listing.write_text(listing.read_text() + "not a hash  c.txt\n")
+    with pytest.raises(ValueError, match="line 3 is not `<SHA-256>  <file name>`"):
+        read_sha256sum_listing(listing)
