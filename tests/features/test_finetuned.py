@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from probing.errors import ConfigError
+from probing.errors import ConfigError, ModelLoadError
 from probing.features.finetuned import (
     FinetunedModel,
     comparison_setups,
@@ -17,9 +17,12 @@ from probing.features.finetuned import (
     finetuned_task,
     label_of,
     model_folders,
+    record_export_hashes,
     setup_model,
     setup_reuse,
+    verify_export,
 )
+from tests.helpers.stores import assert_one_line_error
 
 
 def export(folder: Path, task: str | None = "pos", text: str | None = None) -> Path:
@@ -53,6 +56,62 @@ def test_the_task_of_an_export_and_none_for_anything_else(tmp_path):
     assert finetuned_task(export(tmp_path / "c", text='{"kind": "token"}')) is None   # no task key
     assert finetuned_task(export(tmp_path / "d", text="[1, 2]")) is None              # not an object
     assert finetuned_task(export(tmp_path / "e", text='{"task": 7}')) == "7"
+
+
+def hashed_export(folder: Path) -> Path:
+    """A hand-made export as train.py ends one: task.json, a weights file, and the hashes of both."""
+    export(folder, "pos")
+    (folder / "model.safetensors").write_bytes(b"weights")
+    record_export_hashes(folder)
+    return folder
+
+
+def test_the_hashes_of_an_export_vouch_for_each_of_its_files(tmp_path):
+    folder = hashed_export(tmp_path / "model")
+    assert (folder / "export.sha256").read_text().splitlines()[1].endswith("  task.json")
+    verify_export(folder)
+    assert finetuned_task(folder) == "pos"
+
+
+@pytest.mark.parametrize("change, names, shown", [
+    (lambda folder: (folder / "task.json").write_text(json.dumps({"task": "ner", "kind": "token"})), None,
+     "task.json is not the file that train.py exported: its SHA-256 is not the one export.sha256 records (the file "
+     "is damaged or was changed)"),
+    (lambda folder: (folder / "model.safetensors").write_bytes(b"weig"), None,
+     "model.safetensors is not the file that train.py exported"),
+    (lambda folder: (folder / "model.safetensors").unlink(), None, "model.safetensors is missing (export.sha256 lists "
+                                                                   "it)"),
+    (lambda folder: None, ["task_head.safetensors"], "task_head.safetensors is not among the files that "
+                                                     "export.sha256 lists"),
+    (lambda folder: (folder / "export.sha256").write_text("garbled\n"), None, "export.sha256 is not readable as the "
+                                                                              "export's hashes (line 1 is not"),
+], ids=["task edited", "weights cut short", "weights missing", "not listed", "listing garbled"])
+def test_an_export_whose_files_are_not_those_it_recorded_is_refused(tmp_path, change, names, shown):
+    folder = hashed_export(tmp_path / "model")
+    change(folder)
+    with pytest.raises(ModelLoadError) as error:
+        verify_export(folder, names)
+    assert_one_line_error(error.value, str(folder), shown, "Fix: point model.name_or_path at a <train run>/model "
+                                                           "folder that train.py wrote whole")
+
+
+def test_the_task_of_an_export_is_read_only_from_the_task_json_it_recorded(tmp_path):
+    folder = hashed_export(tmp_path / "model")
+    (folder / "model.safetensors").write_bytes(b"weig")  # not read here: the encoder's loader refuses it
+    assert finetuned_task(folder) == "pos"
+    export(folder, "ner")
+    with pytest.raises(ModelLoadError, match=r"task.json is not the file that train.py exported"):
+        finetuned_task(folder)
+
+
+def test_an_export_without_hashes_is_read_unchecked_with_a_warning(tmp_path, caplog):
+    folder = export(tmp_path / "model", "pos")  # as exports were written before the hashes
+    verify_export(folder, ["task.json"])
+    assert not caplog.records
+    verify_export(folder)
+    assert "exported by an older version, which recorded no hashes (export.sha256)" in caplog.text
+    verify_export(tmp_path)  # not an export: nothing to check or say
+    assert len(caplog.records) == 1
 
 
 def test_model_folders_of_a_model_a_run_and_a_sweep(runs):

@@ -4,6 +4,7 @@ by hand, one input at a time), the first wordpiece of each word, and the control
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 
@@ -15,13 +16,14 @@ from probing.data.records import SkipCounter
 from probing.data.sentences import Text
 from probing.data.task_records import TaggedSentence, TaskData
 from probing.data.word_tasks import ConlluWordTask
-from probing.errors import ConfigError, DataFormatError
+from probing.errors import ConfigError, DataFormatError, ModelLoadError
 from probing.features.analysis import ModelSettings
 from probing.finetune.amnesic import concept_vectors, load_analysed, mean_of_pieces, summarized
 from probing.finetune.amnesic_scores import Condition, first_wordpieces, masked_lm_scores, task_scores
 from tests.helpers import FIXTURES
 from tests.helpers.amnesic import exported_finetuned, saved_masked_lm
 from tests.helpers.runs import fake_finetuned_model
+from tests.helpers.stores import assert_one_line_error, cut_short
 
 CPU = torch.device("cpu")
 SENTENCES = [("she", "eats", "a", "healthy", "apple", "."), ("new", "york", "city", "rises"),
@@ -159,3 +161,39 @@ def test_an_export_without_its_task_head_is_refused_by_name(tiny_bert_path, tmp_
     with pytest.raises(DataFormatError, match=r"run/model: it has task.json but no task_head.safetensors \(the task "
                                               r"head\). Fix: point model.name_or_path at a <train run>/model folder"):
         load_analysed(ModelSettings("tiny", str(folder)), CPU)
+
+
+@pytest.fixture
+def tagger(tiny_bert_path, tmp_path):
+    return exported_finetuned(tiny_bert_path, tmp_path / "run" / "model", "pos", TAGS)
+
+
+def rewritten_task(folder, change):
+    about = json.loads((folder / "task.json").read_text())
+    (folder / "task.json").write_text(json.dumps({**about, "labels": change(about["labels"])}))
+
+
+def test_an_export_whose_task_json_was_edited_is_refused_before_it_scores_wrong_labels(tagger):
+    rewritten_task(tagger, lambda labels: labels[1:] + labels[:1])  # the same labels, each head output misnamed
+    with pytest.raises(ModelLoadError) as error:
+        load_analysed(ModelSettings("tiny", str(tagger)), CPU)
+    assert_one_line_error(error.value, f"{tagger / 'task.json'} is not the file that train.py exported")
+
+
+def test_an_export_whose_weights_were_cut_short_is_refused(tagger):
+    cut_short(tagger / "model.safetensors")
+    with pytest.raises(ModelLoadError) as error:
+        load_analysed(ModelSettings("tiny", str(tagger)), CPU)
+    assert_one_line_error(error.value, f"{tagger / 'model.safetensors'} is not the file that train.py exported")
+
+
+def older_export(folder):
+    """An export as train.py wrote them before it recorded hashes."""
+    (folder / "export.sha256").unlink()
+    return folder
+
+
+def test_an_older_export_loads_unchecked_with_a_warning(tagger, caplog):
+    model = load_analysed(ModelSettings("tiny", str(older_export(tagger))), CPU)
+    assert model.finetuner.labels == TAGS and model.objective == "pos"
+    assert "recorded no hashes (export.sha256): changes to its files cannot be detected" in caplog.text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import pytest
@@ -108,6 +109,9 @@ def test_the_export_loads_as_a_plain_encoder_with_the_trained_weights(tagger, tm
                                                               "metric": tagger.hparams.metric}
     assert {path.name: path.stat().st_mode & 0o777 for path in folder.iterdir()} == {
         path.name: file_mode() for path in folder.iterdir()}  # safetensors alone writes 0600
+    hashes = dict(reversed(line.split("  ")) for line in (folder / "export.sha256").read_text().splitlines())
+    assert hashes == {path.name: hashlib.sha256(path.read_bytes()).hexdigest() for path in folder.iterdir()
+                      if path.name != "export.sha256"}  # every other file, in sha256sum's format
 
 
 def test_checkpoint_weights_load_with_weights_only(tagger, tiny_bert_path, tmp_path):

@@ -1,5 +1,6 @@
 """A toy split of ten records and the store metadata and features of it, for store and datamodule tests, and
-checks shared by the store and extraction tests (one-line errors, untouched files, h5py open modes, the store lock)."""
+checks shared by the store and extraction tests (one-line errors, untouched files, h5py open modes, the store lock),
+and a file cut short."""
 
 from __future__ import annotations
 
@@ -65,6 +66,11 @@ def assert_one_line_error(error: Exception | str, *parts: str) -> None:
     assert "\n" not in message and "Fix: " in message, message
     for part in parts:
         assert part in message, (part, message)
+
+
+def cut_short(path: Path) -> None:
+    """Keep the first half of a file, as a copy or download stopped half-way leaves it."""
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
 
 
 def file_state(path: Path) -> tuple[bytes, int]:

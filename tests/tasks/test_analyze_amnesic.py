@@ -5,18 +5,20 @@ report section); and settings that cannot work refused with one error line befor
 from __future__ import annotations
 
 import json
+import shutil
 import statistics
 
 import pytest
 
 from probing.data.task_records import NER_LABELS
 from probing.data.task_sources import PosSource, bundled_pos_paths
-from probing.errors import ConfigError
+from probing.errors import ConfigError, ModelLoadError
 from probing.report import write_report
 from probing.tasks import analyze
 from tests.helpers import FIXTURES
 from tests.helpers.amnesic import exported_finetuned, saved_masked_lm
 from tests.helpers.runs import compose_job
+from tests.helpers.stores import assert_one_line_error
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 FAST = ["analysis=amnesic", "model.name=tiny", "erase.concept=upos", "analysis.max_sentences=6",
@@ -106,9 +108,10 @@ def test_a_ner_tagger_is_scored_on_the_test_split_by_entity_f1(tmp_path, tiny_be
     conll = FIXTURES / "data" / "conll2003"  # train.txt, valid.txt and test.txt
     model = exported_finetuned(tiny_bert_path, tmp_path / "ner_run" / "model", "ner", list(NER_LABELS),
                                metric="entity_f1")
-    if not recorded:  # exported before task.json recorded the metric: the task's own is taken
+    if not recorded:  # exported before task.json recorded the metric (and the export its hashes): the task's own
         about = json.loads((model / "task.json").read_text())
         (model / "task.json").write_text(json.dumps({key: about[key] for key in about if key != "metric"}))
+        (model / "export.sha256").unlink()
     results = analyze.run(compose_job("analyze", tmp_path, *FAST, f"model.name_or_path={model}", "layer=2",
                                       "analysis/sentences=ner", f"analysis.sentences.data_dir={conll}",
                                       "erase.concept=ner", f"analysis.concept_paths={conll}"))
@@ -143,3 +146,14 @@ def test_settings_that_cannot_work_are_one_error_line(tmp_path, tagger, override
     with pytest.raises(ConfigError) as error:
         analyze.run(compose_job("analyze", tmp_path, *FAST, MINI_CONCEPT, f"model.name_or_path={tagger}", *overrides))
     assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_an_export_whose_labels_were_reordered_is_refused_not_scored(tmp_path, tagger):
+    model = shutil.copytree(tagger, tmp_path / "train_run" / "model")
+    about = json.loads((model / "task.json").read_text())
+    labels = about["labels"]
+    (model / "task.json").write_text(json.dumps({**about, "labels": labels[1:] + labels[:1]}))  # every tag misnamed
+    with pytest.raises(ModelLoadError) as error:
+        analyze.run(compose_job("analyze", tmp_path, *FAST, MINI_CONCEPT, f"model.name_or_path={model}", "layer=1"))
+    assert_one_line_error(error.value, f"{model / 'task.json'} is not the file that train.py exported")
+    assert not (tmp_path / "run" / "results.json").exists()
