@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError, safe_open
 from tokenizers import Encoding
 from torch.nn.utils.rnn import pad_sequence
 from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerFast
@@ -51,6 +52,7 @@ from probing.features.attention import (
 )
 from probing.features.featurizer import PreparedInput, context_label, context_window, parse_context_size
 from probing.features.finetuned import verify_export
+from probing.features.tensor_files import READ_ERRORS
 
 PACKAGED_PREFIX = "packaged:"
 LOAD_FIX = "use the packaged model with model=minilm, or a local copy with model.name_or_path=/local/folder"
@@ -115,7 +117,7 @@ def load_encoder(
     try:
         tokenizer = _load_tokenizer(path, revision)
         model = _load_model(path, revision, random_init)
-    except (OSError, ValueError) as exc:  # huggingface_hub's errors are OSError / ValueError subclasses
+    except (OSError, ValueError, SafetensorError) as exc:  # huggingface_hub's are OSError / ValueError subclasses
         raise ModelLoadError(_load_failure_message(name_or_path, path, exc)) from exc
     model.float().requires_grad_(False).eval()
     info = EncoderInfo(
@@ -148,6 +150,12 @@ def _looks_like_local_path(path: str) -> bool:
 
 def _load_failure_message(name_or_path: str, path: str, exc: Exception) -> str:
     cause = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    broken = _unreadable_weights(Path(path))
+    if broken is not None:
+        return (
+            f"Cannot load model '{name_or_path}': its weights file {broken} is not readable ({cause}; cut short or "
+            f"damaged). Fix: copy the model folder again from an intact source, or {LOAD_FIX}"
+        )
     if Path(path).is_dir():
         return (
             f"Cannot load model '{name_or_path}' from the local folder {path} ({cause}). "
@@ -157,6 +165,17 @@ def _load_failure_message(name_or_path: str, path: str, exc: Exception) -> str:
         f"Cannot load model '{name_or_path}': it is not a local folder, and the Hugging Face hub is unreachable "
         f"(offline) or the name is wrong ({cause}). Fix: {LOAD_FIX}"
     )
+
+
+def _unreadable_weights(folder: Path) -> Path | None:
+    """The first safetensors file of `folder` whose header does not read (a file cut short), if any."""
+    for file in sorted(folder.glob("*.safetensors")) if folder.is_dir() else []:
+        try:
+            with safe_open(str(file), framework="pt"):
+                pass
+        except READ_ERRORS:
+            return file
+    return None
 
 
 def _load_tokenizer(path: str, revision: str | None) -> PreTrainedTokenizerFast:

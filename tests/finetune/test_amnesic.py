@@ -197,3 +197,21 @@ def test_an_older_export_loads_unchecked_with_a_warning(tagger, caplog):
     model = load_analysed(ModelSettings("tiny", str(older_export(tagger))), CPU)
     assert model.finetuner.labels == TAGS and model.objective == "pos"
     assert "recorded no hashes (export.sha256): changes to its files cannot be detected" in caplog.text
+
+
+@pytest.mark.parametrize("damage, error_type, shown", [
+    (lambda folder: rewritten_task(folder, lambda labels: labels[1:]), DataFormatError,
+     "task_head.safetensors: its weights (bias (7,), weight (7, 32)) do not fit a head for the 6 labels of "
+     "task.json on 32-dimensional vectors (bias (6,), weight (6, 32))"),
+    (lambda folder: rewritten_task(folder, lambda labels: "PRON VERB"), DataFormatError,
+     "task.json: its labels ('PRON VERB') are not a list of names"),
+    (lambda folder: cut_short(folder / "task_head.safetensors"), DataFormatError,
+     "task_head.safetensors: not a readable safetensors file (Error while deserializing header"),
+    (lambda folder: cut_short(folder / "model.safetensors"), ModelLoadError,
+     "model.safetensors is not readable (Error while deserializing header"),
+], ids=["a label fewer than the head", "labels not a list", "head cut short", "weights cut short"])
+def test_an_older_export_that_is_damaged_is_one_error_line(tagger, damage, error_type, shown):
+    damage(older_export(tagger))
+    with pytest.raises(error_type) as error:
+        load_analysed(ModelSettings("tiny", str(tagger)), CPU)
+    assert_one_line_error(error.value, str(tagger), shown)
