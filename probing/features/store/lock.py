@@ -1,7 +1,7 @@
 """Who may write a store, and the file system's refusals of a write, each as one line.
 
-Concurrency. A process creating or writing a store holds `<name>.h5.lock` (an exclusive, non-blocking
-`fcntl.flock`; the file holds its pid and stays after use), so a second run is refused at once instead
+Concurrency. A process creating or writing a store holds `<name>.h5.lock` (a `probing.locks` lock: an exclusive,
+non-blocking `fcntl.flock`; the file holds its pid and stays after use), so a second run is refused at once instead
 of writing the same file, or waits for the first to finish where it asks to (`store_lock(wait_s=...)`: the parallel
 jobs of a sweep share stores). Extraction only reads a complete store (a read-only open, no lock file), so
 it may sit on a read-only disk.
@@ -14,20 +14,15 @@ written to (`unwritable_error`).
 from __future__ import annotations
 
 import errno
-import fcntl
-import logging
 import os
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from probing.errors import ProbingError
-
-log = logging.getLogger(__name__)
+from probing.locks import holding, open_lock_file
 
 ELSEWHERE = "point `paths.store_dir` (env PROBING_STORE_DIR) at"
-LOCK_POLL_S = 1.0  # how often a run waiting for a store's lock tries again
 WAIT_FIX = "wait for it to finish, then rerun; the extraction resumes where it stopped"
 
 
@@ -65,50 +60,18 @@ def disk_full_is_user_error(path: Path) -> Iterator[None]:
 
 @contextmanager
 def store_lock(path: Path, wait_s: float = 0.0) -> Iterator[None]:
-    """Hold `<store>.lock` exclusively while creating or writing `path`. Another holder makes this a ProbingError,
-    at once or after waiting up to `wait_s` seconds for it to finish (the parallel jobs of a sweep share stores).
+    """Hold `<store>.lock` exclusively while creating or writing `path` (a `probing.locks` lock). Another holder
+    makes this a ProbingError, at once or after waiting up to `wait_s` seconds for it to finish (the parallel jobs of
+    a sweep share stores)."""
+    def refused(holder: str) -> ProbingError:
+        waited = f" (waited {wait_s:g} s)" if wait_s > 0 else ""
+        return ProbingError(f"{path}: another run (pid {holder}) is extracting into this store{waited}. "
+                            f"Fix: {WAIT_FIX}")
 
-    The lock file is never removed: a run that had opened the removed file and one that created a new file
-    could then both hold "the" lock."""
-    lock = path.with_name(path.name + ".lock")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_lock_file(path.with_name(path.name + ".lock"))
     except OSError as error:
         raise unwritable_error(path, error) from error
-    try:
-        if not _take_lock(fd, path, wait_s):
-            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
-            waited = f" (waited {wait_s:g} s)" if wait_s > 0 else ""
-            raise ProbingError(f"{path}: another run (pid {holder}) is extracting into this store{waited}. "
-                               f"Fix: {WAIT_FIX}")
-        _record_pid(fd)
+    waiting = f"{path}: another run is extracting into this store; waiting for it (up to {wait_s:g} s)"
+    with holding(fd, refused, wait_s, waiting):
         yield
-    finally:
-        os.close(fd)  # releases the lock
-
-
-def _take_lock(fd: int, path: Path, wait_s: float) -> bool:
-    """Take the exclusive lock on `fd`, polling for up to `wait_s` seconds while another run holds it."""
-    deadline = time.monotonic() + wait_s
-    announced = False
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        except BlockingIOError:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return False
-            if not announced:
-                log.info("%s: another run is extracting into this store; waiting for it (up to %g s)", path, wait_s)
-                announced = True
-            time.sleep(min(LOCK_POLL_S, left))
-
-
-def _record_pid(fd: int) -> None:
-    try:
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
-    except OSError:
-        pass  # the pid only makes a refused run's message more helpful
