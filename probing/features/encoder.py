@@ -130,6 +130,8 @@ def load_encoder(
         num_layers=model.config.num_hidden_layers + 1,
         hidden_size=model.config.hidden_size,
     )
+    if not random_init and Path(path).is_dir():
+        _LOCAL_MODELS_LOADED[str(Path(path).resolve())] = info.weights_sha256
     return model, tokenizer, info
 
 
@@ -214,10 +216,30 @@ def _weights_sha256(path: str, model: PreTrainedModel, random_init: bool) -> str
     """Local folder: sha256 over its weight files; hub: the commit hash; random init: sha256 of the weights."""
     if random_init:
         return _state_dict_sha256(model)
-    folder = Path(path)
-    if folder.is_dir():
-        return sha256_files(sorted(folder.glob("*.safetensors")) or sorted(folder.glob("*.bin")))
+    if Path(path).is_dir():
+        return local_weights_sha256(path)
     return str(model.config._commit_hash)
+
+
+def local_weights_sha256(folder: str | Path) -> str:
+    """sha256 over a local model folder's weight files (its .safetensors, a train.py export's task head among them;
+    else its .bin files), in name order."""
+    folder = Path(folder)
+    return sha256_files(sorted(folder.glob("*.safetensors")) or sorted(folder.glob("*.bin")))
+
+
+# The local model folders whose weights were loaded since the job began, with their weights_sha256: the job records
+# them in its results.json, and a relaunch compares them with the folders as they are then (probing.tasks.common).
+_LOCAL_MODELS_LOADED: dict[str, str] = {}
+
+
+def local_models_loaded() -> list[list[str]]:
+    return [[folder, digest] for folder, digest in _LOCAL_MODELS_LOADED.items()]
+
+
+def forget_local_models() -> None:
+    """A new job begins (the jobs of a multirun share one process)."""
+    _LOCAL_MODELS_LOADED.clear()
 
 
 def _state_dict_sha256(model: PreTrainedModel) -> str:

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from probing.data.text import read_sha256sum_listing, sha256_file, sha256sum_listing
+from probing.data.text import note_data_files, read_sha256sum_listing, sha256_file, sha256sum_listing
 from probing.errors import ConfigError, ModelLoadError
 
 log = logging.getLogger(__name__)
@@ -79,7 +79,8 @@ def export_file_problem(path: Path, recorded: str | None) -> str | None:
 
 
 def finetuned_task(name_or_path: str | Path | None) -> str | None:
-    """The task a model folder was fine-tuned on (its task.json, checked), or None for any other model."""
+    """The task a model folder was fine-tuned on (its task.json, checked, and recorded with the job's data files: see
+    `probing.data.text.note_data_files`), or None for any other model."""
     if name_or_path is None:
         return None
     folder = Path(str(name_or_path)).expanduser()
@@ -87,6 +88,7 @@ def finetuned_task(name_or_path: str | Path | None) -> str | None:
     if not task_file.is_file():
         return None
     verify_export(folder, [TASK_FILE])
+    note_data_files([task_file])
     try:
         return str(json.loads(task_file.read_text(encoding="utf-8"))["task"])
     except (OSError, ValueError, KeyError, TypeError):

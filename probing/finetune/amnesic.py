@@ -48,6 +48,7 @@ from probing.config import build
 from probing.data.concepts import CONCEPTS, concept_task, read_concept
 from probing.data.sentences import texts_of
 from probing.data.settings import require_int
+from probing.data.text import note_data_files
 from probing.data.word_tasks import WordTaskSplit
 from probing.errors import ConfigError, DataFormatError
 from probing.features.analysis import Analysis, AnalysisInputs, ModelSettings, analysis_device
@@ -272,6 +273,7 @@ def read_export(folder: Path) -> dict[str, Any]:
     what it holds), with the head's weights beside it. Loading the encoder checks the export's other files."""
     verify_export(folder, [TASK_FILE, HEAD_FILE])
     task_file = folder / TASK_FILE
+    note_data_files([task_file])
     try:
         about = json.loads(task_file.read_text(encoding="utf-8"))
         missing = [key for key in ("task", "kind", "labels") if key not in about]

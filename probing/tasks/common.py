@@ -1,6 +1,7 @@
 """What the jobs share: checking the composed config, the settings of the feature stores, the Trainer and
 its loggers (closed however the job ends), and results.json (written atomically; a finished job is not run again, also
-when its folder was moved since, and never overwritten by another configuration)."""
+when its folder was moved since, unless its data or model changed since, and never overwritten by another
+configuration)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ from probing.data.settings import choose, require_int, require_number
 from probing.data.task_records import TASK_KINDS
 from probing.data.text import data_files_read, forget_data_files, sha256_file
 from probing.errors import ConfigError
+from probing.features.encoder import forget_local_models, local_models_loaded, local_weights_sha256
 from probing.features.provision import lock_wait_seconds
 from probing.report.aggregate import RESULTS_FILE, json_type
 
@@ -246,36 +248,51 @@ def finished_results(path: Path, config: dict[str, Any]) -> dict[str, Any] | Non
                           "overwrite it. Fix: run into a new folder (hydra.run.dir=... or hydra.sweep.dir=...), "
                           "or delete that results.json")
     if same_run(previous.get("config"), config):
-        check_data_unchanged(path, previous.get("data_files"))
+        check_inputs_unchanged(path, previous)
         return previous
     raise ConfigError(f"{path} holds the results of another configuration, which this job would overwrite. Fix: run "
                       "into a new folder (hydra.run.dir=... or hydra.sweep.dir=...), or delete that results.json")
 
 
-def check_data_unchanged(path: Path, data_files: Any) -> None:
-    """The data files that the results at `path` were computed from (`data_files`: [file, SHA-256] pairs), as they
-    are now: a file changed since (a task's JSONL edited in place) would have the job return results of other data. A
-    file no longer there is not checked (a run folder moved with its data refers to the old place)."""
-    recorded = [entry for entry in data_files if isinstance(entry, list) and len(entry) == 2
-                and all(isinstance(part, str) for part in entry)] if isinstance(data_files, list) else []
-    for file, digest in recorded:
+def check_inputs_unchanged(path: Path, previous: dict[str, Any]) -> None:
+    """The data files and local model folders that the results at `path` were computed from (`data_files`: [file,
+    SHA-256] pairs; `model_weights`: [folder, weights_sha256] pairs), as they are now: a file changed since (a task's
+    JSONL edited in place, a model's weights or task.json replaced) would have the job return results of other inputs.
+    One no longer there is not checked (a run folder moved with its data refers to the old place)."""
+    for file, digest in recorded_pairs(previous.get("data_files")):
         if Path(file).is_file() and sha256_file(file) != digest:
-            raise ConfigError(f"{path} holds the results of this configuration computed from {file} as it was then, "
-                              "and that file has changed since. Fix: run into a new folder (hydra.run.dir=... or "
-                              "hydra.sweep.dir=...), or delete that results.json to run it again")
+            raise ConfigError(changed_since(path, file, "that file has changed since"))
+    for folder, digest in recorded_pairs(previous.get("model_weights")):
+        if Path(folder).is_dir() and local_weights_sha256(folder) != digest:
+            raise ConfigError(changed_since(path, f"the model {folder}", "its weights have changed since"))
+
+
+def recorded_pairs(entries: Any) -> list[list[str]]:
+    """The [name, SHA-256] pairs of a results.json entry; anything else in it is left unchecked."""
+    return [entry for entry in entries if isinstance(entry, list) and len(entry) == 2
+            and all(isinstance(part, str) for part in entry)] if isinstance(entries, list) else []
+
+
+def changed_since(path: Path, source: str, change: str) -> str:
+    return (f"{path} holds the results of this configuration computed from {source} as it was then, and {change}. "
+            "Fix: run into a new folder (hydra.run.dir=... or hydra.sweep.dir=...), or delete the run folder "
+            f"{path.parent} to run it again")
 
 
 def write_results(out: Path, results: dict[str, Any]) -> None:
-    """results.json of a job, with `data_files`: every data file the job read and its SHA-256 (checked by
-    `check_data_unchanged` before the results are returned again)."""
+    """results.json of a job, with `data_files`: every data file the job read and its SHA-256, and `model_weights`:
+    every local model folder it loaded and its weights_sha256 (checked by `check_inputs_unchanged` before the
+    results are returned again)."""
     results["data_files"] = [[file, sha256_file(file)] for file in data_files_read() if Path(file).is_file()]
+    results["model_weights"] = local_models_loaded()
     write_json_atomically(out, results)
 
 
 def job_state(cfg: DictConfig) -> tuple[Path, dict[str, Any], dict[str, Any] | None]:
     """(where the job's results.json goes, the resolved config, the results of an earlier job of this same
     configuration there or None, also when the folder was moved since); a finished job is not run again."""
-    forget_data_files()  # the jobs of a multirun share one process: this job's data files are recorded from here
+    forget_data_files()  # the jobs of a multirun share one process: this job's inputs are recorded from here
+    forget_local_models()
     out = Path(cfg.paths.output_dir) / RESULTS_FILE
     config = OmegaConf.to_container(cfg, resolve=True)
     previous = finished_results(out, config)

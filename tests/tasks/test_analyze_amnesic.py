@@ -157,3 +157,27 @@ def test_an_export_whose_labels_were_reordered_is_refused_not_scored(tmp_path, t
         analyze.run(compose_job("analyze", tmp_path, *FAST, MINI_CONCEPT, f"model.name_or_path={model}", "layer=1"))
     assert_one_line_error(error.value, f"{model / 'task.json'} is not the file that train.py exported")
     assert not (tmp_path / "run" / "results.json").exists()
+
+
+@pytest.mark.parametrize("changed", ["weights", "task.json"])
+def test_a_relaunch_refuses_the_results_of_an_exported_model_changed_since(tmp_path, tiny_bert_path, changed):
+    """The tagger exported again (another head and encoder) or its task.json edited after the analysis: a relaunch
+    into the run folder would return the old model's scores."""
+    labels = PosSource().load().labels
+    model = exported_finetuned(tiny_bert_path, tmp_path / "train_run" / "model", "pos", labels)
+    cfg = compose_job("analyze", tmp_path, *FAST, MINI_CONCEPT, f"model.name_or_path={model}", "layer=1")
+    analyze.run(cfg)
+    out = tmp_path / "run" / "results.json"
+    before = out.read_text()
+    assert analyze.run(cfg) == json.loads(before)
+    if changed == "weights":
+        exported_finetuned(tiny_bert_path, model, "pos", labels, seed=1)
+    else:
+        about = json.loads((model / "task.json").read_text())
+        (model / "task.json").write_text(json.dumps({**about, "labels": about["labels"][::-1]}))
+    with pytest.raises(ConfigError) as error:
+        analyze.run(cfg)
+    named = "its weights have changed since" if changed == "weights" else "task.json as it was then"
+    assert f"{out} holds the results of this configuration computed from" in str(error.value)
+    assert named in str(error.value) and f"delete the run folder {out.parent}" in str(error.value)
+    assert "\n" not in str(error.value) and out.read_text() == before

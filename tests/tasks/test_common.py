@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shutil
 import socket
 import sys
 from types import SimpleNamespace
@@ -18,6 +19,7 @@ from omegaconf import OmegaConf
 from probing.data.files import write_json_atomically
 from probing.data.text import note_data_files
 from probing.errors import ConfigError
+from probing.features.encoder import load_encoder, local_models_loaded
 from probing.features.provision import MULTIRUN_LOCK_WAIT_S
 from probing.tasks import common
 from probing.tasks.common import (
@@ -271,4 +273,27 @@ def test_results_record_the_data_files_read_and_are_not_returned_once_one_has_ch
     with pytest.raises(ConfigError, match=r"computed from .*task.jsonl as it was then, and that file has changed"):
         job_state(cfg)
     data.unlink()  # gone: moved with its run folder, say; not checked
+    assert job_state(cfg)[2]["dev"] == 0.5
+
+
+def test_results_record_the_local_models_loaded_and_are_not_returned_once_one_has_changed(tmp_path, tiny_bert_path):
+    """A model folder whose weights were replaced: the finished job's results are of another model, and are refused
+    with the run folder to delete, not returned."""
+    model = tmp_path / "model"
+    shutil.copytree(tiny_bert_path, model)
+    cfg = OmegaConf.create({"paths": {"output_dir": str(tmp_path / "run")}, "layer": 3})
+    out, config, _ = job_state(cfg)
+    info = load_encoder(str(model))[2]
+    load_encoder(str(tiny_bert_path), random_init=True)  # weights drawn, not read: not recorded
+    (tmp_path / "run").mkdir()
+    write_results(out, {"dev": 0.5, "config": config})
+    assert json.loads(out.read_text())["model_weights"] == [[str(model.resolve()), info.weights_sha256]]
+    assert job_state(cfg)[2]["dev"] == 0.5 and local_models_loaded() == []  # a new job records its own
+    weights = model / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-4] + b"\0\0\0\0")
+    with pytest.raises(ConfigError) as error:
+        job_state(cfg)
+    assert_one_line_error(error.value, f"computed from the model {model.resolve()} as it was then, and its weights "
+                                       f"have changed since", f"or delete the run folder {tmp_path / 'run'}")
+    shutil.rmtree(model)  # gone: moved with its run folder, say; not checked
     assert job_state(cfg)[2]["dev"] == 0.5

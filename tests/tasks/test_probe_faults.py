@@ -4,6 +4,7 @@ line (exit 2), or to the results being kept, never overwritten or counted twice.
 from __future__ import annotations
 
 import json
+import shutil
 import sys
 from types import SimpleNamespace
 
@@ -14,7 +15,8 @@ from probing.errors import ConfigError
 from probing.tasks import extract, probe
 from probing.tasks.common import closing_loggers
 from tests.helpers import REPO, run_script
-from tests.helpers.runs import compose_job, tiny_model
+from tests.helpers.runs import compose_job, fake_finetuned_model, tiny_model
+from tests.helpers.stores import assert_one_line_error
 
 
 @pytest.fixture
@@ -120,3 +122,41 @@ def test_an_empty_split_is_named_before_any_store_is_made(tmp_path, tiny):
     with pytest.raises(ConfigError, match="the dev split of streusle is empty"):
         probe.run(cfg)
     assert not (tmp_path / "stores").exists() or not any((tmp_path / "stores").rglob("dev.*.h5"))
+
+
+def other_weights(tiny_bert_path, folder):
+    """Weights of the tiny BERT's shape that are not its own (every weight moved), copied over `folder`'s."""
+    other = fake_finetuned_model(tiny_bert_path, folder.parent / f"{folder.name}-other", "pos")
+    shutil.copyfile(other / "model.safetensors", folder / "model.safetensors")
+
+
+def retasked(tiny_bert_path, folder):
+    """The task.json of a model exported by train.py, rewritten for another task."""
+    (folder / "task.json").write_text(json.dumps({"task": "ner", "kind": "token", "labels": ["X"]}))
+
+
+@pytest.mark.parametrize("exported,change,named", [
+    (False, other_weights, "as it was then, and its weights have changed since"),
+    (True, retasked, "task.json as it was then, and that file has changed since"),
+])
+def test_a_relaunch_refuses_the_results_of_a_model_folder_changed_since(tmp_path, tiny_bert_path, exported, change,
+                                                                        named):
+    """A model folder whose weights (or, exported by train.py, whose task.json) were replaced after a run: the
+    relaunch into its run folder would return the old model's results."""
+    model = tmp_path / "train_run" / "model"
+    if exported:
+        fake_finetuned_model(tiny_bert_path, model, "pos")
+    else:
+        shutil.copytree(tiny_bert_path, model)
+    cfg = compose_job("probe", tmp_path, *tiny_model(model), "layer=1", "trainer.max_epochs=1")
+    probe.run(cfg)
+    out = tmp_path / "run" / "results.json"
+    before = out.read_text()
+    assert probe.run(cfg) == json.loads(before)  # unchanged: the finished results
+    change(tiny_bert_path, model)
+    with pytest.raises(ConfigError) as error:
+        probe.run(cfg)
+    assert_one_line_error(error.value, f"{out} holds the results of this configuration computed from", str(model),
+                          named, "Fix: run into a new folder", f"delete the run folder {out.parent}")
+    assert out.read_text() == before
+

@@ -6,12 +6,14 @@ from __future__ import annotations
 import csv
 import json
 import logging
+import shutil
 from functools import partial
 from pathlib import Path
 
 import h5py
 import pytest
 import torch
+from transformers import BertConfig, BertModel
 
 from probing.errors import CheckpointError, ConfigError
 from probing.finetune.checkpoints import ContinuedCSVLog, record_hash
@@ -281,3 +283,21 @@ def test_a_checkpoint_holding_other_objects_is_one_error_before_lightning_loads_
     assert message == (f"{last} holds objects other than tensors and plain values ({__name__}.Unsafe), which are "
                        "not loaded because unpickling them could run code. Fix: relaunch with finetune.resume=restart "
                        "to train from the start")  # no epoch was validated: there is no best.ckpt to resume from
+
+
+def test_a_relaunch_refuses_the_results_of_a_base_model_changed_since(tmp_path, tiny_bert_path):
+    """The pretrained model's weights replaced after a finished run: a relaunch into its folder would return the
+    old model's fine-tuning (and its exported model) as this one's."""
+    model = tmp_path / "base"
+    shutil.copytree(tiny_bert_path, model)
+    cfg = compose_job("train", tmp_path, f"model.name_or_path={model}", "logger=csv", "task.batch_size=64",
+                      "trainer.max_epochs=1")
+    results = train.run(cfg)
+    out = tmp_path / "run" / "results.json"
+    assert train.run(cfg) == results
+    torch.manual_seed(1)
+    BertModel(BertConfig.from_pretrained(model)).save_pretrained(model)
+    with pytest.raises(ConfigError) as error:
+        train.run(cfg)
+    assert f"computed from the model {model} as it was then, and its weights have changed since" in str(error.value)
+    assert f"delete the run folder {out.parent}" in str(error.value) and json.loads(out.read_text()) == results
