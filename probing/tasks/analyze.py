@@ -5,7 +5,7 @@ model, `layer`, `compare_to` and stores' folder of the composed config (the comp
 run folder), adds the analysis name, the wall time and the config to its results, logs them through the Lightning
 loggers of `logger` (CSV by default, W&B offline unless WANDB_MODE=online; no Trainer: `log_hyperparams`, and the
 component's `metrics` through `log_metrics` with their steps) and writes results.json. A run whose results.json holds
-the same configuration is not run again.
+the same configuration is not run again, and none runs while another job runs in its folder.
 
 Adding an analysis changes nothing here: see docs/development.md, "Adding an analysis".
 """
@@ -24,7 +24,7 @@ from omegaconf import DictConfig
 
 from probing.errors import ConfigError
 from probing.features.analysis import Analysis, AnalysisInputs, ModelSettings, build_analysis
-from probing.tasks.common import check_config, closing_loggers, job_state, write_results
+from probing.tasks.common import check_config, closing_loggers, running_job, write_results
 
 log = logging.getLogger(__name__)
 
@@ -39,16 +39,16 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     analysis = build_analysis(cfg.analysis)
     inputs = AnalysisInputs(ModelSettings.of(cfg.model), cfg.get("layer"), cfg.get("compare_to"), cfg.paths.store_dir)
     analysis.check_inputs(inputs)
-    out, config, previous = job_state(cfg)
-    if previous is not None:
-        return previous
-    started = time.time()
-    L.seed_everything(cfg.seed, verbose=False)
-    results = {"analysis": analysis.name, **analysis.run(inputs, out.parent)}
-    results |= {"duration_s": round(time.time() - started, 2), "config": config}
-    with closing_loggers(cfg.get("logger")) as loggers:
-        log_results(loggers, config, logged_metrics(analysis, results))
-    write_results(out, results)
+    with running_job(cfg) as (out, config, previous):
+        if previous is not None:
+            return previous
+        started = time.time()
+        L.seed_everything(cfg.seed, verbose=False)
+        results = {"analysis": analysis.name, **analysis.run(inputs, out.parent)}
+        results |= {"duration_s": round(time.time() - started, 2), "config": config}
+        with closing_loggers(cfg.get("logger")) as loggers:
+            log_results(loggers, config, logged_metrics(analysis, results))
+        write_results(out, results)
     log.info("%s -> %s", analysis.name, out.parent)
     return results
 

@@ -1,7 +1,7 @@
 """What the jobs share: checking the composed config, the settings of the feature stores, the Trainer and
-its loggers (closed however the job ends), and results.json (written atomically; a finished job is not run again, also
-when its folder was moved since, unless its data or model changed since, and never overwritten by another
-configuration)."""
+its loggers (closed however the job ends), the run folder (one job at a time) and results.json (written atomically; a
+finished job is not run again, also when its folder was moved since, unless its data or model changed since, and
+never overwritten by another configuration)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from lightning.pytorch.callbacks import EarlyStopping
 from lightning.pytorch.loggers import Logger, WandbLogger
 from omegaconf import DictConfig, OmegaConf
 
+from probing.cli import process_rank
 from probing.config import build, same_run, wandb_online_asked
 from probing.data.files import write_json_atomically
 from probing.data.settings import choose, require_int, require_number
@@ -34,6 +35,7 @@ from probing.data.text import data_files_read, forget_data_files, sha256_file
 from probing.errors import ConfigError
 from probing.features.encoder import forget_local_models, local_models_loaded, local_weights_sha256
 from probing.features.provision import lock_wait_seconds
+from probing.locks import holding, open_lock_file
 from probing.report.aggregate import RESULTS_FILE, json_type
 
 log = logging.getLogger(__name__)
@@ -41,6 +43,7 @@ log = logging.getLogger(__name__)
 # What Lightning's DDP launcher writes into the launching process's environment.
 DDP_ENVIRONMENT = ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "LOCAL_RANK", "WORLD_SIZE")
 WANDB_SERVER = "https://api.wandb.ai"  # wandb's default base URL (WANDB_BASE_URL changes it)
+RUN_LOCK = "job.lock"  # in the run folder, held by the job running there (`run_folder_lock`)
 WANDB_CONNECT_TIMEOUT_S = 3.0  # how long a run waits to learn that the W&B server cannot be reached
 
 
@@ -286,6 +289,31 @@ def write_results(out: Path, results: dict[str, Any]) -> None:
     results["data_files"] = [[file, sha256_file(file)] for file in data_files_read() if Path(file).is_file()]
     results["model_weights"] = local_models_loaded()
     write_json_atomically(out, results)
+
+
+@contextlib.contextmanager
+def running_job(cfg: DictConfig) -> Iterator[tuple[Path, dict[str, Any], dict[str, Any] | None]]:
+    """`job_state`, with the run folder locked for the whole job (`run_folder_lock`)."""
+    with run_folder_lock(Path(cfg.paths.output_dir)):
+        yield job_state(cfg)
+
+
+@contextlib.contextmanager
+def run_folder_lock(folder: Path) -> Iterator[None]:
+    """Hold `<folder>/job.lock` (a `probing.locks` lock) while the job runs: a second launch into the folder is
+    refused before it does anything (it would train beside the first, then fail in the CSV log that the first is
+    writing, which loses rows). The other processes of a DDP job take none: the lock of rank 0 covers them."""
+    if process_rank() != 0:
+        yield
+        return
+
+    def refused(holder: str) -> ConfigError:
+        return ConfigError(f"{folder}: another job (pid {holder}) is running in this run folder. Fix: wait for it "
+                           "to finish (a relaunch then skips or resumes it), or run into a new folder "
+                           "(hydra.run.dir=... or hydra.sweep.dir=...)")
+
+    with holding(open_lock_file(folder / RUN_LOCK), refused):
+        yield
 
 
 def job_state(cfg: DictConfig) -> tuple[Path, dict[str, Any], dict[str, Any] | None]:

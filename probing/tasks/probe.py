@@ -7,7 +7,8 @@ fills or reuses its stores, builds the probe module (the keyword contract of pro
 `probe.mdl=true` the prefix probes of the online code too (Voita & Titov 2020 §2.2).
 
 A job whose run folder already holds the results of the same configuration is not run again, so a sweep relaunched
-into its folder (`hydra.sweep.dir=...`) only runs the jobs that had not finished.
+into its folder (`hydra.sweep.dir=...`) only runs the jobs that had not finished; a job is refused while another runs
+in its folder.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from probing.tasks.common import (
     check_config,
     check_trainer,
     closing_loggers,
-    job_state,
+    running_job,
     store_settings,
     summarise_in_wandb,
     write_results,
@@ -50,15 +51,15 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     """Probe the representation of `layer=`/`baseline=` on the task of `task=`, write and return results.json; bad
     settings are refused before any model loads or store fills."""
     check_config(cfg)
-    out, config, previous = job_state(cfg)
-    if previous is not None:
-        return previous
-    check_trainer(cfg.trainer)
-    check_probing_task(cfg.task.name, cfg.get("probing"))
-    probing = build(cfg.probing, "probing", source=build(cfg.data.source, "data.source"))
-    with closing_loggers(cfg.get("logger")) as loggers:
-        results = probe(cfg, probing, config, out.parent, loggers)
-    write_results(out, results)
+    with running_job(cfg) as (out, config, previous):
+        if previous is not None:
+            return previous
+        check_trainer(cfg.trainer)
+        check_probing_task(cfg.task.name, cfg.get("probing"))
+        probing = build(cfg.probing, "probing", source=build(cfg.data.source, "data.source"))
+        with closing_loggers(cfg.get("logger")) as loggers:
+            results = probe(cfg, probing, config, out.parent, loggers)
+        write_results(out, results)
     log.info("%s", summary_line(results, out))
     return results
 

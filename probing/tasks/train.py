@@ -4,10 +4,10 @@ results.json.
 A run relaunched into its folder resumes from its newest checkpoint (the best one is kept apart), exactly: the same
 weights as a run never interrupted (`finetune.resume` chooses: auto, best or restart; see
 probing.finetune.checkpoints.ResumePolicy). Checkpoints are verified against the SHA-256 recorded when they were
-written. A run whose results.json holds the same configuration is not run again. A run folder moved elsewhere is
-still the same run: relaunched into its new place it resumes, or is found finished (configurations are compared
-without where the run was written: probing.config.location_free). With DDP (trainer=ddp), the results
-and the exported model are written by the process of rank 0 only.
+written. A run whose results.json holds the same configuration is not run again, and none runs while another job
+runs in its folder. A run folder moved elsewhere is still the same run: relaunched into its new place it resumes, or
+is found finished (configurations are compared without where the run was written: probing.config.location_free).
+With DDP (trainer=ddp), the results and the exported model are written by the process of rank 0 only.
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ from probing.tasks.common import (
     check_config,
     closing_loggers,
     distributed_state_of_this_job,
-    job_state,
     keep_ddp_processes_on_this_job,
+    running_job,
     write_results,
 )
 
@@ -55,19 +55,19 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     check_config(cfg)
     check_finetuning_task(cfg.task)
     resume = ResumePolicy(cfg.finetune.get("resume", "auto"))
-    out, config, previous = job_state(run_identity(cfg))
-    if previous is not None:
-        return previous
-    require_int("trainer.max_epochs", cfg.trainer.get("max_epochs"), minimum=1)  # 0 would train nothing
-    # 0 would save no step.ckpt (Lightning's "never"), and an interrupted run would resume from its last epoch's end
-    require_int("finetune.checkpoint_every_n_steps", cfg.finetune.get("checkpoint_every_n_steps"), minimum=1)
-    if "ddp" in str(cfg.trainer.get("strategy", "")):
-        keep_ddp_processes_on_this_job()
-    with closing_loggers(cfg.get("logger")) as loggers, distributed_state_of_this_job():
-        results, is_rank_zero = finetune(cfg, config, resume, loggers)
-    if is_rank_zero:
-        write_results(out, results)
-        log.info("%s: dev %s -> %s", cfg.task.name, format_scores(results["dev"]), out)
+    with running_job(run_identity(cfg)) as (out, config, previous):
+        if previous is not None:
+            return previous
+        require_int("trainer.max_epochs", cfg.trainer.get("max_epochs"), minimum=1)  # 0 would train nothing
+        # 0 would save no step.ckpt (Lightning's "never"), and an interrupted run would resume from its last epoch's end
+        require_int("finetune.checkpoint_every_n_steps", cfg.finetune.get("checkpoint_every_n_steps"), minimum=1)
+        if "ddp" in str(cfg.trainer.get("strategy", "")):
+            keep_ddp_processes_on_this_job()
+        with closing_loggers(cfg.get("logger")) as loggers, distributed_state_of_this_job():
+            results, is_rank_zero = finetune(cfg, config, resume, loggers)
+        if is_rank_zero:
+            write_results(out, results)
+            log.info("%s: dev %s -> %s", cfg.task.name, format_scores(results["dev"]), out)
     return results
 
 

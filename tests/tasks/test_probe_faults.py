@@ -4,6 +4,7 @@ line (exit 2), or to the results being kept, never overwritten or counted twice.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 from types import SimpleNamespace
@@ -14,7 +15,7 @@ from probing.data.files import write_json_atomically
 from probing.errors import ConfigError
 from probing.tasks import extract, probe
 from probing.tasks.common import closing_loggers
-from tests.helpers import REPO, run_script
+from tests.helpers import REPO, lock_holder, run_script
 from tests.helpers.runs import compose_job, fake_finetuned_model, tiny_model
 from tests.helpers.stores import assert_one_line_error
 
@@ -160,3 +161,41 @@ def test_a_relaunch_refuses_the_results_of_a_model_folder_changed_since(tmp_path
                           named, "Fix: run into a new folder", f"delete the run folder {out.parent}")
     assert out.read_text() == before
 
+
+def test_a_second_launch_into_a_running_jobs_folder_is_one_error_line_before_any_work(tmp_path, tiny):
+    """Two launches into one run folder: the second trained to the end beside the first, then failed in the CSV log
+    that the first was writing, which lost rows. Now it ends at once, leaving the first job's files as they were (only
+    Hydra's own copy of the command line, .hydra/, is written before a job starts)."""
+    run = tmp_path / "run"
+    metrics = run / "csv" / "metrics.csv"
+    metrics.parent.mkdir(parents=True)
+    metrics.write_text("epoch,step,dev/micro_f1\n0,9,0.25\n")  # the first job's log so far
+    with lock_holder(run / "job.lock") as first:
+        result = run_script("probe.py", *tiny, "layer=1", "trainer.max_epochs=1", f"hydra.run.dir={run}",
+                            cwd=tmp_path)
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+        errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+        assert errors == [result.stderr.strip().splitlines()[-1]] == [
+            f"error: {run}: another job (pid {first.pid}) is running in this run folder. Fix: wait for it to finish "
+            "(a relaunch then skips or resumes it), or run into a new folder (hydra.run.dir=... or "
+            "hydra.sweep.dir=...)"]
+    assert metrics.read_text() == "epoch,step,dev/micro_f1\n0,9,0.25\n"
+    assert sorted(path.name for path in run.iterdir()) == [".hydra", "csv", "job.lock", "probe.log"]
+    assert not (tmp_path / "stores").exists()  # nothing extracted either
+
+
+def test_a_job_whose_folder_is_held_by_a_killed_one_runs(tmp_path, tiny):
+    """The lock goes with the process that held it: killed mid-run, it leaves its lock file, which blocks no one."""
+    cfg = compose_job("probe", tmp_path, *tiny, "layer=1", "trainer.max_epochs=1")
+    run = tmp_path / "run"
+    run.mkdir()
+    with lock_holder(run / "job.lock") as first:
+        with pytest.raises(ConfigError) as error:
+            probe.run(cfg)
+        assert_one_line_error(error.value, f"{run}: another job (pid {first.pid}) is running in this run folder")
+        assert [path.name for path in run.iterdir()] == ["job.lock"]
+        first.kill()
+        first.wait()
+        results = probe.run(cfg)
+    assert json.loads((run / "results.json").read_text()) == json.loads(json.dumps(results))
+    assert (run / "job.lock").read_text() == f"{os.getpid()}\n"  # this process held it last
