@@ -27,3 +27,12 @@ PROBE_FAMILIES = ("linear", "mlp1", "mlp2")
 ERASURE_METHODS = ("leace", "inlp", "mean_projection", "random")
 # The scores of a structural probe of each kind (Hewitt & Manning 2019; results' `kind`), the headline first.
 TREE_SCORES = {"distance": ("uuas", "dspr"), "depth": ("root_acc", "nspr")}
+# The sentence lengths (in words) whose Spearman correlations DSpr. and NSpr. average over, as Hewitt & Manning's.
+SPEARMAN_LENGTHS = (5, 50)
+# Why each score of a structural probe can be undefined on a split (recorded as null, with a warning).
+TREE_UNDEFINED = {
+    "uuas": "no sentence has two words that are not punctuation: no gold edge to find",
+    "root_acc": "no sentence has a word that is not punctuation",
+    **dict.fromkeys(("dspr", "nspr"), f"no sentence of {SPEARMAN_LENGTHS[0]} to {SPEARMAN_LENGTHS[1]} words (the "
+                                      "lengths it averages over) has a defined correlation"),
+}

@@ -67,5 +67,6 @@ def write_atomically(target: Path, text: str) -> None:
 
 
 def write_json_atomically(path: Path, content: dict[str, Any]) -> None:
-    """A JSON file (results.json, ...), indented, written atomically."""
-    write_atomically(path, json.dumps(content, indent=2) + "\n")
+    """A JSON file (results.json, ...), indented, written atomically; strict JSON (a NaN is a ValueError, not the
+    bare NaN token that JSON readers other than Python's refuse)."""
+    write_atomically(path, json.dumps(content, indent=2, allow_nan=False) + "\n")

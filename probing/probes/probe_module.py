@@ -76,7 +76,8 @@ class ProbeModule(lightning.LightningModule):
     """A probe module (see the module docstring for the contract and what a subclass provides).
 
     `split_metrics[split]` holds the latest metrics of each split scored ("dev", "test", "seen"), as plain values;
-    `SCORES` names the headline scores among them (W&B's summary of the run)."""
+    `SCORES` names the headline scores among them (W&B's summary of the run); `score_warnings` what a reader of them
+    must know (a score undefined on a split), recorded in results.json's warnings."""
 
     SCORES: tuple[str, ...] = ()
     MEASURES_BITS = True  # a classifier: its cross-entropy is bits (a structural probe's distances are not)
@@ -121,6 +122,7 @@ class ProbeModule(lightning.LightningModule):
                 self.baseline_probes = self.build_head(conditioning_dim, family_settings)
                 self.joint_probes = self.build_head(conditioning_dim + input_dim, family_settings)
         self.split_metrics: dict[str, dict] = {}
+        self.score_warnings: list[str] = []
         self.build_bits()
 
     # --- what a subclass provides ---------------------------------------------------------------------------------

@@ -12,7 +12,9 @@ Distance probe:
   the words (rows, not sentences) of all sentences of one length; the mean of those means over lengths 5 to 50.
 Depth probe:
 - Root %: the share of sentences whose gold root (the first word of gold depth 0) is the word of least predicted depth
-  among the words that are not punctuation.
+  among the words that are not punctuation, over the sentences that have such a word. The reference counts a sentence
+  of punctuation alone too, where its argmin falls back to the least predicted depth of all its words: on one word a
+  hit for every probe, on more LINEAR's first word, a hit whenever that is the gold root.
 - NSpr.: per sentence the Spearman correlation of predicted and gold depths over all its words; the mean per length,
   then over lengths 5 to 50.
 
@@ -26,14 +28,17 @@ Where the reference does something surprising, this module does the same:
   stably left the order of ties undefined.
 - The depth argmin skips punctuation the reference's way (`get_nopunct_argmin`): it takes the least depth, and while
   that word is punctuation writes 9000 over its depth and looks again, at most once per word; if no word qualifies,
-  it returns the least depth overall. So when every word is punctuation the answer is a punctuation word, and when
-  the least depth of a real word is above 9000 the loop ends on a punctuation word too.
+  it returns the least depth overall. So when the least depth of a real word is above 9000 the loop ends on a
+  punctuation word. (A sentence of punctuation alone is not scored: see Root %.)
 - A Spearman correlation is undefined when predictions or gold are constant (a length-1 sentence, a collapsed
   probe, a control tree whose words all attach to nothing). The reference's numpy mean turns that length's mean,
   and so the whole 5-50 score, into NaN; here such a correlation is left out of its length's mean instead (a length
   whose correlations are all undefined counts as absent). Wherever the reference gives a number this gives the same
   one; one degenerate control sentence would otherwise make the control score and the selectivity NaN.
-- A split without a sentence of length 5 to 50 scores NaN in DSpr./NSpr., as the reference's mean of nothing does.
+- A score with nothing to average is undefined, None (null in results.json), where the reference gives NaN or divides
+  by zero: UUAS without a gold edge (no sentence has two words that are not punctuation), DSpr./NSpr. without a
+  defined correlation in a sentence of 5 to 50 words (a split of one-word sentences), Root % without a sentence that
+  has a word that is not punctuation (`probing.vocabulary.TREE_UNDEFINED` says why, for the warning and the report).
 
 Spearman correlations are those of scipy.stats.spearmanr (average ranks for ties, then Pearson's correlation of the
 ranks), computed for all rows of a sentence at once: equal to spearmanr's row by row up to float rounding (a test
@@ -54,8 +59,9 @@ from torchmetrics import Metric
 from probing.data.settings import choose
 from probing.errors import ConfigError
 from probing.probes.components.structural import KINDS
+from probing.vocabulary import SPEARMAN_LENGTHS
 
-LOW, HIGH = 5, 50  # the sentence lengths DSpr. and NSpr. average over
+LOW, HIGH = SPEARMAN_LENGTHS  # the sentence lengths DSpr. and NSpr. average over
 PUNCTUATION_DEPTH = 9000.0  # what the reference's argmin writes over a punctuation word's predicted depth
 
 
@@ -134,10 +140,17 @@ def least_deep_word(predicted: np.ndarray, punctuation: np.ndarray) -> int:
     return int(np.argmin(predicted))
 
 
-def mean_over_lengths(sums: Mapping[int, float], counts: Mapping[int, int], low: int = LOW, high: int = HIGH) -> float:
-    """The mean over the lengths low..high that have a count of each length's mean sums[n] / counts[n]; NaN if none."""
+def mean_over_lengths(sums: Mapping[int, float], counts: Mapping[int, int], low: int = LOW,
+                      high: int = HIGH) -> float | None:
+    """The mean over the lengths low..high that have a count of each length's mean sums[n] / counts[n]; None (undefined)
+    if none has."""
     means = [sums[n] / counts[n] for n in range(low, high + 1) if counts.get(n, 0) > 0]
-    return float(np.mean(means)) if means else math.nan
+    return float(np.mean(means)) if means else None
+
+
+def share(hits: int, scored: int) -> float | None:
+    """hits / scored; None (undefined) when nothing was scored."""
+    return hits / scored if scored else None
 
 
 def linear_baseline(length: int, kind: str) -> np.ndarray:
@@ -158,7 +171,8 @@ class TreeMetrics(Metric):
     max_length + 1 entries, so memory does not grow with the split, and DDP sums them.
 
     `compute()`: distance {"uuas", "dspr", "uuas_edges" (gold edges scored), "sentences"}; depth {"root_acc", "nspr",
-    "sentences"}. UUAS is NaN when no sentence has two words that are not punctuation.
+    "root_sentences" (the sentences Root % scored: those with a word that is not punctuation), "sentences"}; a score
+    with nothing to average is None (see the module docstring).
     """
 
     is_differentiable = False
@@ -173,7 +187,7 @@ class TreeMetrics(Metric):
                               f"Fix: max_length >= {HIGH}")
         self.max_length = max_length
         self.add_state("sentences", default=torch.tensor(0), dist_reduce_fx="sum")
-        # distance: correct and gold edges; depth: correct roots and sentences
+        # distance: correct and gold edges; depth: correct roots and sentences with a word that is not punctuation
         self.add_state("correct", default=torch.tensor(0), dist_reduce_fx="sum")
         self.add_state("total", default=torch.tensor(0), dist_reduce_fx="sum")
         self.add_state("spearman_sums", default=torch.zeros(max_length + 1, dtype=torch.float64),
@@ -205,8 +219,11 @@ class TreeMetrics(Metric):
         if self.kind == "distance":
             predicted, gold = predicted[:length, :length], gold[:length, :length]
             return *uuas_counts(predicted, gold, punctuation[:length]), distance_spearmans(predicted, gold)
-        predicted, gold = predicted[:length], gold[:length]
-        return int(root_correct(predicted, gold, punctuation[:length])), 1, [depth_spearman(predicted, gold)]
+        predicted, gold, punctuation = predicted[:length], gold[:length], punctuation[:length]
+        correlations = [depth_spearman(predicted, gold)]
+        if punctuation.all():  # no word can be the root: left out of Root %
+            return 0, 0, correlations
+        return int(root_correct(predicted, gold, punctuation)), 1, correlations
 
     def _check_shapes(self, predictions: Tensor, gold: Tensor, lengths: Tensor, punctuation: Tensor) -> None:
         batch, padded = punctuation.shape if punctuation.dim() == 2 else (len(lengths), -1)
@@ -227,6 +244,5 @@ class TreeMetrics(Metric):
         spearman = mean_over_lengths(sums, counts)
         correct, total, sentences = int(self.correct), int(self.total), int(self.sentences)
         if self.kind == "distance":
-            uuas = correct / total if total else math.nan
-            return {"uuas": uuas, "dspr": spearman, "uuas_edges": total, "sentences": sentences}
-        return {"root_acc": correct / sentences, "nspr": spearman, "sentences": sentences}
+            return {"uuas": share(correct, total), "dspr": spearman, "uuas_edges": total, "sentences": sentences}
+        return {"root_acc": share(correct, total), "nspr": spearman, "root_sentences": total, "sentences": sentences}

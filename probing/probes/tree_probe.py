@@ -21,6 +21,7 @@ depths, lengths (B,), punctuation (B, T) bool, and with the control task control
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -34,10 +35,11 @@ from probing.probes.components.batched_probes import check_rank_within
 from probing.probes.components.structural import KINDS, StructuralHead
 from probing.probes.probe_module import CONTROL, ProbeModule
 from probing.probes.tree_metrics import TreeMetrics
-from probing.vocabulary import TREE_SCORES
+from probing.vocabulary import TREE_SCORES, TREE_UNDEFINED
+
+log = logging.getLogger(__name__)
 
 LR_FACTOR, LR_PATIENCE = 0.1, 0  # the reference's ReduceLROnPlateau
-COUNTS = ("uuas_edges", "sentences")  # what the metrics count (the rest are scores)
 
 
 def tree_loss(predictions: Tensor, gold: Tensor, lengths: Tensor) -> Tensor:
@@ -104,9 +106,9 @@ class TreeProbe(ProbeModule):
             if self.metrics[split].update_called:
                 self._log_split(split)
 
-    def _compute(self, name: str) -> dict[str, float]:
+    def _compute(self, name: str) -> dict[str, float | int | None]:
         metrics = self.metrics[name]
-        values = {key: int(value) if key in COUNTS else float(value) for key, value in metrics.compute().items()}
+        values = metrics.compute()
         metrics.reset()
         return values
 
@@ -117,17 +119,30 @@ class TreeProbe(ProbeModule):
         if self.control_probes is not None:
             control = self._compute(f"{split}_{CONTROL}")
             scores |= {f"{CONTROL}_{key}": control[key] for key in self.SCORES}
-            scores |= {f"selectivity_{key}": scores[key] - control[key] for key in self.SCORES}
+            scores |= {f"selectivity_{key}": None if None in (scores[key], control[key]) else scores[key] - control[key]
+                       for key in self.SCORES}
         self.split_metrics[split] = scores
+        self._warn_undefined(split, scores)
         for key in self.SCORES:
-            self.log(f"{split}/{key}", scores[key], prog_bar=split == "dev" and key == self.SCORES[0])
-            if self.control_probes is not None:
-                self.log(f"{split}/{CONTROL}_{key}", scores[f"{CONTROL}_{key}"])
+            for name in (key, f"{CONTROL}_{key}"):
+                if scores.get(name) is not None:
+                    self.log(f"{split}/{name}", scores[name], prog_bar=split == "dev" and name == self.SCORES[0])
         if split == "dev":
             for prefix, (total, sentences) in self.dev_loss.items():
                 if sentences:
                     self.log(f"dev/{prefix}loss", total / sentences)
             self.dev_loss = {prefix: [0.0, 0] for prefix in self.dev_loss}
+
+    def _warn_undefined(self, split: str, scores: Mapping[str, Any]) -> None:
+        """Warn once per run (in the log and in results.json's warnings) of each score of `split` that is undefined:
+        recorded as null, never as NaN."""
+        for key in self.SCORES:
+            for name in (key, f"{CONTROL}_{key}"):
+                if name in scores and scores[name] is None:
+                    warning = f"{split} {name} is undefined ({TREE_UNDEFINED[key]}): recorded as null"
+                    if warning not in self.score_warnings:
+                        log.warning("%s", warning)
+                        self.score_warnings.append(warning)
 
     def mdl_targets(self, batch: dict) -> Tensor:
         raise ConfigError("a tree probe has no labels to send with the online code. Fix: probe.mdl=false")

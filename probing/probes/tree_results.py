@@ -10,21 +10,21 @@ import torch
 
 from probing.probes.tree_data import SentenceSplit
 from probing.probes.tree_metrics import TreeMetrics, linear_baseline, spanning_tree_edges
-from probing.probes.tree_probe import COUNTS
 
 EXAMPLES = 3  # test sentences drawn by the report
 EXAMPLE_LENGTHS = (6, 20)  # long enough to show a tree, short enough to read one
 
 
-def linear_baseline_scores(split: SentenceSplit, kind: str) -> dict[str, float]:
-    """The LINEAR baseline's scores on the sentences of `split` (those the probe is scored on)."""
+def linear_baseline_scores(split: SentenceSplit, kind: str) -> dict[str, float | int | None]:
+    """The LINEAR baseline's scores on the sentences of `split` (those the probe is scored on); None where a score is
+    undefined on them, as the probe's."""
     metrics = TreeMetrics(kind)
     for index in range(len(split)):
         batch = split[[index]]
         length = int(batch["lengths"][0])
         predictions = torch.as_tensor(linear_baseline(length, kind), dtype=torch.float32)[None]
         metrics.update(predictions, batch["gold"], batch["lengths"], batch["punctuation"])
-    return {key: int(value) if key in COUNTS else float(value) for key, value in metrics.compute().items()}
+    return metrics.compute()
 
 
 @torch.no_grad()

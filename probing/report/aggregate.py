@@ -63,11 +63,12 @@ RESULTS_FIX = "delete that results.json or rerun its job (probe.py, train.py and
 
 def find_results(folder: Path) -> list[dict[str, Any]]:
     """Every results.json below `folder`, each with the file it came from; one that is not the results of a run is
-    refused (see `check_result`)."""
+    refused (see `check_result`). The bare NaN and Infinity tokens of results written before results.json was strict
+    JSON are read as null: an undefined score, as it is recorded now."""
     results = []
     for path in sorted(Path(folder).rglob(RESULTS_FILE)):
         try:
-            record = json.loads(path.read_text(encoding="utf-8"))
+            record = json.loads(path.read_text(encoding="utf-8"), parse_constant=lambda _: None)
         except json.JSONDecodeError as error:
             raise DataFormatError(path, error.lineno, f"not valid JSON ({error.msg})",
                                   "delete the file (the run did not finish) or re-run that job") from error

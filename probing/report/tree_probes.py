@@ -22,7 +22,6 @@ each word at its gold and its predicted depth (depth).
 from __future__ import annotations
 
 import itertools
-import math
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +47,7 @@ from probing.report.tables import (
     write_rows_csv,
 )
 from probing.report.word_probes import BASELINE_STYLES, MIX_STYLE, _file_part, table_title, word_records
-from probing.vocabulary import MIX, TREE_SCORES
+from probing.vocabulary import MIX, TREE_SCORES, TREE_UNDEFINED
 
 CSV_FILE = "tree_probes.csv"
 # The scores of each kind of structural probe, the headline first (those of probing.probes.tree_probe).
@@ -58,8 +57,9 @@ SCORE_NAMES = {"uuas": "UUAS", "dspr": "DSpr.", "root_acc": "Root %", "nspr": "N
 PERCENT = ("uuas", "root_acc")
 # Each split's scores averaged over seeds: the score, the control task's, and selectivity = score - control score.
 SPLIT_METRICS = tuple(f"{prefix}{score}" for score in ALL_SCORES for prefix in ("", "control_", "selectivity_"))
-# Of each split, what the first run of a setting says (the same for all its runs): sentences and gold edges scored.
-COUNTS = ("sentences", "uuas_edges")
+# Of each split, what the first run of a setting says (the same for all its runs): sentences, gold edges and
+# sentences with a word that is not punctuation (those Root % scores).
+COUNTS = ("sentences", "uuas_edges", "root_sentences")
 # A row of the tables: runs equal in these keys differ only in their seed and are averaged.
 TREE_SETTING_KEYS = ("task", "model", "random_init", "data", "variant", "rank", "representation")
 # One table per value of these keys; setting keys shown in plot legends where they vary.
@@ -165,7 +165,17 @@ def tables_section(rows: list[dict]) -> str:
         seeds = "/".join(str(n) for n in sorted({len(row["seeds"]) for row in group}))
         parts += [f"## {table_title(group[0])}",
                   f"{what}, mean ± std over seeds ({seeds} per cell).\n\n{scores_table(group)}"]
+        parts += undefined_notes(group)
     return "\n\n".join(parts)
+
+
+def undefined_notes(rows: list[dict]) -> list[str]:
+    """Why a score of the table is '-' in its LINEAR row or in a row of runs that recorded it as null (undefined on
+    the test sentences): one line per such score, none when every score is defined."""
+    undefined = [score for score in TREE_SCORES[rows[0]["kind"]]
+                 if rows[0][f"linear_test_{score}"] is None or any(row[f"test_{score}"] is None for row in rows)]
+    return [f"{SCORE_NAMES[score]} '-': undefined on these test sentences ({TREE_UNDEFINED[score]})."
+            for score in undefined]
 
 
 def write_tree_csv(rows: list[dict], path: Path) -> None:
@@ -280,7 +290,7 @@ def best_run(results: list[dict[str, Any]]) -> dict[str, Any] | None:
 
     def dev_score(result: dict[str, Any]) -> float:
         score = result["dev"].get(headline)
-        return float("-inf") if score is None or math.isnan(score) else score  # NaN: a split without edges
+        return float("-inf") if score is None else score  # null: undefined on that split
 
     return max(recorded, key=dev_score)
 

@@ -9,6 +9,7 @@ import contextlib
 import functools
 import json
 import logging
+import math
 import os
 import socket
 import sys
@@ -285,9 +286,14 @@ def changed_since(path: Path, source: str, change: str) -> str:
 def write_results(out: Path, results: dict[str, Any]) -> None:
     """results.json of a job, with `data_files`: every data file the job read and its SHA-256, and `model_weights`:
     every local model folder it loaded and its weights_sha256 (checked by `check_inputs_unchanged` before the
-    results are returned again)."""
+    results are returned again). Strict JSON: a number that is not finite (NaN, which JSON has no word for) is recorded
+    as null, with a warning in the log and in the results' warnings."""
     results["data_files"] = [[file, sha256_file(file)] for file in data_files_read() if Path(file).is_file()]
     results["model_weights"] = local_models_loaded()
+    for name in nulled_non_finite(results):
+        warning = f"`{name}` was not a finite number: recorded as null"
+        log.warning("%s", warning)
+        results.setdefault("warnings", []).append(warning)
     write_json_atomically(out, results)
 
 
@@ -314,6 +320,25 @@ def run_folder_lock(folder: Path) -> Iterator[None]:
 
     with holding(open_lock_file(folder / RUN_LOCK), refused):
         yield
+
+
+def nulled_non_finite(value: Any, where: str = "") -> list[str]:
+    """Replace, in place, every float of `value` (nested dicts and lists) that is not finite by None; the names of
+    those replaced ("test.uuas", "mix_weights[2]")."""
+    if isinstance(value, dict):
+        items = [(key, f"{where}.{key}" if where else str(key)) for key in value]
+    elif isinstance(value, list):
+        items = [(index, f"{where}[{index}]") for index in range(len(value))]
+    else:
+        return []
+    replaced = []
+    for key, name in items:
+        if isinstance(value[key], float) and not math.isfinite(value[key]):
+            value[key] = None
+            replaced.append(name)
+        else:
+            replaced += nulled_non_finite(value[key], name)
+    return replaced
 
 
 def job_state(cfg: DictConfig) -> tuple[Path, dict[str, Any], dict[str, Any] | None]:
@@ -366,9 +391,12 @@ def close_loggers(loggers: Iterable[Logger], failed: bool) -> None:
 
 def optimized_value(results: dict[str, Any], metric: str) -> float:
     """The `optimized_metric` ("dev/micro_f1", "test/selectivity", "dev/accuracy", ...) of a run's results, for a Hydra
-    sweeper."""
+    sweeper; NaN where the run recorded that score as undefined (null: its warnings say why)."""
     split, _, name = str(metric).partition("/")
-    value = results.get(split, {}).get(name) if isinstance(results.get(split), dict) else None
+    block = results.get(split)
+    if isinstance(block, dict) and name in block and block[name] is None:
+        return math.nan
+    value = block.get(name) if isinstance(block, dict) else None
     if not isinstance(value, (int, float)) or isinstance(value, bool):
         raise ConfigError(f"optimized_metric={metric} is not a score of this run. Fix: <split>/<score>, e.g. "
                           "dev/micro_f1 or dev/selectivity for probe.py (the control task must be on for selectivity), "

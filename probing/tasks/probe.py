@@ -81,7 +81,8 @@ def probe(cfg: DictConfig, probing: TaskProbing, config: dict[str, Any], run_dir
     trainer.test(module, datamodule=inputs.datamodule, verbose=False)
     results = {**about_run(cfg, probing, module, inputs), **probing.results(module, inputs),
                **{split: module.split_metrics[split] for split in EVAL_SPLITS if split in module.split_metrics},
-               **module.mix_summary(), **outcome, "epochs_trained": trainer.current_epoch}
+               **module.mix_summary(), **outcome, "warnings": [*outcome["warnings"], *module.score_warnings],
+               "epochs_trained": trainer.current_epoch}
     if module.MEASURES_BITS:
         results["bits"] = information.record(module, inputs.datamodule.splits, inputs.about.get("conditioned_on"))
     if probing.online_code is not None:
@@ -130,5 +131,10 @@ def summary_line(results: dict[str, Any], out: Path) -> str:
     selectivity = next((test[key] for key in ("selectivity", f"selectivity_{score}") if key in test), None)
     selectivity_note = f" (test selectivity {selectivity:+.3f})" if selectivity is not None else ""
     return (f"{results['task']} {results['probe_family']} {results['representation']}: dev {name} "
-            f"{results['dev'][score]:.3f}, test {name} {test[score]:.3f}{selectivity_note}"
+            f"{score_text(results['dev'][score])}, test {name} {score_text(test[score])}{selectivity_note}"
             f"{information.describe(results)}{online_code.describe(results)} -> {out}")
+
+
+def score_text(value: float | None) -> str:
+    """"0.905", or "undefined" for a null score (the run's warnings say why)."""
+    return "undefined" if value is None else f"{value:.3f}"

@@ -152,7 +152,7 @@ def test_mean_over_lengths_five_to_fifty_present_only():
     sums = {4: 3.0, 5: 1.5, 7: 0.0, 10: 2.7, 50: 0.9, 51: 5.0}
     counts = {4: 3, 5: 2, 7: 0, 10: 3, 50: 1, 51: 5}
     assert mean_over_lengths(sums, counts) == pytest.approx((0.75 + 0.9 + 0.9) / 3)  # lengths 5, 10, 50
-    assert math.isnan(mean_over_lengths({4: 1.0}, {4: 1}))
+    assert mean_over_lengths({4: 1.0}, {4: 1}) is None  # no length of 5 to 50: undefined
 
 
 def test_linear_baseline():
@@ -212,14 +212,41 @@ def test_depth_metrics_by_hand():
     metrics = TreeMetrics("depth")
     metrics.update(*_batch([chain, constant], 5, distance=False))
     metrics.update(*_batch([short], 4, distance=False))
-    assert metrics.compute() == {"root_acc": pytest.approx(2 / 3), "nspr": pytest.approx(0.9), "sentences": 3}
+    assert metrics.compute() == {"root_acc": pytest.approx(2 / 3), "nspr": pytest.approx(0.9), "root_sentences": 3,
+                                 "sentences": 3}
 
 
 def test_lengths_outside_five_to_fifty_are_left_out():
     metrics = TreeMetrics("distance")
     metrics.update(*_batch([(PRED_CAT, GOLD_CAT, PUNCT_CAT)], 4))
     scores = metrics.compute()
-    assert scores["uuas"] == 0.5 and math.isnan(scores["dspr"])
+    assert scores["uuas"] == 0.5 and scores["dspr"] is None
+
+
+def test_a_sentence_of_punctuation_alone_is_left_out_of_root_accuracy():
+    # LINEAR (depth = position) puts the root of "." first, where the reference counts it right; nothing is scored
+    cat = (linear_baseline(4, "depth"), DEPTHS_CAT, PUNCT_CAT)  # least deep: The, not the root sat
+    full_stop = (linear_baseline(1, "depth"), [0.0], [True])
+    metrics = TreeMetrics("depth")
+    metrics.update(*_batch([cat, full_stop], 4, distance=False))
+    scores = metrics.compute()
+    assert (scores["root_acc"], scores["root_sentences"], scores["sentences"]) == (0.0, 1, 2)
+
+
+@pytest.mark.parametrize("kind", ["distance", "depth"])
+def test_scores_with_nothing_to_average_are_undefined_not_nan(kind):
+    # one-word sentences and a sentence of punctuation: no gold edge, no length of 5 to 50, no word that can be root
+    distance = kind == "distance"
+    word = (np.zeros((1, 1)) if distance else [0.3], np.zeros((1, 1)) if distance else [0.0], [False])
+    marks = (linear_baseline(2, kind), linear_baseline(2, kind), [True, True])
+    metrics = TreeMetrics(kind)
+    metrics.update(*_batch([word, word, marks], 2, distance=distance))
+    expected = ({"uuas": None, "dspr": None, "uuas_edges": 0, "sentences": 3} if distance else
+                {"root_acc": 1.0, "nspr": None, "root_sentences": 2, "sentences": 3})
+    assert metrics.compute() == expected
+    only_marks = TreeMetrics(kind)
+    only_marks.update(*_batch([marks], 2, distance=distance))
+    assert only_marks.compute()["uuas" if distance else "root_acc"] is None
 
 
 def test_states_do_not_grow_with_the_split():

@@ -5,6 +5,7 @@ the word-task and s-class sections left without these runs (and these runs witho
 from __future__ import annotations
 
 import csv
+import json
 import statistics
 
 import pytest
@@ -199,3 +200,22 @@ def test_a_tree_run_lacking_what_the_section_reads_is_refused(tmp_path):
     assert ("it has no `linear_baseline`, `examples`, which the report's section \"Structural probing report\" reads"
             in message)
     assert not (tmp_path / "report.md").exists()
+
+
+def test_undefined_scores_are_shown_as_undefined_with_the_reason(tmp_path):
+    """A null score (undefined on the test sentences), and the bare NaN of a results.json written before they were
+    null: '-' in the table, a line saying why, no traceback."""
+    undefined = tree_result(1, 0, (None, None), dev=(0.5, 0.5))
+    undefined["linear_baseline"]["test"] |= {"uuas": None, "dspr": None}
+    write(tmp_path, [undefined])
+    older = tree_result(2, 0, (0.7, 0.123456), dev=(0.5, 0.5))
+    (tmp_path / "1").mkdir()
+    (tmp_path / "1" / "results.json").write_text(json.dumps(older).replace("0.123456", "NaN"))
+    write_report(tmp_path)
+    report = (tmp_path / "report.md").read_text()
+    assert table_lines(report, "## tree_distance") == ["| LINEAR (baseline) | - | - | - |", "| 1 | 384 | - | - |",
+                                                       "| 2 | 384 | 70.0 | - |"]
+    assert ("UUAS '-': undefined on these test sentences (no sentence has two words that are not punctuation: no gold "
+            "edge to find).") in report
+    assert ("DSpr. '-': undefined on these test sentences (no sentence of 5 to 50 words (the lengths it averages "
+            "over) has a defined correlation).") in report

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import math
 import re
 import shutil
 import socket
@@ -297,3 +299,24 @@ def test_results_record_the_local_models_loaded_and_are_not_returned_once_one_ha
                                        f"have changed since", f"or delete the run folder {tmp_path / 'run'}")
     shutil.rmtree(model)  # gone: moved with its run folder, say; not checked
     assert job_state(cfg)[2]["dev"] == 0.5
+
+
+def test_a_score_that_is_not_finite_is_written_as_null_with_a_warning(tmp_path, caplog):
+    """results.json is strict JSON: a NaN (an undefined score) is null, never the bare NaN token."""
+    out = tmp_path / "results.json"
+    results = {"dev": {"uuas": 0.5}, "test": {"uuas": math.nan, "dspr": 0.2}, "mix_weights": [0.5, math.inf],
+               "warnings": ["trained briefly"]}
+    with caplog.at_level(logging.WARNING, logger="probing.tasks.common"):
+        write_results(out, results)
+    written = json.loads(out.read_text(), parse_constant=lambda token: pytest.fail(f"{token} in results.json"))
+    assert written["test"] == {"uuas": None, "dspr": 0.2} and written["mix_weights"] == [0.5, None]
+    assert written["warnings"] == ["trained briefly", "`test.uuas` was not a finite number: recorded as null",
+                                   "`mix_weights[1]` was not a finite number: recorded as null"]
+    assert written == json.loads(json.dumps(results))  # what the job returns is what it wrote
+    assert "`test.uuas` was not a finite number" in caplog.text
+    with pytest.raises(ValueError, match="JSON compliant"):
+        write_json_atomically(tmp_path / "other.json", {"score": math.nan})
+
+
+def test_an_undefined_optimized_metric_is_nan_for_the_sweeper():
+    assert math.isnan(optimized_value({"dev": {"uuas": None}}, "dev/uuas"))

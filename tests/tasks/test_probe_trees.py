@@ -4,17 +4,23 @@ refusals, and a treebank that is no tree as one `error:` line."""
 
 from __future__ import annotations
 
+import json
+import logging
+import shutil
+
 import pytest
 
 from probing.cli import probing_cause
 from probing.errors import ProbingError
 from probing.tasks import probe
-from tests.helpers import run_script
+from tests.helpers import REPO, run_script
 from tests.helpers.runs import compose_job, probe_in_process, tiny_model
 
+BUNDLED = REPO / "probing" / "resources" / "ud_english_ewt"
 # The LINEAR baseline on the bundled sample's test split (189 sentences; each word attached to the next), as the
-# reference's own functions score it: UUAS 2028 gold edges, Root % of 189 sentences.
-LINEAR_TEST = {"uuas": 0.42209, "dspr": 0.55561, "root_acc": 0.31217, "nspr": 0.29498}
+# reference's own functions score it: UUAS 2028 gold edges; Root % of the 186 sentences with a word that is not
+# punctuation (the reference counts the other three, "?" and "???", too: 59 / 189).
+LINEAR_TEST = {"uuas": 0.42209, "dspr": 0.55561, "root_acc": 56 / 186, "nspr": 0.29498}
 
 
 @pytest.fixture
@@ -45,9 +51,36 @@ def test_the_depth_probe_scores_the_root_and_the_depths(tmp_path, tiny):
                              "trainer.max_epochs=2", *tiny)
     assert results["kind"] == "depth" and results["rank"] == 4 and 0 <= results["test"]["root_acc"] <= 1
     linear = results["linear_baseline"]["test"]
+    assert linear["root_sentences"] == results["test"]["root_sentences"] == 186
     assert (linear["root_acc"], linear["nspr"]) == (pytest.approx(LINEAR_TEST["root_acc"], abs=1e-5),
                                                     pytest.approx(LINEAR_TEST["nspr"], abs=1e-5))
     assert len(results["examples"][0]["gold_depths"]) == len(results["examples"][0]["words"])
+
+
+def test_scores_undefined_on_the_test_sentences_are_null_with_a_warning(tmp_path, tiny, caplog):
+    """A test split of one-word sentences and of punctuation alone: no gold edge for UUAS, no length of 5 to 50 for
+    DSpr.; null in a strict results.json (the LINEAR baseline's too), and why in the log and the results."""
+    bank = tmp_path / "bank"
+    bank.mkdir()
+    for split in ("train", "dev"):
+        shutil.copy(BUNDLED / f"en_ewt-sample-{split}.conllu", bank / f"x-{split}.conllu")
+    word, mark = "1\tHello\thello\tINTJ\tUH\t_\t0\troot\t_\t_\n\n", "1\t.\t.\tPUNCT\t.\t_\t0\troot\t_\t_\n\n"
+    (bank / "x-test.conllu").write_text(word * 3 + mark * 2, encoding="utf-8")
+    with caplog.at_level(logging.WARNING):
+        results = probe_in_process(tmp_path, "words", "task=tree_distance", f"data.data_dir={bank}", "layer=1",
+                                   "trainer.max_epochs=1", *tiny)
+    written = (tmp_path / "words" / "run" / "results.json").read_text()
+    json.loads(written, parse_constant=lambda token: pytest.fail(f"{token} in results.json"))
+    test = results["test"]
+    assert (test["sentences"], test["uuas_edges"]) == (5, 0)
+    assert {key: test[key] for key in ("uuas", "dspr", "control_uuas", "selectivity_uuas", "selectivity_dspr")} == (
+        dict.fromkeys(("uuas", "dspr", "control_uuas", "selectivity_uuas", "selectivity_dspr")))
+    assert results["linear_baseline"]["test"]["uuas"] is None and results["dev"]["uuas"] is not None
+    why = {"uuas": "no sentence has two words that are not punctuation: no gold edge to find",
+           "dspr": "no sentence of 5 to 50 words (the lengths it averages over) has a defined correlation"}
+    for name, key in (("uuas", "uuas"), ("dspr", "dspr"), ("control_uuas", "uuas")):
+        warning = f"test {name} is undefined ({why[key]}): recorded as null"
+        assert warning in results["warnings"] and warning in caplog.text
 
 
 @pytest.mark.parametrize("overrides,message", [
