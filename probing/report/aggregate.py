@@ -3,7 +3,9 @@
 A results.json that is not valid JSON, or not the results of a run (another JSON value, an object without `dev`
 scores, a score that is not a number, ...), is one DataFormatError naming the file (`check_result`), not a traceback
 in the middle of a table. Runs are told apart by their config without where they were written
-(`probing.config.location_free`): a folder copied or moved elsewhere holds the same runs.
+(`probing.config.location_free`): a folder copied or moved elsewhere holds the same runs; and by the data files they
+read (`data_files`: each file's SHA-256), so that runs of one configuration scored on another version of a file (a
+test file edited between two launches) are never averaged, nor put in one table (`with_data_versions`).
 """
 
 
@@ -59,6 +61,11 @@ OR_NULL = ("config", "reused_probes")
 SCORES = (*METRICS, "accuracy", "f1")
 NUMBERS = ("gamma", "epochs_trained", "duration_s")
 RESULTS_FIX = "delete that results.json or rerun its job (probe.py, train.py and analyze.py write it)"
+# The setting key that tells apart runs of one table that read other versions of their data files (see
+# `with_data_versions`): "" where all read the same.
+DATA_VERSION = "data_version"
+NOT_RECORDED = "data files not recorded"
+DIGEST_SHOWN = 8  # hex digits of a file's SHA-256 shown in a version's label
 
 
 def find_results(folder: Path) -> list[dict[str, Any]]:
@@ -164,12 +171,60 @@ def compared_values(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_identity(result: dict[str, Any]) -> str:
-    """What makes a run itself: its config (seed included) without where it was written (`compared_values`). Two
-    results.json files with the same identity are one run found twice (a copied folder, or a baseline run once per
-    layer of a sweep), never two seeds."""
+    """What makes a run itself: its config (seed included) without where it was written (`compared_values`), and the
+    versions of the data files it read (`data_digests`). Two results.json files with the same identity are one run
+    found twice (a copied folder, or a baseline run once per layer of a sweep), never two seeds, nor a run relaunched
+    on an edited data file."""
     if not result.get("config"):  # results written before configs were recorded: only the file tells them apart
         return result["_file"]
-    return json.dumps(compared_values(result), sort_keys=True, default=str)
+    return json.dumps([compared_values(result), data_digests(result)], sort_keys=True, default=str)
+
+
+def data_digests(result: dict[str, Any]) -> list[tuple[str, str]] | None:
+    """(file name, SHA-256) of each data file the run read, sorted (results.json's `data_files`: the names without
+    their folders, so that a moved data folder holds the same files); None for results written before runs recorded
+    them. An entry that is not a [file, hash] pair is left out."""
+    entries = result.get("data_files")
+    if not isinstance(entries, list):
+        return None
+    return sorted({(Path(entry[0]).name, entry[1]) for entry in entries
+                   if isinstance(entry, list) and len(entry) == 2 and all(isinstance(part, str) for part in entry)})
+
+
+def with_data_versions(records: list[dict[str, Any]], table_keys: Iterable[str]) -> None:
+    """Set each record's DATA_VERSION: "" where the runs of its table (equal in `table_keys`) read the same data files
+    (or recorded none), else the label of its own version, the files that differ among the table's versions with the
+    first digits of their hashes ("en_ewt-ud-test.conllu sha256 3fa1c2d0"; NOT_RECORDED for results without a
+    record), so that the table is split into one per version."""
+    for runs in group_by(records, table_keys).values():
+        versions = [data_digests(run) for run in runs]
+        recorded = [version for version in versions if version is not None]
+        if len({tuple(version) for version in recorded}) < 2:
+            for run in runs:
+                run[DATA_VERSION] = ""
+            continue
+        shared = set.intersection(*(set(version) for version in recorded))
+        names = {name for version in recorded for name, _ in version}
+        for run, version in zip(runs, versions):
+            run[DATA_VERSION] = NOT_RECORDED if version is None else version_label(version, shared, names)
+
+
+def version_label(version: list[tuple[str, str]], shared: set[tuple[str, str]], names: set[str]) -> str:
+    """The files of `version` that not every version of its table shares, "name sha256 <first digits>", and "no
+    name" for a file that other versions read and this one did not."""
+    own = [f"{name} sha256 {digest[:DIGEST_SHOWN]}" for name, digest in version if (name, digest) not in shared]
+    return ", ".join([*own, *(f"no {name}" for name in sorted(names - {name for name, _ in version}))])
+
+
+def data_version_notes(version: str, what: str) -> list[str]:
+    """The line under a table of one data version saying why its runs have a table of their own (`what`: what else
+    it has of its own); none for a table that was not split."""
+    if not version:
+        return []
+    read = "did not record the data files they read" if version == NOT_RECORDED else f"read {version}"
+    return [f"These runs {read}; other runs of this setting read another version of their data files (the SHA-256 of "
+            f"each file in results.json's `data_files`), so they do not score the same sentences: a table each, "
+            f"{what}."]
 
 
 def distinct_runs(results: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:

@@ -2,15 +2,18 @@
 Manning 2019) -> tables by representation and rank of B, curves by rank and by layer, and pictures of predicted trees.
 
 A row is one setting: task, model (random init shown in its name), data, variant (any other config value that tells
-runs apart, as in the word-task report), B's rank and the representation; runs that differ only in their seed are
-averaged (mean ± std). Per (task, model, data, variant), report.md has a table of the test scores (distance probe:
-UUAS and DSpr.; depth probe: Root % and NSpr.; with the control task, their selectivities) with a row per
-representation and rank, the representations in the word-task tables' order (baselines first, layers by number, the
-scalar mix last), under a first row of the paper's LINEAR baseline. tree_probes.csv holds everything (dev too).
+runs apart, as in the word-task report), data version (as there), B's rank and the representation; runs that differ
+only in their seed are averaged (mean ± std). Per (task, model, data, variant, data version), report.md has a table
+of the test scores (distance probe: UUAS and DSpr.; depth probe: Root % and NSpr.; with the control task, their
+selectivities) with a row per representation and rank, the representations in the word-task tables' order
+(baselines first, layers by number, the scalar mix last), under a first row of the paper's LINEAR baseline.
+tree_probes.csv holds everything (dev too).
 
 The LINEAR baseline (each word attached to the next; a word's depth its position) is recorded by every run, scored on
-the sentences that run scored. The runs of one table score the same sentences, so the table takes it from its first
-run; copies that differ in the last digits (summed in another order) are not a conflict, and are not compared.
+the sentences that run scored. The runs of one table read the same data files (runs that read another version of a
+file, by the SHA-256 their results.json records, have a table of their own, with their own LINEAR row: see
+`aggregate.with_data_versions`), so they score the same sentences and the table takes LINEAR from its first run;
+copies that differ in the last digits (summed in another order) are not a conflict, and are not compared.
 
 Plots, per task: the test scores against B's rank (log2 axis) where runs of one representation differ only in rank,
 and by layer where runs differ in layer, LINEAR (and any baseline, the mix) as horizontal lines; and the test
@@ -26,7 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from probing.report.aggregate import (
+    DATA_VERSION,
     SPLITS,
+    data_version_notes,
     group_by,
     mean_mix_weights,
     mean_std,
@@ -61,14 +66,14 @@ SPLIT_METRICS = tuple(f"{prefix}{score}" for score in ALL_SCORES for prefix in (
 # sentences with a word that is not punctuation (those Root % scores).
 COUNTS = ("sentences", "uuas_edges", "root_sentences")
 # A row of the tables: runs equal in these keys differ only in their seed and are averaged.
-TREE_SETTING_KEYS = ("task", "model", "random_init", "data", "variant", "rank", "representation")
+TREE_SETTING_KEYS = ("task", "model", "random_init", "data", "variant", DATA_VERSION, "rank", "representation")
 # One table per value of these keys; setting keys shown in plot legends where they vary.
-TABLE_KEYS = ("task", "model", "random_init", "data", "variant")
-LABEL_KEYS = ("model", "data", "variant")
+TABLE_KEYS = ("task", "model", "random_init", "data", "variant", DATA_VERSION)
+LABEL_KEYS = ("model", "data", "variant", DATA_VERSION)
 RUN_AVERAGES = ("best_epoch", "epochs_trained", "center_of_gravity", "gamma")
 CSV_FIELDS = (
-    "task", "kind", "model", "random_init", "data", "variant", "probe_family", "rank", "layer", "representation",
-    "seeds",
+    "task", "kind", "model", "random_init", "data", "variant", DATA_VERSION, "probe_family", "rank", "layer",
+    "representation", "seeds",
     *(f"{split}_{metric}{std}" for split in SPLITS for metric in SPLIT_METRICS for std in ("", "_std")),
     *(f"{split}_{count}" for split in SPLITS for count in COUNTS),
     *(f"linear_{split}_{score}" for split in SPLITS for score in ALL_SCORES),
@@ -165,6 +170,7 @@ def tables_section(rows: list[dict]) -> str:
         seeds = "/".join(str(n) for n in sorted({len(row["seeds"]) for row in group}))
         parts += [f"## {table_title(group[0])}",
                   f"{what}, mean ± std over seeds ({seeds} per cell).\n\n{scores_table(group)}"]
+        parts += data_version_notes(group[0][DATA_VERSION], "with its own LINEAR row")
         parts += undefined_notes(group)
     return "\n\n".join(parts)
 
@@ -405,8 +411,9 @@ def write_tree_probe_report(results: list[dict[str, Any]], out_dir: Path) -> tup
              "Root % (sentences whose least deep predicted word is the root) and NSpr. (Spearman correlation of "
              "predicted and gold depths). UUAS and Root % in percent. Selectivity = score - control-task score "
              "(Hewitt & Liang 2019). LINEAR: the paper's baseline (each word attached to the next; a word's depth "
-             "its position) on the same test sentences, taken from the table's first run (every run of a table "
-             "scores the same sentences; its copies are not compared). "
+             "its position) on the same test sentences, taken from the table's first run (the runs of a table read "
+             "the same data files, by the SHA-256 each results.json records, so they score the same sentences; its "
+             "copies are not compared). "
              f"Dev scores, sentence counts and LINEAR's dev scores: `{CSV_FILE}`.")
     plots = [name for name in files if name.endswith(".png")]
     text = f"{intro}\n\n{tables_section(rows)}"

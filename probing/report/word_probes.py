@@ -2,9 +2,11 @@
 jsonl) -> tables and plots by layer x probe family.
 
 A row is one setting: task, model (random init shown in its name), data, variant (any other config value that tells
-runs apart, as in the s-class report), probe family ("linear", "linear r=16" for a rank-constrained linear probe,
-"mlp1", "mlp2"; Hewitt & Liang 2019) and representation; runs that differ only in their seed are averaged (mean ±
-std). Per (task, model, data, variant), report.md has a table of test accuracy and selectivity (accuracy - control
+runs apart, as in the s-class report), data version (the data files that differ where runs of one table read other
+versions of them: `aggregate.with_data_versions`; such runs get a table each, with a line saying why), probe family
+("linear", "linear r=16" for a rank-constrained linear probe, "mlp1", "mlp2"; Hewitt & Liang 2019) and
+representation; runs that differ only in their seed are averaged (mean ± std). Per (task, model, data, variant, data
+version), report.md has a table of test accuracy and selectivity (accuracy - control
 accuracy) with the representations as rows (baselines first, layers by number, the scalar mix last) and a column pair
 per family, and, when the runs measured it, a table of the online codelength (Voita & Titov 2020) of the task's and of
 the control task's labels with their compression. word_probes.csv holds everything (dev too, macro-F1, per-label F1,
@@ -22,8 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from probing.report.aggregate import (
+    DATA_VERSION,
     SPLITS,
     config_values,
+    data_version_notes,
     group_by,
     mean_mix_weights,
     mean_std,
@@ -32,6 +36,7 @@ from probing.report.aggregate import (
     representation_sort_key,
     value_sort_key,
     variant_keys,
+    with_data_versions,
     with_defaults,
 )
 from probing.report.erasure import erasure_label, erasure_sort_key, guardedness_section
@@ -49,11 +54,11 @@ from probing.vocabulary import MIX, PROBE_FAMILIES, SCLASS_TASK
 
 CSV_FILE = "word_probes.csv"
 # A row of the tables: runs equal in these keys differ only in their seed and are averaged.
-WORD_SETTING_KEYS = ("task", "model", "random_init", "data", "variant", "family", "representation")
+WORD_SETTING_KEYS = ("task", "model", "random_init", "data", "variant", DATA_VERSION, "family", "representation")
 # One table (and, per task, the lines of one plot) per value of these keys.
-TABLE_KEYS = ("task", "model", "random_init", "data", "variant")
+TABLE_KEYS = ("task", "model", "random_init", "data", "variant", DATA_VERSION)
 # Setting keys shown in titles and legends (random_init is shown inside the model's name).
-LABEL_KEYS = ("model", "data", "variant")
+LABEL_KEYS = ("model", "data", "variant", DATA_VERSION)
 # Scores of each split averaged over seeds: selectivity = accuracy - control_accuracy (when the control task ran).
 SPLIT_METRICS = ("accuracy", "selectivity", "macro_f1", "control_accuracy", "control_macro_f1")
 # The `mdl` block (Voita & Titov 2020) -> row keys; codelengths in kbits.
@@ -65,8 +70,8 @@ MDL_METRICS = (("codelength_bits", "mdl_codelength_kbits", 1e-3),
 # Of a learned scalar mix (representation "mix"): the center of gravity (Tenney et al. 2019) and gamma.
 MIX_METRICS = ("center_of_gravity", "gamma")
 CSV_FIELDS = (
-    "task", "model", "random_init", "data", "variant", "family", "probe_family", "rank", "layer", "representation",
-    "seeds",
+    "task", "model", "random_init", "data", "variant", DATA_VERSION, "family", "probe_family", "rank", "layer",
+    "representation", "seeds",
     *(f"{split}_{metric}{std}" for split in SPLITS for metric in SPLIT_METRICS for std in ("", "_std")),
     *(f"{split}_n_examples" for split in SPLITS),
     *(f"{key}{std}" for _, key, _ in MDL_METRICS for std in ("", "_std")),
@@ -105,11 +110,12 @@ def family_sort_key(label: str) -> tuple:
 
 
 def word_records(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each result with its defaults filled, its family label and its `variant` (see aggregate.with_variants): the
-    config values that set it apart from runs of the same setting other than by seed. A key that tells runs of one
-    setting apart labels every run of its table (task, model, data), so that a sweep over a hyper-parameter at some
-    layers keeps the other layers in the table of their own value."""
+    """Each result with its defaults filled, its family label, its data version (`aggregate.with_data_versions`) and
+    its `variant` (see aggregate.with_variants): the config values that set it apart from runs of the same setting
+    other than by seed. A key that tells runs of one setting apart labels every run of its table (task, model, data),
+    so that a sweep over a hyper-parameter at some layers keeps the other layers in the table of their own value."""
     records = [{**with_defaults(result), "family": family_label(result)} for result in results]
+    with_data_versions(records, [k for k in TABLE_KEYS if k not in ("variant", DATA_VERSION)])
     setting = [k for k in WORD_SETTING_KEYS if k != "variant"]
     for table in group_by(records, [k for k in TABLE_KEYS if k != "variant"]).values():
         keys = sorted(set().union(*(variant_keys(runs) for runs in group_by(table, setting).values())))
@@ -217,7 +223,7 @@ def mix_notes(rows: list[dict]) -> list[str]:
 
 def table_title(row: dict) -> str:
     title = f"{row['task']}: {display_value(row, 'model')}, data={row['data']}"
-    return title + (f", {row['variant']}" if row["variant"] else "")
+    return title + "".join(f", {row[key]}" for key in ("variant", DATA_VERSION) if row[key])
 
 
 def _seed_counts(rows: list[dict]) -> str:
@@ -231,6 +237,7 @@ def tables_section(rows: list[dict]) -> str:
         scores = "Test accuracy and selectivity" if _has(group, "test_selectivity") else "Test accuracy"
         parts += [f"## {table_title(group[0])}",
                   f"{scores}, mean ± std over seeds ({_seed_counts(group)} per cell).\n\n{accuracy_table(group)}"]
+        parts += data_version_notes(group[0][DATA_VERSION], "with its own scores")
         mdl = mdl_table(group)
         if mdl:
             parts.append(f"Online codelength of the training labels (kbits) and compression, task and control.\n\n"

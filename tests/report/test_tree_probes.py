@@ -219,3 +219,36 @@ def test_undefined_scores_are_shown_as_undefined_with_the_reason(tmp_path):
             "edge to find).") in report
     assert ("DSpr. '-': undefined on these test sentences (no sentence of 5 to 50 words (the lengths it averages "
             "over) has a defined correlation).") in report
+
+
+def data_files(test_digest):
+    """results.json's `data_files` of a run that read the train file and a version of the test file."""
+    return [["/data/bank/x-train.conllu", "1" * 64], ["/data/bank/x-test.conllu", test_digest]]
+
+
+def test_runs_scored_on_another_version_of_the_test_file_get_a_table_each(tmp_path):
+    """A sweep relaunched (a layer added) after its test file was edited: the runs of each version in a table of their
+    own under their own LINEAR row, never averaged with the other version's runs of the same configuration."""
+    first = [tree_result(layer, 0, (0.60 + layer / 100, 0.7), data_files=data_files("a" * 64)) for layer in (1, 2)]
+    relaunch = [tree_result(layer, 0, (0.50 + layer / 100, 0.6), linear_shift=-0.1, data_files=data_files("b" * 64))
+                for layer in (1, 2, 3)]
+    older = tree_result(1, 0, (0.9, 0.9), kind="depth")  # no data_files: grouped as before
+    write(tmp_path, [*first, *relaunch, older, tree_result(2, 0, (0.8, 0.8), kind="depth")])
+    write_report(tmp_path)
+    report = (tmp_path / "report.md").read_text()
+    assert "# Structural probing report\n\n7 runs" in report
+    old, new = "## tree_distance: minilm, data=trees, x-test.conllu sha256 aaaaaaaa", "sha256 bbbbbbbb"
+    assert table_lines(report, old) == ["| LINEAR (baseline) | - | 50.0 | 0.550 |", "| 1 | 384 | 61.0 | 0.700 |",
+                                        "| 2 | 384 | 62.0 | 0.700 |"]
+    assert table_lines(report, f"## tree_distance: minilm, data=trees, x-test.conllu {new}") == [
+        "| LINEAR (baseline) | - | 40.0 | 0.450 |", "| 1 | 384 | 51.0 | 0.600 |", "| 2 | 384 | 52.0 | 0.600 |",
+        "| 3 | 384 | 53.0 | 0.600 |"]
+    assert ("These runs read x-test.conllu sha256 aaaaaaaa; other runs of this setting read another version of their "
+            "data files (the SHA-256 of each file in results.json's `data_files`), so they do not score the same "
+            "sentences: a table each, with its own LINEAR row.") in report
+    assert "## tree_depth: minilm, data=trees\n" in report and "sha256 1111" not in report
+    with open(tmp_path / "tree_probes.csv", newline="", encoding="utf-8") as handle:
+        versions = [(row["representation"], row["data_version"]) for row in csv.DictReader(handle)
+                    if row["task"] == "tree_distance"]
+    assert versions == [("1", "x-test.conllu sha256 aaaaaaaa"), ("2", "x-test.conllu sha256 aaaaaaaa"),
+                        ("1", f"x-test.conllu {new}"), ("2", f"x-test.conllu {new}"), ("3", f"x-test.conllu {new}")]

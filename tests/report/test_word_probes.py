@@ -189,6 +189,25 @@ def test_tasks_apart_variants_apart_and_no_mdl_plot_without_mdl(tmp_path):
     assert pngs == ["word_probes_upos_by_layer.png", "word_probes_xpos_by_layer.png"]
 
 
+def test_runs_on_other_versions_of_a_data_file_are_never_averaged_nor_in_one_table(tmp_path):
+    """Seed 0 and seed 1 of layer 3 read two versions of test.jsonl, a third seed recorded no data files: three tables
+    (the one of the unrecorded run says so), each with its own mean."""
+    def read(test_digest):
+        return [["/data/upos/test.jsonl", test_digest], ["/data/upos/train.jsonl", "1" * 64]]
+
+    runs = [word_result(3, "linear", 0, 0.90, data_files=read("a" * 64)),
+            word_result(3, "linear", 1, 0.80, data_files=read("b" * 64)),
+            word_result(3, "linear", 2, 0.70), word_result(3, "linear", 3, 0.72, data_files=read("a" * 64))]
+    write_report(write(tmp_path, runs))
+    report = (tmp_path / "report.md").read_text()
+    assert table_lines(report, "## upos: minilm, data=upos, test.jsonl sha256 aaaaaaaa") == ["| 3 | 0.810 ± 0.127 |"]
+    assert table_lines(report, "## upos: minilm, data=upos, test.jsonl sha256 bbbbbbbb") == ["| 3 | 0.800 |"]
+    assert table_lines(report, "## upos: minilm, data=upos, data files not recorded") == ["| 3 | 0.700 |"]
+    assert ("These runs did not record the data files they read; other runs of this setting read another version of "
+            "their data files") in report
+    assert "train.jsonl" not in report  # the file every version shares tells nothing apart
+
+
 def test_baselines_first_and_mix_last():
     names = ["mix", "3", "P-BERT", "10", "0"]
     assert sorted(names, key=representation_sort_key) == ["P-BERT", "0", "3", "10", "mix"]
