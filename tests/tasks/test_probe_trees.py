@@ -8,10 +8,14 @@ import json
 import logging
 import shutil
 
+import numpy as np
 import pytest
 
 from probing.cli import probing_cause
+from probing.data.records import WordInContext
 from probing.errors import ProbingError
+from probing.features.encoder import WordEncoder
+from probing.features.store import FeatureStore
 from probing.tasks import probe
 from tests.helpers import REPO, run_script
 from tests.helpers.runs import compose_job, probe_in_process, tiny_model
@@ -81,6 +85,35 @@ def test_scores_undefined_on_the_test_sentences_are_null_with_a_warning(tmp_path
     for name, key in (("uuas", "uuas"), ("dspr", "dspr"), ("control_uuas", "uuas")):
         warning = f"test {name} is undefined ({why[key]}): recorded as null"
         assert warning in results["warnings"] and warning in caplog.text
+
+
+def test_a_sentence_longer_than_the_encoders_window_is_scored_each_word_in_a_window_centred_on_it(tmp_path, tiny,
+                                                                                                tiny_bert_path):
+    """A test sentence of 100 words (102 wordpieces with [CLS] and [SEP]) and features.max_length=16: kept and scored
+    whole (no word skipped, no sentence left out, its 99 gold edges counted), each word's vector that of the 16
+    wordpieces centred on it, as docs/structural.md says."""
+    words = ["the", "new", "york", "city", "is", "healthy", "and", "she", "eats", "apple", "juice", "in", "air"] * 8
+    words = words[:100]
+    bank = tmp_path / "bank"
+    bank.mkdir()
+    for split in ("train", "dev"):
+        shutil.copy(BUNDLED / f"en_ewt-sample-{split}.conllu", bank / f"x-{split}.conllu")
+    chain = "".join(f"{i + 1}\t{word}\t{word}\tX\tNN\t_\t{(i + 2) % 101}\tdep\t_\t_\n" for i, word in enumerate(words))
+    (bank / "x-test.conllu").write_text(chain + "\n", encoding="utf-8")
+    results = probe_in_process(tmp_path, "long", "task=tree_distance", f"data.data_dir={bank}", "layer=1",
+                               "features.max_length=16", "trainer.max_epochs=1", *tiny)
+    assert results["data_summary"]["test"] == {"sentences": 1, "words": 100, "dropped_sentences": 0}
+    assert results["extraction_skipped_rows"]["test"] == 0
+    assert (results["test"]["sentences"], results["test"]["uuas_edges"]) == (1, 99)
+    encoder = WordEncoder(str(tiny_bert_path), max_length=16)
+    with FeatureStore(results["stores"]["test"]) as store:
+        stored = store.read_layer(1)
+    for word in (0, 50, 99):  # at the start, in the middle, at the end: 14 words around it, inside the sentence
+        start = min(max(0, word - 6), len(words) - 14)
+        [window] = encoder.prepare_many([WordInContext(tuple(words), (word,), words[word], "word")])
+        assert window.input_ids == encoder.tokenizer.convert_tokens_to_ids(["[CLS]", *words[start:start + 14], "[SEP]"])
+        expected = encoder.encode([window])[0, 1].numpy()
+        np.testing.assert_allclose(stored[word], expected, rtol=2e-3, atol=2e-3)  # stored as float16
 
 
 @pytest.mark.parametrize("overrides,message", [
