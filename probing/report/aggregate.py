@@ -266,15 +266,22 @@ def differing_values(runs: list[dict[str, Any]]) -> dict[str, list[str]]:
 
 def with_variants(results: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each result (with its defaults filled) gains `variant`: the config values that set it apart from runs of the
-    same setting ("probe.mix.lr=0.1"), so that a sweep over a hyper-parameter is never averaged as if it were seeds."""
+    same setting ("probe.mix.lr=0.1"), so that a sweep over a hyper-parameter is never averaged as if it were seeds,
+    and its data version where runs of its setting read other versions of their data files (`with_data_versions`)."""
     records = [with_defaults(r) for r in results]
     base_keys = [k for k in SETTING_KEYS if k != "variant"]
-    for runs in group_by(records, base_keys).values():
+    with_data_versions(records, [k for k in base_keys if k != "representation"])  # the runs of one table
+    for runs in group_by(records, [*base_keys, DATA_VERSION]).values():
         keys = variant_keys(runs)
         for run in runs:
-            values = config_values(run.get("config") or {})
-            run["variant"] = ", ".join(f"{key}={values.get(key)}" for key in keys)
+            run["variant"] = variant_label(run, keys)
     return records
+
+
+def variant_label(run: dict[str, Any], keys: Iterable[str]) -> str:
+    """"probe.mix.lr=0.1": the run's config values of `keys`, then its data version where it has one."""
+    values = config_values(run.get("config") or {})
+    return ", ".join([*(f"{key}={values.get(key)}" for key in keys), *filter(None, [run.get(DATA_VERSION)])])
 
 
 def representation_layer(name: str) -> int | None:

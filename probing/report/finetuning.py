@@ -10,7 +10,15 @@ from pathlib import Path
 from typing import Any
 
 from probing.data.files import open_atomically
-from probing.report.aggregate import config_values, group_by, mean_std, value_sort_key, variant_keys
+from probing.report.aggregate import (
+    DATA_VERSION,
+    group_by,
+    mean_std,
+    value_sort_key,
+    variant_keys,
+    variant_label,
+    with_data_versions,
+)
 from probing.report.plots import pyplot, save_figure
 from probing.report.tables import format_score, markdown
 
@@ -33,14 +41,15 @@ def is_finetuning(result: dict[str, Any]) -> bool:
 
 
 def with_variants(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each result gains `variant`: the other config values that set it apart from runs of the same setting."""
+    """Each result gains `variant`: the other config values that set it apart from runs of the same setting, and its
+    data version where runs of its setting read other versions of their data files (`with_data_versions`)."""
     records = [with_policy(result) for result in results]
-    for runs in group_by(records, [key for key in SETTING_KEYS if key != "variant"]).values():
+    with_data_versions(records, ("task", "model"))  # the runs of one task's table and its window sweeps
+    for runs in group_by(records, [*(key for key in SETTING_KEYS if key != "variant"), DATA_VERSION]).values():
         # the policy is a setting of its own (None without a window, whatever the config says)
         keys = [key for key in variant_keys(runs) if not key.endswith(".attention_policy")]
         for run in runs:
-            values = config_values(run.get("config") or {})
-            run["variant"] = ", ".join(f"{key}={values.get(key)}" for key in keys)
+            run["variant"] = variant_label(run, keys)
     return records
 
 

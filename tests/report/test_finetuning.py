@@ -42,6 +42,15 @@ def test_seeds_are_averaged_and_other_values_are_rows_of_their_own():
     assert seeds["zhao2020_bert_base"] == 0.977 and is_finetuning(runs[0])
 
 
+def test_runs_on_another_version_of_a_data_file_are_rows_of_their_own():
+    runs = [train_result(None, seed, accuracy) for seed, accuracy in ((0, 0.90), (1, 0.94), (0, 0.80))]
+    for run, digest in zip(runs, ("a", "a", "b")):
+        run["data_files"] = [["/data/ewt/en_ewt-ud-dev.conllu", digest * 64]]
+    rows = {row["variant"]: (row["seeds"], row["dev_accuracy"]) for row in aggregate(runs)}
+    assert rows == {"en_ewt-ud-dev.conllu sha256 aaaaaaaa": ([0, 1], pytest.approx(0.92)),
+                    "en_ewt-ud-dev.conllu sha256 bbbbbbbb": ([0], 0.80)}
+
+
 def test_seeds_named_in_the_run_name_are_still_seeds():
     """train.py's run_name holds the seed (conf/train.yaml) and its results.json records the seed in the config only:
     two seeds of one setting are one row, not two variants."""

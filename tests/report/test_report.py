@@ -394,6 +394,24 @@ def test_a_run_found_twice_is_counted_once(tmp_path, capsys):
     assert "Counted once: 1 results.json" in capsys.readouterr().out
 
 
+def test_a_run_relaunched_on_an_edited_data_file_is_another_run_in_a_row_of_its_own(tmp_path, capsys):
+    """The same configuration and seed scored on two versions of the test file: two runs (not one found twice), each
+    in a row named by the version it read, never averaged; the layer read from one version only is named too."""
+    def version(test_digest):
+        return [["/data/streusle/test.conllulex", test_digest], ["/data/streusle/train.conllulex", "1" * 64]]
+
+    runs = [result("6", 0, 0.5, 0.4, config=run_config(0, run_dir=f"{tmp_path}/a"), data_files=version("a" * 64)),
+            result("6", 0, 0.5, 0.6, config=run_config(0, run_dir=f"{tmp_path}/b"), data_files=version("b" * 64)),
+            result("5", 0, 0.5, 0.3, config={**run_config(0, run_dir=f"{tmp_path}/c"), "layer": 5},
+                   data_files=version("b" * 64))]
+    write_results(tmp_path, runs)
+    rows = write_report(tmp_path)
+    assert "Counted once" not in capsys.readouterr().out
+    assert sorted((row["representation"], row["variant"], row["test_micro_f1"]) for row in rows) == [
+        ("5", "test.conllulex sha256 bbbbbbbb", 0.3), ("6", "test.conllulex sha256 aaaaaaaa", 0.4),
+        ("6", "test.conllulex sha256 bbbbbbbb", 0.6)]
+
+
 def test_one_layer_per_class_plot_fits_long_class_names(tmp_path):
     """A single-layer run with the 26 STREUSLE-length class names: the heatmap is laid out without matplotlib's
     "Tight layout not applied" warning (the figure is wide enough for the names, the colour bar and the title)."""
