@@ -1,7 +1,9 @@
-"""Shared fixtures: a tiny random BERT saved to disk, the packaged MiniLM, and the real data gate."""
+"""Shared fixtures: a tiny random BERT saved to disk, the packaged MiniLM, the real data gate, and the check that every
+results.json the jobs wrote during the tests holds what its kind's shipped JSON Schema declares."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -70,3 +72,25 @@ def _offline_hub(monkeypatch):
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
     monkeypatch.setenv("WANDB_MODE", "offline")
     monkeypatch.setenv("WANDB_SILENT", "true")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _written_results_match_their_schemas(tmp_path_factory):
+    """After the tests: every results.json below the session's temporary folders that a job wrote (it records its
+    `schema_version`; the tests' hand-made files of older versions do not) is valid against its kind's JSON Schema as
+    the package ships it, whether the job ran in this process or in a subprocess."""
+    yield
+    import jsonschema
+
+    from probing.results.schema import shipped_schema
+
+    invalid = []
+    for path in tmp_path_factory.getbasetemp().rglob("results.json"):
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except (ValueError, OSError):
+            continue  # a damaged file a test made on purpose
+        if isinstance(record, dict) and "schema_version" in record:
+            errors = jsonschema.Draft202012Validator(shipped_schema(record["kind"])).iter_errors(record)
+            invalid += [f"{path}: {error.message}" for error in errors]
+    assert not invalid, "\n".join(invalid)

@@ -56,6 +56,7 @@ from probing.probes.saved import (
 from probing.probes.tree_data import TreeDataModule, tree_split_summary
 from probing.probes.tree_probe import refuse_what_a_structural_probe_does_not_honour
 from probing.probes.tree_results import linear_baseline_scores, tree_examples
+from probing.results.kinds import SClassProbeResults, TreeProbeResults, WordProbeResults
 from probing.vocabulary import SCLASS_TASK
 
 log = logging.getLogger(__name__)
@@ -142,6 +143,8 @@ class SClassProbing(TaskProbing):
     probe run folder (or a sweep of them) whose saved probes are scored instead of training new ones, read and
     checked here, before any extraction."""
 
+    RESULTS_KIND = SClassProbeResults.KIND  # the kind of its results.json
+
     def __init__(self, level: str = "context", reuse: str | None = None, pair_product: bool = False, **shared: Any):
         super().__init__(**shared)
         refuse_conditioning(self.name, self.condition_on)
@@ -205,6 +208,8 @@ class WordProbing(TaskProbing):
     (probe.pair_product): a pair's input is [a; b; a * b] instead of [a; b]. A word task has no type level, no saved
     probes and no seen split (its dev and test already hold words seen in training): those settings are refused."""
 
+    RESULTS_KIND = WordProbeResults.KIND  # the kind of its results.json
+
     def __init__(self, data_name: str, pair_product: bool = False, level: str = "context", reuse: str | None = None,
                  **shared: Any):
         super().__init__(**shared)
@@ -262,6 +267,8 @@ class TreeProbing(TaskProbing):
     metrics on the same sentences, B's rank, and a few test sentences' gold and predicted trees (the report draws
     them)."""
 
+    RESULTS_KIND = TreeProbeResults.KIND  # the kind of its results.json
+
     def __init__(self, kind: str, level: str = "context", reuse: str | None = None, pair_product: bool = False,
                  **shared: Any):
         super().__init__(**shared)
@@ -299,7 +306,7 @@ class TreeProbing(TaskProbing):
 
     def results(self, module: ProbeModule, inputs: ProbeInputs) -> dict[str, Any]:
         datamodule = inputs.datamodule
-        return {"kind": self.kind, "rank": module.probes.rank,
+        return {"structure": self.kind, "rank": module.probes.rank,
                 "linear_baseline": {split: linear_baseline_scores(datamodule.splits[split], self.kind)
                                     for split in ("dev", "test")},
                 "examples": tree_examples(module, datamodule.splits["test"], self.data.splits["test"].sentences,

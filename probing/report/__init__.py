@@ -12,9 +12,10 @@ and Table 7 with its plot when the attention window varies. Probe runs of fine-t
 Each analysis of analyze.py has its section in a module of its own, found by the name it declares (`ANALYSIS`, e.g.
 probing.report.attention: Fig. 7's heatmaps side by side, per-layer means).
 
-A results.json that is not valid JSON, not the results of a run, or lacks what its table reads (a `dev` split, a score
-that is a number, ...) stops the report before anything is written, with one error naming the file and the fix
-(`probing.report.aggregate.check_result`).
+Each results.json declares its `kind` (probing.results; older files are migrated to the current schema when
+read), and each section renders the runs of its kinds. A results.json that is not valid JSON, not the results of a
+run, or lacks what its table reads (a `dev` split, a score that is a number, ...) stops the report before anything
+is written, with one error naming the file and the fix (`probing.report.aggregate.check_result`).
 
 Runs automatically at the end of every Hydra multirun (see conf/hydra/default.yaml) and by hand on any folder:
 
@@ -40,6 +41,7 @@ from probing.report.finetuned_probing import has_finetuned_runs, write_finetuned
 from probing.report.finetuning import is_finetuning, write_finetuning_report
 from probing.report.plots import write_plots
 from probing.report.tables import fixed_settings, summary, write_csv
+from probing.results.kinds import SClassProbeResults
 
 
 def analysis_section_modules() -> list[ModuleType]:
@@ -50,8 +52,8 @@ def analysis_section_modules() -> list[ModuleType]:
     return [module for module in modules if hasattr(module, "ANALYSIS")]
 
 
-# The results of the other jobs (train.py, analyze.py) and of probe.py on the tree and word tasks: how to recognise
-# them, the writer of their section (returns its Markdown and the files written), its heading, and what the writer
+# The results of the other jobs (train.py, analyze.py) and of probe.py on the tree and word tasks: which runs are of
+# their kind, the writer of their section (returns its Markdown and the files written), its heading, and what the writer
 # reads of every run beyond what every results.json is checked for (probing.report.aggregate.check_result): a run
 # lacking it is refused, naming its results.json. An analysis's section is the SECTION of its report module, found by
 # `analysis_section_modules`. In the order of their sections in report.md.
@@ -80,7 +82,7 @@ def write_report(folder: Path, out_dir: Path | None = None) -> list[dict] | None
         for result in filter(is_kind, results):
             require(result, needs, heading)
     out_dir.mkdir(parents=True, exist_ok=True)
-    probes = [result for result in results if not any(is_kind(result) for is_kind, *_ in OTHER_SECTIONS)]
+    probes = [result for result in results if result["kind"] == SClassProbeResults.KIND]
     sections, files, rows = [], [], []
     if probes:
         rows = aggregate(probes)

@@ -23,6 +23,7 @@ from typing import Any
 from probing.config import location_free
 from probing.data.splits import EVAL_SPLITS, SEEN
 from probing.errors import DataFormatError
+from probing.results import KINDS, migrated
 from probing.vocabulary import BASELINE_LABELS, MIX, RAND
 
 RESULTS_FILE = "results.json"
@@ -69,9 +70,10 @@ DIGEST_SHOWN = 8  # hex digits of a file's SHA-256 shown in a version's label
 
 
 def find_results(folder: Path) -> list[dict[str, Any]]:
-    """Every results.json below `folder`, each with the file it came from; one that is not the results of a run is
-    refused (see `check_result`). The bare NaN and Infinity tokens of results written before results.json was strict
-    JSON are read as null: an undefined score, as it is recorded now."""
+    """Every results.json below `folder`, each with the file it came from, read as the current schema version holds
+    it (`probing.results.migrated`); one that is not the results of a run, or of a kind this version does not know,
+    is refused (see `check_result`). The bare NaN and Infinity tokens of results written before results.json was
+    strict JSON are read as null: an undefined score, as it is recorded now."""
     results = []
     for path in sorted(Path(folder).rglob(RESULTS_FILE)):
         try:
@@ -80,9 +82,19 @@ def find_results(folder: Path) -> list[dict[str, Any]]:
             raise DataFormatError(path, error.lineno, f"not valid JSON ({error.msg})",
                                   "delete the file (the run did not finish) or re-run that job") from error
         check_result(record, path)
+        record = migrated(record)
+        if record["kind"] not in KINDS:
+            raise DataFormatError(path, None, f"its kind {record['kind']!r} is none that this version of the report "
+                                  f"knows ({', '.join(KINDS)})", RESULTS_FIX)
         record["_file"] = str(path)
         results.append(record)
     return results
+
+
+def is_kind(result: dict[str, Any], kind: str) -> bool:
+    """Whether `result`, of any schema version (`probing.results.migrated`), is of `kind`: what selects a section's
+    runs."""
+    return migrated(result)["kind"] == kind
 
 
 def check_result(record: Any, path: Path) -> None:

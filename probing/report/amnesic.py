@@ -10,12 +10,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from probing.report.aggregate import is_kind
 from probing.report.plots import pyplot, save_figure
 from probing.report.tables import markdown
+from probing.results.kinds import AmnesicResults
 
 # The analysis whose runs this section renders: its config's `analysis.name`, the "analysis" of its results.json and
 # the `name` of its component (probing.features.analysis.Analysis).
-ANALYSIS = "amnesic"
+ANALYSIS = AmnesicResults.KIND
 
 FIGURE = "amnesic.png"
 CONDITIONS = (("none", "none"), ("erased", "concept erased"), ("random", "random directions"))
@@ -24,7 +26,7 @@ COLOURS = {"none": "0.6", "erased": "tab:red", "random": "tab:blue"}
 
 def is_amnesic(result: dict[str, Any]) -> bool:
     """A result of analyze.py's amnesic analysis."""
-    return result.get("analysis") == ANALYSIS
+    return is_kind(result, ANALYSIS)
 
 
 def eraser_label(result: dict[str, Any]) -> str:

@@ -11,12 +11,14 @@ from typing import Any
 
 import numpy as np
 
+from probing.report.aggregate import is_kind
 from probing.report.plots import pyplot, save_figure
 from probing.report.tables import markdown
+from probing.results.kinds import AttentionSimilarityResults
 
 # The analysis whose runs this section renders: its config's `analysis.name`, the "analysis" of its results.json and
 # the `name` of its component (probing.features.analysis.Analysis).
-ANALYSIS = "attention_similarity"
+ANALYSIS = AttentionSimilarityResults.KIND
 
 SIDE_BY_SIDE = "attention_similarity_by_model.png"
 ANNOTATE_UP_TO = 144  # cells (Figure 7's 12 x 12): more would be unreadable
@@ -25,7 +27,7 @@ COLOURS = "viridis"   # dark = small
 
 def is_attention_similarity(result: dict[str, Any]) -> bool:
     """A result of analyze.py's attention-map similarity."""
-    return result.get("analysis") == ANALYSIS
+    return is_kind(result, ANALYSIS)
 
 
 def model_label(name: str, task: str | None) -> str:

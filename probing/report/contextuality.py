@@ -10,12 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from probing.data.files import open_atomically
+from probing.report.aggregate import is_kind
 from probing.report.plots import layer_axis, pyplot, save_figure
 from probing.report.tables import markdown
+from probing.results.kinds import ContextualityResults
 
 # The analysis whose runs this section renders: its config's `analysis.name`, the "analysis" of its results.json and
 # the `name` of its component (probing.features.analysis.Analysis).
-ANALYSIS = "contextuality"
+ANALYSIS = ContextualityResults.KIND
 
 FIGURE = "contextuality_by_model.png"
 MEASURES = ("anisotropy", "self_similarity", "self_similarity_adjusted", "intra_similarity",
@@ -29,7 +31,7 @@ PANELS = (("anisotropy", "Fig. 1: anisotropy (mean cosine of random words)"),
 
 def is_contextuality(result: dict[str, Any]) -> bool:
     """A result of analyze.py's contextuality analysis."""
-    return result.get("analysis") == ANALYSIS
+    return is_kind(result, ANALYSIS)
 
 
 def label(result: dict[str, Any]) -> str:

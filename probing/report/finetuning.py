@@ -13,6 +13,7 @@ from probing.data.files import open_atomically
 from probing.report.aggregate import (
     DATA_VERSION,
     group_by,
+    is_kind,
     mean_std,
     value_sort_key,
     variant_keys,
@@ -21,6 +22,7 @@ from probing.report.aggregate import (
 )
 from probing.report.plots import pyplot, save_figure
 from probing.report.tables import format_score, markdown
+from probing.results.kinds import FinetuningResults
 
 # A row is one setting; runs that differ only in their seed are averaged.
 SETTING_KEYS = ("task", "model", "attention_window", "attention_policy", "isotropy_reg", "precision", "variant")
@@ -36,8 +38,8 @@ CSV_FIELDS = (*SETTING_KEYS, "seeds", "dev_accuracy", "dev_accuracy_std", "dev_f
 
 
 def is_finetuning(result: dict[str, Any]) -> bool:
-    """A result of train.py (probe runs have a representation instead of a task)."""
-    return "task" in result and "representation" not in result
+    """A result of train.py."""
+    return is_kind(result, FinetuningResults.KIND)
 
 
 def with_variants(results: list[dict[str, Any]]) -> list[dict[str, Any]]:

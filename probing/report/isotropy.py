@@ -11,12 +11,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from probing.report.aggregate import is_kind
 from probing.report.plots import pyplot, save_figure
 from probing.report.tables import markdown
+from probing.results.kinds import IsotropyResults
 
 # The analysis whose runs this section renders: its config's `analysis.name`, the "analysis" of its results.json and
 # the `name` of its component (probing.features.analysis.Analysis).
-ANALYSIS = "isotropy"
+ANALYSIS = IsotropyResults.KIND
 
 FIGURE = "isotropy_unused_cosine.png"
 TRANSFORM_LABELS = {"original": "original", "centered": "+ Centered", "scaled_centered": "+ Centered-Scaled",
@@ -26,7 +28,7 @@ MEASURE_LABELS = {"cosine": "CosSim", "dot": "⟨·,·⟩"}
 
 def is_isotropy(result: dict[str, Any]) -> bool:
     """A result of analyze.py's isotropy analysis."""
-    return result.get("analysis") == ANALYSIS
+    return is_kind(result, ANALYSIS)
 
 
 def run_label(result: dict[str, Any]) -> str:

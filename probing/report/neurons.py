@@ -15,13 +15,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from probing.report.aggregate import compared_values, differing_values
+from probing.report.aggregate import compared_values, differing_values, is_kind
 from probing.report.plots import pyplot, save_figure
 from probing.report.tables import markdown
+from probing.results.kinds import NeuronsResults
 
 # The analysis whose runs this section renders: its config's `analysis.name`, the "analysis" of its results.json and
 # the `name` of its component (probing.features.analysis.Analysis).
-ANALYSIS = "neurons"
+ANALYSIS = NeuronsResults.KIND
 
 ABLATION_FIGURE = "neurons_ablation.png"
 RETRAINED_FIGURE = "neurons_retrained.png"
@@ -33,7 +34,7 @@ COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown")
 
 def is_neurons(result: dict[str, Any]) -> bool:
     """A result of analyze.py's neuron analysis."""
-    return result.get("analysis") == ANALYSIS
+    return is_kind(result, ANALYSIS)
 
 
 def ranked(result: dict[str, Any]) -> list[str]:

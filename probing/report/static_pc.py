@@ -8,12 +8,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from probing.report.aggregate import is_kind
 from probing.report.plots import layer_axis, pyplot, save_figure
 from probing.report.tables import markdown
+from probing.results.kinds import StaticPCResults
 
 # The analysis whose runs this section renders: its config's `analysis.name`, the "analysis" of its results.json and
 # the `name` of its component (probing.features.analysis.Analysis).
-ANALYSIS = "static_pc"
+ANALYSIS = StaticPCResults.KIND
 
 FIGURE = "static_pc_by_layer.png"
 KINDS = ("similarity", "analogy", "categorization")
@@ -21,7 +23,7 @@ KINDS = ("similarity", "analogy", "categorization")
 
 def is_static_pc(result: dict[str, Any]) -> bool:
     """A result of analyze.py's static_pc analysis."""
-    return result.get("analysis") == ANALYSIS
+    return is_kind(result, ANALYSIS)
 
 
 def model_label(result: dict[str, Any]) -> str:

@@ -33,6 +33,7 @@ from probing.report.aggregate import (
     SPLITS,
     data_version_notes,
     group_by,
+    is_kind,
     mean_mix_weights,
     mean_std,
     of_kind,
@@ -52,6 +53,7 @@ from probing.report.tables import (
     write_rows_csv,
 )
 from probing.report.word_probes import BASELINE_STYLES, MIX_STYLE, _file_part, table_title, word_records
+from probing.results.kinds import TreeProbeResults
 from probing.vocabulary import MIX, TREE_SCORES, TREE_UNDEFINED
 
 CSV_FILE = "tree_probes.csv"
@@ -95,14 +97,14 @@ PUNCTUATION_COLOUR = "0.6"
 
 
 def is_tree_probe_run(result: dict[str, Any]) -> bool:
-    """A result of probe.py on a tree task: its `kind` is the structural probe's ("distance", "depth")."""
-    return result.get("kind") in TREE_SCORES
+    """A result of probe.py on a tree task (its `structure`: "distance" or "depth")."""
+    return is_kind(result, TreeProbeResults.KIND)
 
 
 def _aggregate_setting(key: tuple, runs: list[dict]) -> dict[str, Any]:
     first = runs[0]
     row = dict(zip(TREE_SETTING_KEYS, key))
-    row |= {"kind": first["kind"], "probe_family": first["probe_family"], "layer": first.get("layer"),
+    row |= {"kind": first["structure"], "probe_family": first["probe_family"], "layer": first.get("layer"),
             "seeds": sorted((r.get("seed") for r in runs), key=value_sort_key)}
     for split in SPLITS:
         for metric in SPLIT_METRICS:
@@ -292,7 +294,7 @@ def best_run(results: list[dict[str, Any]]) -> dict[str, Any] | None:
     recorded = [result for result in results if result.get("examples")]
     if not recorded:
         return None
-    headline = TREE_SCORES[recorded[0]["kind"]][0]
+    headline = TREE_SCORES[recorded[0]["structure"]][0]
 
     def dev_score(result: dict[str, Any]) -> float:
         score = result["dev"].get(headline)
@@ -371,7 +373,7 @@ def plot_examples(results: list[dict[str, Any]], path: Path) -> bool:
     run = best_run(results)
     if run is None:
         return False
-    kind, examples = run["kind"], run["examples"]
+    kind, examples = run["structure"], run["examples"]
     width = max(word_centres(example["words"])[1] for example in examples)
     extents = [example_extent(example, kind) for example in examples]
     heights = [(high - low) * UNIT_INCHES[kind] + TITLE_INCHES for low, high in extents]

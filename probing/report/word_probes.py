@@ -29,6 +29,7 @@ from probing.report.aggregate import (
     config_values,
     data_version_notes,
     group_by,
+    is_kind,
     mean_mix_weights,
     mean_std,
     of_kind,
@@ -50,7 +51,8 @@ from probing.report.tables import (
     varying_keys,
     write_rows_csv,
 )
-from probing.vocabulary import MIX, PROBE_FAMILIES, SCLASS_TASK
+from probing.results.kinds import WordProbeResults
+from probing.vocabulary import MIX, PROBE_FAMILIES
 
 CSV_FILE = "word_probes.csv"
 # A row of the tables: runs equal in these keys differ only in their seed and are averaged.
@@ -86,9 +88,8 @@ BASELINE_STYLES = ("--", "-.", (0, (5, 1, 1, 1, 1, 1)))
 
 
 def is_word_probe_run(result: dict[str, Any]) -> bool:
-    """A result of probe.py on a word or word-pair task: not the s-class task, not a tree task (its results name the
-    structural probe's `kind`: probing.report.tree_probes), not train.py (no probe family)."""
-    return result.get("task") not in (None, SCLASS_TASK) and "probe_family" in result and "kind" not in result
+    """A result of probe.py on a word or word-pair task."""
+    return is_kind(result, WordProbeResults.KIND)
 
 
 def family_label(result: dict[str, Any]) -> str:

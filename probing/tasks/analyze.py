@@ -48,7 +48,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         results |= {"duration_s": round(time.time() - started, 2), "config": config}
         with closing_loggers(cfg.get("logger")) as loggers:
             log_results(loggers, config, logged_metrics(analysis, results))
-        write_results(out, results)
+        results = write_results(out, results, analysis.name)
     log.info("%s -> %s", analysis.name, out.parent)
     return results
 

@@ -38,6 +38,7 @@ from probing.features.encoder import forget_local_models, local_models_loaded, l
 from probing.features.provision import lock_wait_seconds
 from probing.locks import holding, open_lock_file
 from probing.report.aggregate import RESULTS_FILE, json_type
+from probing.results import stamped
 
 log = logging.getLogger(__name__)
 
@@ -283,18 +284,22 @@ def changed_since(path: Path, source: str, change: str) -> str:
             f"{path.parent} to run it again")
 
 
-def write_results(out: Path, results: dict[str, Any]) -> None:
-    """results.json of a job, with `data_files`: every data file the job read and its SHA-256, and `model_weights`:
-    every local model folder it loaded and its weights_sha256 (checked by `check_inputs_unchanged` before the
-    results are returned again). Strict JSON: a number that is not finite (NaN, which JSON has no word for) is recorded
-    as null, with a warning in the log and in the results' warnings."""
+def write_results(out: Path, results: dict[str, Any], kind: str) -> dict[str, Any]:
+    """results.json of a job, its results of `kind` stamped with the schema version, the job and the kind and checked
+    against the kind's schema (`probing.results.stamped`), with `data_files`: every data file the job read and its
+    SHA-256, and `model_weights`: every local model folder it loaded and its weights_sha256 (checked by
+    `check_inputs_unchanged` before the results are returned again). Strict JSON: a number that is not finite (NaN,
+    which JSON has no word for) is recorded as null, with a warning in the log and in the results' warnings. Returns
+    what was written."""
     results["data_files"] = [[file, sha256_file(file)] for file in data_files_read() if Path(file).is_file()]
     results["model_weights"] = local_models_loaded()
     for name in nulled_non_finite(results):
         warning = f"`{name}` was not a finite number: recorded as null"
         log.warning("%s", warning)
         results.setdefault("warnings", []).append(warning)
-    write_json_atomically(out, results)
+    record = stamped(results, kind)
+    write_json_atomically(out, record)
+    return record
 
 
 @contextlib.contextmanager

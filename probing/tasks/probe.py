@@ -59,7 +59,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         probing = build(cfg.probing, "probing", source=build(cfg.data.source, "data.source"))
         with closing_loggers(cfg.get("logger")) as loggers:
             results = probe(cfg, probing, config, out.parent, loggers)
-        write_results(out, results)
+        results = write_results(out, results, probing.RESULTS_KIND)
     log.info("%s", summary_line(results, out))
     return results
 

@@ -37,6 +37,7 @@ from probing.finetune.checkpoints import (
 )
 from probing.finetune.datamodule import TaskDataModule, load_task_data
 from probing.finetune.export import export_model
+from probing.results.kinds import FinetuningResults
 from probing.tasks.common import (
     build_trainer,
     check_config,
@@ -66,7 +67,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         with closing_loggers(cfg.get("logger")) as loggers, distributed_state_of_this_job():
             results, is_rank_zero = finetune(cfg, config, resume, loggers)
         if is_rank_zero:
-            write_results(out, results)
+            results = write_results(out, results, FinetuningResults.KIND)
             log.info("%s: dev %s -> %s", cfg.task.name, format_scores(results["dev"]), out)
     return results
 

@@ -14,6 +14,7 @@ from probing.errors import DataFormatError
 from probing.report import write_report
 from probing.report.tree_probes import aggregate_tree_runs, best_run, is_tree_probe_run, word_centres
 from probing.report.word_probes import is_word_probe_run
+from probing.results import migrated
 from tests.report.test_word_probes import table_lines, write
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -46,7 +47,8 @@ def depth_example():
 
 
 def tree_result(layer, seed, test, rank=384, control=None, kind="distance", dev=None, linear_shift=0.0, **extra):
-    """A results.json of probe.py on a tree task; `test` (and `control`): (headline score, Spearman)."""
+    """A results.json of probe.py on a tree task as written before the schema (the structure as its `kind`: the report
+    migrates it); `test` (and `control`): (headline score, Spearman)."""
     task = f"tree_{kind}"
     representation = str(layer)
     linear = {name: value + linear_shift for name, value in LINEAR[kind].items()}
@@ -115,7 +117,7 @@ def test_tree_runs_are_told_from_word_and_sclass_runs():
 
 
 def test_seed_means_by_representation_and_rank():
-    rows = aggregate_tree_runs(sweep_runs())
+    rows = aggregate_tree_runs([migrated(run) for run in sweep_runs()])
     distance = [row for row in rows if row["task"] == "tree_distance"]
     assert [(row["representation"], row["rank"]) for row in distance] == [
         ("P-BERT", 384), ("1", 384), ("2", 4), ("2", 16), ("2", 384)]
@@ -181,8 +183,9 @@ def test_files_and_the_other_sections(report_folder):
 
 
 def test_examples_of_the_best_dev_run():
-    runs = [tree_result(1, 0, (0.6, 0.7), dev=(0.70, 0.5)), tree_result(2, 0, (0.5, 0.7), dev=(0.75, 0.4)),
-            tree_result(3, 0, (0.9, 0.9), dev=(0.90, 0.9), examples=[])]
+    runs = [migrated(run) for run in (tree_result(1, 0, (0.6, 0.7), dev=(0.70, 0.5)),
+                                      tree_result(2, 0, (0.5, 0.7), dev=(0.75, 0.4)),
+                                      tree_result(3, 0, (0.9, 0.9), dev=(0.90, 0.9), examples=[]))]
     assert best_run(runs)["representation"] == "2"  # the best dev UUAS among the runs that recorded examples
     assert best_run(runs[2:]) is None
     assert word_centres(["a", "bcd"]) == ([1.5, 5.5], 8.0)

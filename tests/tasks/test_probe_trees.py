@@ -35,7 +35,8 @@ def tiny(tiny_bert_path):
 
 def test_the_distance_probe_records_its_scores_the_linear_baseline_and_example_trees(tmp_path, tiny):
     results = probe_in_process(tmp_path, "distance", "task=tree_distance", "layer=1", "trainer.max_epochs=2", *tiny)
-    assert (results["task"], results["kind"], results["probe_family"]) == ("tree_distance", "distance", "linear")
+    assert (results["task"], results["kind"], results["structure"], results["probe_family"]) == (
+        "tree_distance", "tree_probe", "distance", "linear")
     assert results["rank"] == 32 and results["data_summary"]["test"]["sentences"] == 189  # full rank: D
     for split in ("dev", "test"):
         block = results[split]
@@ -53,7 +54,7 @@ def test_the_distance_probe_records_its_scores_the_linear_baseline_and_example_t
 def test_the_depth_probe_scores_the_root_and_the_depths(tmp_path, tiny):
     results = probe_in_process(tmp_path, "depth", "task=tree_depth", "layer=2", "probe.rank=4",
                              "trainer.max_epochs=2", *tiny)
-    assert results["kind"] == "depth" and results["rank"] == 4 and 0 <= results["test"]["root_acc"] <= 1
+    assert results["structure"] == "depth" and results["rank"] == 4 and 0 <= results["test"]["root_acc"] <= 1
     linear = results["linear_baseline"]["test"]
     assert linear["root_sentences"] == results["test"]["root_sentences"] == 186
     assert (linear["root_acc"], linear["nspr"]) == (pytest.approx(LINEAR_TEST["root_acc"], abs=1e-5),
