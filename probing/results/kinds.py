@@ -38,6 +38,8 @@ class Results:
     duration_s: Number = key("Wall time of the job, in seconds.")
     config: dict[str, Any] = key("The job's composed config, resolved.")
     data_files: list[list[str]] = key("Every data file the job read, as [path, SHA-256] pairs.")
+    model_weights: list[list[str]] = key("Every local model folder the job loaded, as [folder, weights SHA-256] pairs "
+                                         "(a relaunch refuses the results once one of them has changed).")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -4,6 +4,7 @@ stamped and checked against their kind's schema before they are written."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import jsonschema
 import pytest
@@ -15,7 +16,7 @@ FINETUNING = {"task": "pos", "model": "minilm", "model_name_or_path": "/models/m
               "attention_policy": None, "isotropy_reg": 0.0, "precision": "32-true", "devices": 1, "labels": ["N", "V"],
               "data_summary": {"train": 10}, "data_skips": {}, "dev": {"accuracy": 0.9}, "best_epoch": 1,
               "epochs_trained": 2, "duration_s": 3.5, "model_dir": "/runs/1/model", "config": {"seed": 1},
-              "data_files": [["/data/pos.conllu", "ab" * 32]]}
+              "data_files": [["/data/pos.conllu", "ab" * 32]], "model_weights": []}
 
 
 def test_the_shipped_schemas_are_what_the_types_generate(tmp_path):
@@ -68,3 +69,9 @@ def test_results_lacking_a_key_of_their_kind_are_refused():
 
 def test_schema_text_ends_with_a_newline():
     assert schema_text(KINDS["amnesic"]).endswith("}\n")
+
+
+def test_the_schema_shown_in_the_docs_is_the_shipped_one():
+    docs = (Path(__file__).parents[2] / "docs" / "outputs.md").read_text(encoding="utf-8")
+    shown = docs.split("The schema of `finetuning` (train.py):\n\n```json\n", 1)[1].split("```", 1)[0]
+    assert shown == (SCHEMAS / "finetuning.json").read_text(encoding="utf-8")
