@@ -13,7 +13,7 @@ import probing
 PACKAGE = Path(probing.__file__).parent
 # The floor of each part of the package; an import must go to a lower floor (cross-cutting modules are the floor).
 FLOORS = {"console": 6, "tasks": 5, "probes": 4, "finetune": 4, "geometry": 4, "features": 3, "report": 3, "data": 2,
-          "results": 2, "cli": 1, "config": 1, "vocabulary": 1, "devices": 1, "": 1, "errors": 0}
+          "results": 2, "cli": 1, "config": 1, "vocabulary": 1, "devices": 1, "locks": 1, "": 1, "errors": 0}
 
 
 def module_name(path: Path) -> str:

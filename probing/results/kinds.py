@@ -75,7 +75,7 @@ class ProbeResults(Results):
     warnings: list[str] = key("What the fit warned about (a best epoch at the last one, ...).")
     mix_weights: list[Number] | None = key("The scalar mix's softmax weights, by layer.", optional=True)
     gamma: Number | None = key("The scalar mix's scale.", optional=True)
-    bits: dict[str, Any] = key("Information measures of probe.bits (V-information, ...).", optional=True)
+    bits: dict[str, Any] = key("Information measures in bits (V-information, ...).", optional=True)
     mdl: dict[str, Any] = key("The online code's description lengths (probe.mdl=true).", optional=True)
     erasure: dict[str, Any] = key("The concept erasure applied to the features, and its guardedness.", optional=True)
 

@@ -258,7 +258,14 @@ def test_an_early_stops_patience_and_min_delta_are_checked_when_it_is_built(sett
         built_callback("stop", OmegaConf.create({**node, **setting}))
 
 
-def test_results_record_the_data_files_read_and_are_not_returned_once_one_has_changed(tmp_path):
+@pytest.fixture
+def unstamped(monkeypatch):
+    """write_results without the schema's stamp and check: these tests write a few keys of results to see what is
+    recorded beside them (tests/results checks the stamping)."""
+    monkeypatch.setattr(common, "stamped", lambda results, kind: results)
+
+
+def test_results_record_the_data_files_read_and_are_not_returned_once_one_has_changed(tmp_path, unstamped):
     """A task's file edited in place: the finished job's results are of other data, and are refused, not returned."""
     cfg = OmegaConf.create({"paths": {"output_dir": str(tmp_path / "run")}, "layer": 3})
     data = tmp_path / "task.jsonl"
@@ -267,7 +274,7 @@ def test_results_record_the_data_files_read_and_are_not_returned_once_one_has_ch
     assert previous is None
     note_data_files([data, data])  # read twice (two splits of one file): recorded once
     (tmp_path / "run").mkdir()
-    write_results(out, {"dev": 0.5, "config": config})
+    write_results(out, {"dev": 0.5, "config": config}, "sclass_probe")
     recorded = json.loads(out.read_text())["data_files"]
     assert recorded == [[str(data.resolve()), hashlib.sha256(data.read_bytes()).hexdigest()]]
     assert job_state(cfg)[2]["dev"] == 0.5  # unchanged: the finished results
@@ -278,7 +285,8 @@ def test_results_record_the_data_files_read_and_are_not_returned_once_one_has_ch
     assert job_state(cfg)[2]["dev"] == 0.5
 
 
-def test_results_record_the_local_models_loaded_and_are_not_returned_once_one_has_changed(tmp_path, tiny_bert_path):
+def test_results_record_the_local_models_loaded_and_are_not_returned_once_one_has_changed(
+        tmp_path, tiny_bert_path, unstamped):
     """A model folder whose weights were replaced: the finished job's results are of another model, and are refused
     with the run folder to delete, not returned."""
     model = tmp_path / "model"
@@ -288,7 +296,7 @@ def test_results_record_the_local_models_loaded_and_are_not_returned_once_one_ha
     info = load_encoder(str(model))[2]
     load_encoder(str(tiny_bert_path), random_init=True)  # weights drawn, not read: not recorded
     (tmp_path / "run").mkdir()
-    write_results(out, {"dev": 0.5, "config": config})
+    write_results(out, {"dev": 0.5, "config": config}, "sclass_probe")
     assert json.loads(out.read_text())["model_weights"] == [[str(model.resolve()), info.weights_sha256]]
     assert job_state(cfg)[2]["dev"] == 0.5 and local_models_loaded() == []  # a new job records its own
     weights = model / "model.safetensors"
@@ -301,13 +309,13 @@ def test_results_record_the_local_models_loaded_and_are_not_returned_once_one_ha
     assert job_state(cfg)[2]["dev"] == 0.5
 
 
-def test_a_score_that_is_not_finite_is_written_as_null_with_a_warning(tmp_path, caplog):
+def test_a_score_that_is_not_finite_is_written_as_null_with_a_warning(tmp_path, caplog, unstamped):
     """results.json is strict JSON: a NaN (an undefined score) is null, never the bare NaN token."""
     out = tmp_path / "results.json"
     results = {"dev": {"uuas": 0.5}, "test": {"uuas": math.nan, "dspr": 0.2}, "mix_weights": [0.5, math.inf],
                "warnings": ["trained briefly"]}
     with caplog.at_level(logging.WARNING, logger="probing.tasks.common"):
-        write_results(out, results)
+        write_results(out, results, "sclass_probe")
     written = json.loads(out.read_text(), parse_constant=lambda token: pytest.fail(f"{token} in results.json"))
     assert written["test"] == {"uuas": None, "dspr": 0.2} and written["mix_weights"] == [0.5, None]
     assert written["warnings"] == ["trained briefly", "`test.uuas` was not a finite number: recorded as null",
