@@ -3,11 +3,15 @@ configs compared wherever the run was written."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from omegaconf import OmegaConf
 
 from probing.config import RUN_DIR, build, job_dir_name, location_free, override_items, same_run
 from probing.errors import ConfigError
+from tests.helpers import CONFIG_DIR
+from tests.helpers.runs import compose_job
 
 FILES = "analysis.benchmarks=[/data/word-sim/EN-SIMLEX-999.txt,/data/word-sim/EN-MEN-TR-3k.txt,/data/EN-WS-353.txt]"
 
@@ -72,3 +76,19 @@ def test_a_node_that_cannot_be_built_inside_another_is_named_by_its_own_key():
     with pytest.raises(ConfigError, match=r"^outer\.inner: cannot be built \(.*\)\. Fix: check the values under "
                                           r"`outer\.inner`"):
         build(node.outer, "outer")
+
+
+# What probe.py does with each kind of task (conf/probings/): the class its `probing` builds; none for a fine-tuning
+# task of sentences.
+PROBING_OF_KIND = {"sclass": "SClassProbing", "token": "WordProbing", "word": "WordProbing", "pair": "WordProbing",
+                   "tree": "TreeProbing", "sentence": None}
+
+
+@pytest.mark.parametrize("task", sorted(path.stem for path in (Path(CONFIG_DIR) / "task").glob("*.yaml")))
+def test_probe_py_holds_the_probing_of_the_task_chosen_and_no_other(tmp_path, task):
+    cfg = compose_job("probe", tmp_path, f"task={task}")
+    expected = PROBING_OF_KIND[cfg.task.kind]
+    assert cfg.probing.get("_target_", "").rpartition(".")[2] == (expected or "")
+    assert "probings" not in cfg and "probing" not in cfg.task
+    if expected == "TreeProbing":
+        assert cfg.probing.kind == task.removeprefix("tree_")

@@ -22,6 +22,7 @@ REQUIRED_SPLITS = ("train", "dev")
 SCLASS_KIND, TREE_KIND = "sclass", "tree"
 TASK_KINDS = (SCLASS_KIND, "token", "word", "pair", "sentence", TREE_KIND)
 FINETUNING_KINDS = ("token", "sentence")
+WORD_KINDS = ("token", "word", "pair")  # the kinds that probe.py probes a word (or word pair) at a time
 TOKEN_TASKS = ("pos", "upos", "xpos", "ner")
 SENTENCE_TASKS = ("sst2", "mrpc")
 TASK_NAMES = TOKEN_TASKS + SENTENCE_TASKS

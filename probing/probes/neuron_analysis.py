@@ -42,6 +42,7 @@ from torch import Tensor
 
 from probing.config import build
 from probing.data.settings import choose, optional_int, require_bool, require_int, require_number
+from probing.data.task_records import WORD_KINDS
 from probing.errors import ConfigError
 from probing.features.analysis import Analysis, AnalysisInputs, analysis_device
 from probing.features.provision import lock_wait_seconds
@@ -62,13 +63,13 @@ WORD_TASKS_FIX = "task=upos (a word task: upos, xpos, deprel, feats, ner, pos, s
 
 class NeuronAnalysis(Analysis):
     """conf/analysis/neurons.yaml (see the module docstring). The task is the top-level `task=` (its `task.name`,
-    `task.probing`, `data.name` and `data.source`), the features those of probe.py (`representation` of `layer`,
+    `task.kind`, `data.name` and `data.source`), the features those of probe.py (`representation` of `layer`,
     `store`: where and how its stores are kept)."""
 
     report = neurons_report
     instead_of_layer = None  # `layer` is the layer analysed
 
-    def __init__(self, name: str, task: str | None, probing: str | None, data_name: str | None,
+    def __init__(self, name: str, task: str | None, kind: str | None, data_name: str | None,
                  source: Mapping[str, Any] | None, representation: Mapping[str, Any], store: Mapping[str, Any],
                  rankings: Mapping[str, Mapping[str, Any]], ranking: str | Sequence[str], l1: float, l2: float,
                  epochs: int, patience: int | None, min_delta: float, batch_size: int, lr: float, ablation: str,
@@ -78,8 +79,8 @@ class NeuronAnalysis(Analysis):
         if task is None or source is None:
             raise ConfigError(f"task=null: analysis=neurons ranks the neurons that carry a word task's labels. Fix: "
                               f"{WORD_TASKS_FIX}")
-        if probing != "words":
-            raise ConfigError(f"task={task} is not a word task (probe.py probes it with {probing}); analysis=neurons "
+        if kind not in WORD_KINDS:
+            raise ConfigError(f"task={task} is not a word task (its kind is {kind}); analysis=neurons "
                               f"reads labelled words. Fix: {WORD_TASKS_FIX}")
         self.task, self.data_name = str(task), str(data_name)
         self.source = build(OmegaConf.create(dict(source)), "data.source")

@@ -1,5 +1,5 @@
 """What probe.py does with each kind of task: the one probe pipeline (`probing.tasks.probe`) builds the object that
-the task's config names (`task.probing`, conf/probings/) and asks it for each step.
+probe.py's config holds for the task (`probing`, conf/probings/<task>.yaml) and asks it for each step.
 
     SClassProbing   Zhao et al.'s s-class task: the word-in-context data of `data=` (context level) or its word types
                     (probe.level=type); C binary probes, saved with what they were trained on (probes.safetensors),
@@ -349,8 +349,8 @@ def refuse_conditioning(task: str, condition_on: Any) -> None:
 
 
 def check_probing_task(task_name: str, probing: Any) -> None:
-    """A task whose config names no probing (`task.probing`) is a fine-tuning task of train.py."""
-    if probing is None:
+    """A task that has no probing (an empty conf/probings/<task>.yaml) is a fine-tuning task of train.py."""
+    if not probing:
         raise ConfigError(f"task={task_name} classifies whole sentences (a fine-tuning task of train.py); probe.py "
                           f"probes words. Fix: task={SCLASS_TASK} (the default), upos, xpos, deprel, feats, ner, pos, "
                           "supersense or jsonl")

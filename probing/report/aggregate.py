@@ -45,9 +45,12 @@ BASELINE_ORDER = (RAND, BASELINE_LABELS["prand"], None, BASELINE_LABELS["pstatic
 # Then AVG-l by l, the contextual layers by number, and the scalar mix last.
 KIND_ORDER = ("baseline", "avg", "layer", MIX)
 # Config nodes made only of other settings (conf/probe.yaml's representation, chosen by the shorthand, and every
-# representation a run could probe; its probing, chosen by the task, and every probing): a value that differs there
-# differs at its own key too.
-DERIVED = ("representation.", "representations.", "probing.", "probings.", "conditioning")
+# representation a run could probe; its probing, chosen by the task): a value that differs there differs at its own
+# key too.
+DERIVED = ("representation.", "representations.", "probing.", "conditioning")
+# What the configs of earlier versions held beside: every probing a run could do (`probings`), and the task's name
+# of its own (`task.probing`); their runs compare with later ones without them.
+RETIRED = (("probings",), ("task", "probing"))
 # Names made of other settings (conf/probe.yaml's run_name: model, data, layer, probe, seed) for the run's folder,
 # logger and W&B run: they tell runs apart only through those settings, never on their own.
 RUN_LABELS = ("run_name", "run_group", "logger.wandb.name", "logger.wandb.group")
@@ -172,14 +175,20 @@ def located_values(result: dict[str, Any]) -> dict[str, Any]:
 
 def compared_values(result: dict[str, Any]) -> dict[str, Any]:
     """The config values that make the run what it computed: `located_values` without the copies of other settings
-    (DERIVED), the names made of other settings (RUN_LABELS) and, where a baseline was probed (`baseline=bertw`),
-    the layer= that it does not read (a sweep `layer=0,3 baseline=null,bertw` runs the same baseline once per
-    layer)."""
+    (DERIVED), what earlier versions' configs held beside (RETIRED), the names made of other settings (RUN_LABELS)
+    and, where a baseline was probed (`baseline=bertw`), the layer= that it does not read (a sweep `layer=0,3
+    baseline=null,bertw` runs the same baseline once per layer)."""
     values = {key: value for key, value in located_values(result).items()
-              if key not in RUN_LABELS and not key.startswith(DERIVED)}
+              if key not in RUN_LABELS and not key.startswith(DERIVED) and not retired(key)}
     if (result.get("config") or {}).get("baseline") is not None:
         values.pop("layer", None)
     return values
+
+
+def retired(key: str) -> bool:
+    """Whether a config value's key is at or below one of RETIRED."""
+    path = tuple(key.split("."))
+    return any(path[:len(node)] == node for node in RETIRED)
 
 
 def run_identity(result: dict[str, Any]) -> str:

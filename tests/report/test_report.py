@@ -421,3 +421,18 @@ def test_one_layer_per_class_plot_fits_long_class_names(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert plot_per_class([run], tmp_path / "per_class.png")
+
+
+def test_runs_written_before_the_config_held_only_what_runs_group_with_later_ones():
+    """Earlier configs also held every probing a run could do (`probings`) and the task's name of its own
+    (`task.probing`): they tell no run of theirs apart from a later run of the same setting."""
+    def earlier(seed, task="upos"):
+        return {**run_config(seed, run_dir=f"/runs/{seed}"), "task": {"name": task, "probing": "words"},
+                "probings": {"words": {"seed": seed}, "sclass": {"seed": seed}}}
+
+    later = {**run_config(0, run_dir="/runs/later"), "task": {"name": "upos"}}
+    runs = [result("mix", 0, config=earlier(0)), result("mix", 1, config=earlier(1)), result("mix", 0, config=later)]
+    assert variant_keys(runs) == []
+    assert distinct_runs([{**run, "_file": f"{job}/results.json"} for job, run in enumerate(runs)])[1] == [
+        "2/results.json"]
+    assert variant_keys([*runs[:2], result("mix", 0, config={**later, "task": {"name": "pos"}})]) == ["task.name"]
