@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from probing.config import build
 from probing.data.every_word import every_word_data
 from probing.data.settings import choose
 from probing.data.sources import WordInContextData, read_contexts
@@ -87,8 +88,9 @@ CONDITIONING_BASELINES = ("pbert", "bertw", "prand")
 
 
 def conditioning_of(condition_on: Any, layer: Any = None) -> str:
-    """The config of `conditionings` (conf/probe.yaml) that `probe.condition_on` names: "none" without conditioning,
-    "layer" for a layer of the same model, or a baseline. The scalar mix is refused as X and as R (`layer`): it is
+    """The kind of representation that `probe.condition_on` names (the resolver `conditioning_of` of conf/probe.yaml's
+    `conditioning`, refused when the config is resolved): "none" without conditioning, "layer" for a layer of the same
+    model, or a baseline. The scalar mix is refused as X and as R (`layer`): it is
     learned by each probe, so the probes on X and on [X; R] would not share one X, or one R."""
     if condition_on is None:
         return "none"
@@ -106,6 +108,23 @@ def conditioning_of(condition_on: Any, layer: Any = None) -> str:
         raise ConfigError(f"probe.condition_on={condition_on!r} names no representation. Fix: a layer (0 = the "
                           f"embeddings) or a baseline ({', '.join(CONDITIONING_BASELINES)}), or null")
     return "layer"
+
+
+class Conditioning:
+    """The representation X of `probe.condition_on` (conf/probe.yaml's `conditioning`, whose `kind` `conditioning_of`
+    names), built when called: what it reads (the encoder of `encoder`, or the baseline's featurizer of `baselines`,
+    plain `_target_` configs) is built then, and only then."""
+
+    def __init__(self, kind: str, layer: Any, encoder: Mapping[str, Any], baselines: Mapping[str, Any],
+                 configured_layers: int | None = None):
+        self.kind, self.layer, self.configured_layers = kind, layer, configured_layers
+        self.encoder, self.baselines = encoder, baselines
+
+    def __call__(self) -> ContextRepresentation:
+        if self.kind == "layer":
+            return EncoderLayer(build(self.encoder, "features.encoder"), self.layer, self.configured_layers,
+                                setting="probe.condition_on")
+        return Baseline(self.kind, build(self.baselines[self.kind], f"baselines.{self.kind}"))
 
 
 def warn_if_num_layers_differ(configured: int | None, encoder: Featurizer) -> None:
@@ -239,7 +258,7 @@ class ConditionedRepresentation:
 
     level = "context"
 
-    def __init__(self, probed: ContextRepresentation, conditioning: Callable[[], ContextRepresentation]):
+    def __init__(self, probed: ContextRepresentation, conditioning: Conditioning):
         self.probed, self.conditioning = probed, conditioning
         self.store_layer, self.expected_layers = probed.store_layer, probed.expected_layers
 

@@ -49,7 +49,8 @@ KIND_ORDER = ("baseline", "avg", "layer", MIX)
 # key too.
 DERIVED = ("representation.", "representations.", "probing.", "conditioning")
 # What the configs of earlier versions held beside: every probing a run could do (`probings`), and the task's name
-# of its own (`task.probing`); their runs compare with later ones without them.
+# of its own (`task.probing`); their runs compare with later ones without them. (Their `conditionings`, every
+# representation a run could condition on, begin as DERIVED's `conditioning` does.)
 RETIRED = (("probings",), ("task", "probing"))
 # Names made of other settings (conf/probe.yaml's run_name: model, data, layer, probe, seed) for the run's folder,
 # logger and W&B run: they tell runs apart only through those settings, never on their own.

@@ -96,9 +96,8 @@ def probed_representation(cfg: DictConfig) -> Any:
     """The representation of `layer=`/`baseline=`, joined with the one of `probe.condition_on` when it is set (built
     once the probed one's stores are filled)."""
     representation = build(cfg.representation, "representation")
-    if cfg.conditioning is None:
-        return representation
-    return ConditionedRepresentation(representation, lambda: build(cfg.conditioning, "probe.condition_on"))
+    conditioning = build(cfg.conditioning, "probe.condition_on")
+    return representation if conditioning.kind == "none" else ConditionedRepresentation(representation, conditioning)
 
 
 def about_run(cfg: DictConfig, probing: TaskProbing, module: Any, inputs: ProbeInputs) -> dict[str, Any]:

@@ -424,13 +424,16 @@ def test_one_layer_per_class_plot_fits_long_class_names(tmp_path):
 
 
 def test_runs_written_before_the_config_held_only_what_runs_group_with_later_ones():
-    """Earlier configs also held every probing a run could do (`probings`) and the task's name of its own
-    (`task.probing`): they tell no run of theirs apart from a later run of the same setting."""
+    """Earlier configs also held every probing a run could do (`probings`), the task's name of its own
+    (`task.probing`) and every representation it could condition on (`conditionings`, and `conditioning: null`):
+    they tell no run of theirs apart from a later run of the same setting."""
     def earlier(seed, task="upos"):
         return {**run_config(seed, run_dir=f"/runs/{seed}"), "task": {"name": task, "probing": "words"},
-                "probings": {"words": {"seed": seed}, "sclass": {"seed": seed}}}
+                "probings": {"words": {"seed": seed}, "sclass": {"seed": seed}},
+                "conditionings": {"none": None, "layer": {"layer": None}}, "conditioning": None}
 
-    later = {**run_config(0, run_dir="/runs/later"), "task": {"name": "upos"}}
+    later = {**run_config(0, run_dir="/runs/later"), "task": {"name": "upos"},
+             "conditioning": {"kind": "none", "layer": None}}
     runs = [result("mix", 0, config=earlier(0)), result("mix", 1, config=earlier(1)), result("mix", 0, config=later)]
     assert variant_keys(runs) == []
     assert distinct_runs([{**run, "_file": f"{job}/results.json"} for job, run in enumerate(runs)])[1] == [
