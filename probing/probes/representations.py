@@ -1,9 +1,9 @@
-"""What a probe run reads: one representation of the words, built once from `conf/representation/`.
+"""What a probe run reads: one representation of the words, built once from conf/probe.yaml's `representation`.
 
 The user's shorthand (`layer=3`, `layer=-1`, `layer=mix`, `baseline=pbert` or `layer=pbert`, and at
 `probe.level=type` `layer=l` (AVG-l), `layer=rand`, `layer=bertw` or `embeddings=glove`) is resolved at
-composition: `representation: ${representations.${representation_of:...}}` in conf/probe.yaml picks one of the
-configs of `conf/representation/` by `representation_of` below, and `hydra.utils.instantiate` builds it. Each
+composition into the `kind` of conf/probe.yaml's `representation` (`representation_of` below, which refuses a
+shorthand that names none), and `built_representation` builds that kind, with what it reads, and nothing else. Each
 representation validates its own settings (a `ConfigError` with the fix), knows what fills its stores (a
 Featurizer) and which of their layers it reads, its `layer` and `representation` label for results.json and the
 report, what its features are (`described`: the model they come from, pooling, context size, attention window, from
@@ -53,8 +53,8 @@ NAMED_TYPE_SPACES = ("rand", "bertw")
 
 
 def representation_of(layer: Any, baseline: str | None, level: str, embeddings: str | None) -> str:
-    """The config of `representations` that the shorthand names (the resolver `representation_of` of
-    conf/probe.yaml). A shorthand that names none (an unknown probe.level or baseline, a baseline with layer=mix, a
+    """The kind of representation that the shorthand names (the resolver `representation_of` of conf/probe.yaml's
+    `representation`). A shorthand that names none (an unknown probe.level or baseline, a baseline with layer=mix, a
     layer that is neither an index nor a name) is a ConfigError here, when the config is resolved: a single run
     stops before it loads anything, and a sweep before its first job (`probing.cli.SweepCheck` resolves every job's
     config first)."""
@@ -110,6 +110,30 @@ def conditioning_of(condition_on: Any, layer: Any = None) -> str:
     return "layer"
 
 
+def built_representation(kind: str, layer: Any, encoder: Mapping[str, Any], baselines: Mapping[str, Any],
+                         type_spaces: Mapping[str, Any] | None = None, embeddings: Mapping[str, Any] | None = None,
+                         configured_layers: int | None = None, setting: str = "layer") -> Any:
+    """The representation of `kind` (`representation_of`, `conditioning_of`) at `layer`, with what it reads built from
+    the plain `_target_` configs given (conf/probe.yaml's `representation`): the encoder of `encoder`, a baseline's
+    featurizer of `baselines`, a word space of `type_spaces` or the static file of `embeddings`, only those of that
+    kind. `setting` is the one named when the layer is out of range."""
+    if kind == "layer":
+        return EncoderLayer(build(encoder, "features.encoder"), layer, configured_layers, setting=setting)
+    if kind == MIX:
+        return LayerMix(build(encoder, "features.encoder"), configured_layers)
+    if kind == "pstatic":
+        named = embeddings or {}
+        return StaticFileBaseline(build(baselines[kind], "baselines.pstatic"), named.get("name"), named.get("label"))
+    if kind in BASELINE_LABELS:
+        return Baseline(kind, build(baselines[kind], f"baselines.{kind}"))
+    if kind == "avg":
+        return AvgSpaceOfLayer(build(type_spaces["avg"], "type_spaces.avg"), build(encoder, "features.encoder"), layer)
+    if kind == "static":
+        return TypeSpace(build(embeddings, "embeddings"))
+    space = kind.removeprefix("type_")
+    return TypeSpace(build(type_spaces[space], f"type_spaces.{space}"))
+
+
 class Conditioning:
     """The representation X of `probe.condition_on` (conf/probe.yaml's `conditioning`, whose `kind` `conditioning_of`
     names), built when called: what it reads (the encoder of `encoder`, or the baseline's featurizer of `baselines`,
@@ -121,10 +145,8 @@ class Conditioning:
         self.encoder, self.baselines = encoder, baselines
 
     def __call__(self) -> ContextRepresentation:
-        if self.kind == "layer":
-            return EncoderLayer(build(self.encoder, "features.encoder"), self.layer, self.configured_layers,
-                                setting="probe.condition_on")
-        return Baseline(self.kind, build(self.baselines[self.kind], f"baselines.{self.kind}"))
+        return built_representation(self.kind, self.layer, self.encoder, self.baselines,
+                                    configured_layers=self.configured_layers, setting="probe.condition_on")
 
 
 def warn_if_num_layers_differ(configured: int | None, encoder: Featurizer) -> None:

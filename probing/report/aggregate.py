@@ -44,14 +44,14 @@ BASELINE_ORDER = (RAND, BASELINE_LABELS["prand"], None, BASELINE_LABELS["pstatic
                   BASELINE_LABELS["pbert"])
 # Then AVG-l by l, the contextual layers by number, and the scalar mix last.
 KIND_ORDER = ("baseline", "avg", "layer", MIX)
-# Config nodes made only of other settings (conf/probe.yaml's representation, chosen by the shorthand, and every
-# representation a run could probe; its probing, chosen by the task): a value that differs there differs at its own
-# key too.
-DERIVED = ("representation.", "representations.", "probing.", "conditioning")
-# What the configs of earlier versions held beside: every probing a run could do (`probings`), and the task's name
-# of its own (`task.probing`); their runs compare with later ones without them. (Their `conditionings`, every
-# representation a run could condition on, begin as DERIVED's `conditioning` does.)
-RETIRED = (("probings",), ("task", "probing"))
+# Config nodes made only of other settings (conf/probe.yaml's representation and conditioning, named by the
+# shorthand; its probing, chosen by the task): a value that differs there differs at its own key too.
+DERIVED = ("representation.", "probing.", "conditioning")
+# What the configs of earlier versions held beside: every representation and every probing a run could do
+# (`representations`, `probings`), and the task's name of its own (`task.probing`); their runs compare with later
+# ones without them. (Their `conditionings`, every representation a run could condition on, begin as DERIVED's
+# `conditioning` does.)
+RETIRED = (("representations",), ("probings",), ("task", "probing"))
 # Names made of other settings (conf/probe.yaml's run_name: model, data, layer, probe, seed) for the run's folder,
 # logger and W&B run: they tell runs apart only through those settings, never on their own.
 RUN_LABELS = ("run_name", "run_group", "logger.wandb.name", "logger.wandb.group")

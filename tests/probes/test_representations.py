@@ -1,5 +1,5 @@
 """probing/probes/representations.py: the shorthand (`layer=`, `baseline=`, `probe.level`, `embeddings=`) resolved
-once at composition into one config of conf/representation/, and each representation built from it."""
+once at composition into the kind of the one representation the config holds, and each representation built."""
 
 from __future__ import annotations
 
@@ -14,12 +14,16 @@ from probing.errors import ConfigError
 from probing.probes.controls import NO_CONTROL_TASK, ControlTask
 from probing.probes.datamodule import ALL_LAYERS
 from probing.probes.representations import (
+    AvgSpaceOfLayer,
     Baseline,
     EncoderLayer,
     LayerMix,
+    StaticFileBaseline,
     TypeSpace,
+    built_representation,
     representation_of,
 )
+from probing.vocabulary import BASELINE_LABELS
 from tests.helpers import CONFIG_DIR
 
 
@@ -43,15 +47,37 @@ def composed(*overrides: str):
         return compose("probe", overrides=list(overrides))
 
 
-@pytest.mark.parametrize("overrides,target", [
-    ([], "EncoderLayer"), (["layer=mix"], "LayerMix"), (["baseline=prand"], "Baseline"), (["layer=pbert"], "Baseline"),
-    (["baseline=pstatic", "embeddings=glove"], "StaticFileBaseline"),
-    (["probe.level=type", "layer=2"], "AvgSpaceOfLayer"), (["probe.level=type", "layer=rand"], "TypeSpace"),
-    (["probe.level=type", "embeddings=glove"], "TypeSpace"),
+def space(name: str, label: str) -> dict:
+    return {"_target_": "types.SimpleNamespace", "name": name, "label": label}
+
+
+# What the representations read, as plain `_target_` configs of fakes: an encoder of 7 hidden states, each baseline's
+# featurizer, the word spaces, a static file.
+PARTS = {"encoder": {"_target_": f"{__name__}.fake_encoder"},
+         "baselines": {name: {"_target_": "types.SimpleNamespace", "kind": name} for name in BASELINE_LABELS},
+         "type_spaces": {"avg": space("avg", "AVG"), "rand": space("rand", "Rand"), "bertw": space("bertw", "BERTw")},
+         "embeddings": space("glove", "GloVe")}
+
+
+@pytest.mark.parametrize("overrides,built,label", [
+    ([], EncoderLayer, "6"), (["layer=2"], EncoderLayer, "2"), (["layer=mix"], LayerMix, "mix"),
+    (["baseline=prand"], Baseline, "P-Rand"), (["layer=pbert"], Baseline, "P-BERT"),
+    (["baseline=bertw", "layer=3"], Baseline, "BERTw"),
+    (["baseline=pstatic", "embeddings=glove"], StaticFileBaseline, "P-GloVe"),
+    (["probe.level=type", "layer=2"], AvgSpaceOfLayer, "AVG-2"),
+    (["probe.level=type", "layer=rand"], TypeSpace, "Rand"), (["probe.level=type", "layer=bertw"], TypeSpace, "BERTw"),
+    (["probe.level=type", "embeddings=glove"], TypeSpace, "GloVe"),
 ])
-def test_the_composed_config_holds_the_chosen_representation(overrides, target):
+def test_the_composed_config_holds_the_one_representation_chosen(overrides, built, label):
     cfg = composed(*overrides)
-    assert OmegaConf.select(cfg, "representation._target_").endswith(f".{target}")
+    assert set(cfg) >= {"representation"} and "representations" not in cfg
+    representation = built_representation(cfg.representation.kind, cfg.layer, **PARTS)
+    assert type(representation) is built and representation.label == label
+
+
+def test_a_baseline_builds_its_own_featurizer_only():
+    representation = built_representation("prand", -1, **{**PARTS, "encoder": {"_target_": "no.such.encoder"}})
+    assert representation.featurizer.kind == "prand"
 
 
 @pytest.mark.parametrize("layer,baseline,level,message", [
@@ -70,7 +96,7 @@ def test_a_shorthand_that_names_no_representation_is_refused(layer, baseline, le
 def test_the_refusal_of_a_shorthand_comes_when_the_config_is_resolved():
     cfg = composed("layer=abc")
     with pytest.raises(Exception) as resolving:
-        OmegaConf.select(cfg, "representation._target_")
+        OmegaConf.select(cfg, "representation.kind")
     assert isinstance(probing_cause(resolving.value), ConfigError)  # what the entry scripts print as one line
 
 

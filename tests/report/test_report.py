@@ -424,13 +424,15 @@ def test_one_layer_per_class_plot_fits_long_class_names(tmp_path):
 
 
 def test_runs_written_before_the_config_held_only_what_runs_group_with_later_ones():
-    """Earlier configs also held every probing a run could do (`probings`), the task's name of its own
-    (`task.probing`) and every representation it could condition on (`conditionings`, and `conditioning: null`):
+    """Earlier configs also held every representation and probing a run could do (`representations`, `probings`), the
+    task's name of its own (`task.probing`) and every representation it could condition on (`conditionings`, and
+    `conditioning: null`):
     they tell no run of theirs apart from a later run of the same setting."""
     def earlier(seed, task="upos"):
         return {**run_config(seed, run_dir=f"/runs/{seed}"), "task": {"name": task, "probing": "words"},
                 "probings": {"words": {"seed": seed}, "sclass": {"seed": seed}},
-                "conditionings": {"none": None, "layer": {"layer": None}}, "conditioning": None}
+                "conditionings": {"none": None, "layer": {"layer": None}}, "conditioning": None,
+                "representations": {"layer": {"layer": -1}, "mix": {"mix_lr": 0.001}}}
 
     later = {**run_config(0, run_dir="/runs/later"), "task": {"name": "upos"},
              "conditioning": {"kind": "none", "layer": None}}
