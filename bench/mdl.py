@@ -2,7 +2,7 @@
 against S-1 probes trained one by one, each on its own prefix.
 
 Synthetic data: N rows of D features (standard normal), K labels given by a random linear teacher (argmax of
-x @ T), cut into S blocks at the paper's shares (`probing.probes.mdl.DEFAULT_FRACTIONS`, S=11 for N=8000). Both
+x @ T), cut into S blocks at the paper's shares (`probing.probes.bits.mdl.DEFAULT_FRACTIONS`, S=11 for N=8000). Both
 sides start from the same weights (the batched heads' `as_sequential(i)`) and train E epochs at batch size B with
 Adam (lr 1e-3, fused as the probes' default), all tensors on the device before timing:
 
@@ -40,7 +40,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from probing.devices import cpu_description, timed
-from probing.probes import mdl
+from probing.probes.bits import mdl
 from probing.probes.word_probe import WordProbe
 
 

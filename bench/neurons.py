@@ -45,8 +45,8 @@ from torch.nn import functional as F
 from probing.devices import cpu_description, timed
 from probing.probes.components.batched_probes import BatchedProbes
 from probing.probes.datamodule import ProbingDataModule, TensorSplit
-from probing.probes.neuron_probes import NeuronProbes, fit, head_losses
-from probing.probes.neurons import k_values, selection_masks
+from probing.probes.neurons.probes import NeuronProbes, fit, head_losses
+from probing.probes.neurons.rankings import k_values, selection_masks
 
 REPO = Path(__file__).resolve().parents[1]
 

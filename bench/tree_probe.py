@@ -37,7 +37,7 @@ from torch import Tensor
 from probing.data.files import write_json_atomically
 from probing.data.trees import TreeSource
 from probing.devices import cpu_description, timed
-from probing.probes.tree_probe import TreeProbe
+from probing.probes.trees.probe import TreeProbe
 
 TARGET = 1.5  # step / bare products, per epoch, on a CPU
 

@@ -26,8 +26,8 @@ from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, S
 from probing.data.splits import SEEN, TEST_SPLITS
 from probing.errors import ConfigError
 from probing.features.store import FeatureStore
+from probing.probes.bits.mdl import OnlineCode
 from probing.probes.controls import class_distribution, control_classes, seen_rows
-from probing.probes.mdl import OnlineCode
 
 ALL_LAYERS = "all"
 
@@ -101,8 +101,8 @@ class StoreDataModule(ProbingDataModule):
     `seen_fraction` (> 0, with the control task) moves that share of the training contexts, drawn by
     `probing.probes.controls.seen_rows` from `control_seed`, into a `seen` split scored after training.
     `expected_layers`: the number of layers the run needs in every store (the scalar mix needs all of them).
-    With `online_code` (probing.probes.mdl.OnlineCode), the training contexts get their position in its seeded order
-    (`order`), which cuts them into the blocks of the MDL online code.
+    With `online_code` (probing.probes.bits.mdl.OnlineCode), the training contexts get their position in its seeded
+    order (`order`), which cuts them into the blocks of the MDL online code.
     """
 
     def __init__(self, stores: Mapping[str, str | Path], layer: int | str, batch_size: int = 256,

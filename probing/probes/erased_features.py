@@ -50,9 +50,9 @@ from probing.features.erasure import (
     softmax_regression,
 )
 from probing.features.erasure_setup import ErasureSetup, random_control
+from probing.probes.bits.information import majority_rates
 from probing.probes.callbacks import KeepBestWeights
 from probing.probes.datamodule import ALL_LAYERS, ProbingDataModule, TensorSplit
-from probing.probes.information import majority_rates
 from probing.probes.saved import differences
 from probing.probes.word_data import WordTaskDataModule
 from probing.probes.word_probe import WordProbe

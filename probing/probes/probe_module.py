@@ -8,7 +8,7 @@ The contract (keyword arguments, the same for every probe module):
     num_layers      the representation's layers when it is the scalar mix (features (B, num_layers, D)), else None
     level           the representation's level: "context" (an example per word in context) or "type" (one per word)
     control         train the control task's probes beside (batches carry its labels too)
-    mdl_block_ends  the block ends of the MDL online code (`probing.probes.mdl.OnlineCode.block_ends`), or None
+    mdl_block_ends  the block ends of the MDL online code (`probing.probes.bits.mdl.OnlineCode.block_ends`), or None
     family, hidden_dim, rank, dropout
                     the probe family (`probing.probes.components.batched_probes`: linear, mlp1, mlp2), from
                     `probe=linear|mlp1|mlp2|sclass_mlp` (`probe.module`)
@@ -21,7 +21,7 @@ The contract (keyword arguments, the same for every probe module):
                     with `probe.condition_on`: features are [X; R], the first conditioning_dim columns X (input_dim
                     is R's size); the task's, control and MDL probes read R, and two more heads of the same family
                     train beside them: `baseline_probes` on X and `joint_probes` on [X; R] (conditional
-                    V-information, `probing.probes.information`)
+                    V-information, `probing.probes.bits.information`)
 
 A subclass says how many probes its task has and how many outputs each (`probe_shape`: C binary probes for the
 s-class task, one K-way probe for a word task), the training loss of a batch (`task_loss`), the target columns of the
@@ -29,7 +29,7 @@ MDL online code (`mdl_targets`, `mdl_columns`), and its metrics (`_update_metric
 here: the heads (the task's `probes`, the control task's `control_probes`, the MDL `mdl_probes`, built in that order),
 the guarded loss, the optimizer's parameter groups, the scalar mix's logging, the dev and test passes, the MDL
 prefix probes' best-dev weights and codelength (Voita & Titov 2020 §2.2), and the heads' held-out cross-entropies in
-bits, each head's at its own least-dev-cross-entropy epoch (`split_bits`, `probing.probes.information`).
+bits, each head's at its own least-dev-cross-entropy epoch (`split_bits`, `probing.probes.bits.information`).
 """
 
 from __future__ import annotations
@@ -49,9 +49,7 @@ from probing.data.settings import check_optimizer, choose
 from probing.data.splits import EVAL_SPLITS, TEST_SPLITS
 from probing.devices import has_native_bf16
 from probing.errors import ProbingError
-from probing.probes.components.prefix_probes import PrefixProbes, check_block_ends
-from probing.probes.components.probe_head import ProbeHead
-from probing.probes.information import (
+from probing.probes.bits.information import (
     BASELINE_PROBES,
     CONTROL_PROBES,
     JOINT_PROBES,
@@ -60,6 +58,8 @@ from probing.probes.information import (
     CrossEntropyBits,
     LeastDevCrossEntropy,
 )
+from probing.probes.bits.prefix_probes import PrefixProbes, check_block_ends
+from probing.probes.components.probe_head import ProbeHead
 from probing.vocabulary import LEVELS
 
 log = logging.getLogger(__name__)
@@ -265,7 +265,7 @@ class ProbeModule(lightning.LightningModule):
         if self.MEASURES_BITS:
             self.selected = {name: self.selection.selected(name, getattr(self, name)) for name in self.bit_heads()}
 
-    # --- bits (probing.probes.information) ----------------------------------------------------------------------
+    # --- bits (probing.probes.bits.information) ----------------------------------------------------------------------
 
     def bit_heads(self) -> list[str]:
         """The heads trained on the task's or the control task's labels, by attribute name."""

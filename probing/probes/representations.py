@@ -40,9 +40,9 @@ from probing.features.layers import resolve_layer
 from probing.features.provision import ensure_features
 from probing.features.sentence_store import sentence_encoder_of
 from probing.features.store import FeatureStore
+from probing.probes.bits.mdl import OnlineCode
 from probing.probes.controls import ControlTask, class_distribution, control_classes
 from probing.probes.datamodule import ALL_LAYERS, ProbingDataModule, StoreDataModule, TensorSplit
-from probing.probes.mdl import OnlineCode
 from probing.probes.word_data import ConcatenatedSplit, WordTaskDataModule
 from probing.vocabulary import BASELINE_LABELS, LEVELS, MIX
 
@@ -373,7 +373,7 @@ class TypeSpace:
     def inputs(self, source: Any, store_settings: Mapping[str, Any], batch_size: int,
                control: ControlTask, online_code: OnlineCode | None = None) -> ProbeInputs:
         """The word vectors and multi-hot targets of the type-level word splits (no online code: it is refused at
-        type level, `probing.probes.mdl.online_code`)."""
+        type level, `probing.probes.bits.mdl.online_code`)."""
         types = source.load_types()
         space = self.built_space(source, store_settings)
         data, vectors, about = space.vectors(types)

@@ -31,6 +31,7 @@ from probing.data.word_tasks import read_word_task
 from probing.errors import ConfigError, settings_named
 from probing.features.erasure_setup import ERASER_FILE, ErasureSetup
 from probing.probes import erased_features
+from probing.probes.bits.mdl import OnlineCode
 from probing.probes.callbacks import (
     KeepBestWeights,
     best_epochs,
@@ -39,7 +40,6 @@ from probing.probes.callbacks import (
     training_warnings,
 )
 from probing.probes.controls import NO_CONTROL_TASK, ControlTask
-from probing.probes.mdl import OnlineCode
 from probing.probes.probe_module import ProbeModule
 from probing.probes.representations import ProbeInputs, features_about
 from probing.probes.saved import (
@@ -53,9 +53,9 @@ from probing.probes.saved import (
     save_probes,
     storage_dtype,
 )
-from probing.probes.tree_data import TreeDataModule, tree_split_summary
-from probing.probes.tree_probe import refuse_what_a_structural_probe_does_not_honour
-from probing.probes.tree_results import linear_baseline_scores, tree_examples
+from probing.probes.trees.data import TreeDataModule, tree_split_summary
+from probing.probes.trees.probe import refuse_what_a_structural_probe_does_not_honour
+from probing.probes.trees.results import linear_baseline_scores, tree_examples
 from probing.results.kinds import SClassProbeResults, TreeProbeResults, WordProbeResults
 from probing.vocabulary import SCLASS_TASK
 
@@ -261,7 +261,7 @@ class WordProbing(TaskProbing):
 class TreeProbing(TaskProbing):
     """A tree task (task=tree_distance, tree_depth; Hewitt & Manning 2019): the dependency trees of the task's
     sentences (`probing.data.trees`), read from the every-word stores a sentence at a time; the structural probe of
-    `kind` ("distance" or "depth", `probing.probes.tree_probe`). Refused as for a word task: the type level, saved
+    `kind` ("distance" or "depth", `probing.probes.trees.probe`). Refused as for a word task: the type level, saved
     probes, a seen split; and what a structural probe does not honour (another family, dropout, the online code).
     Its results add the paper's LINEAR baseline (each word attached to the next; depth = position) scored by the same
     metrics on the same sentences, B's rank, and a few test sentences' gold and predicted trees (the report draws

@@ -24,9 +24,9 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from probing.probes.bits.mdl import OnlineCode
 from probing.probes.controls import class_distribution, control_classes
 from probing.probes.datamodule import ProbingDataModule, read_every_word_store
-from probing.probes.mdl import OnlineCode
 
 
 class GatheredSplit(Dataset):
@@ -64,7 +64,7 @@ class GatheredSplit(Dataset):
 
 class ConcatenatedSplit(Dataset):
     """The examples of two `GatheredSplit`s of the same words, their features joined as [X; R] (conditional probing,
-    `probing.probes.information`): read from the parts' own vectors, no new matrix. The parts must hold the same
+    `probing.probes.bits.information`): read from the parts' own vectors, no new matrix. The parts must hold the same
     examples with the same labels (a ValueError otherwise); the batch keys but `features` are R's."""
 
     def __init__(self, conditioning: GatheredSplit, probed: GatheredSplit):
@@ -97,8 +97,9 @@ class WordTaskDataModule(ProbingDataModule):
     Examples whose word (or, for pairs, either word) the featurizer could not represent (flagged in the store, e.g.
     a word without wordpieces) are left out and counted in `dropped`. With `control_seed`, every example gets the
     control label of its word type: one label per type, drawn from the label distribution of the training examples
-    (probing.probes.controls), unseen words by the same rule. With `online_code` (probing.probes.mdl.OnlineCode), the
-    training examples get their position in its seeded order (`order`), which cuts them into the MDL blocks.
+    (probing.probes.controls), unseen words by the same rule. With `online_code`
+    (probing.probes.bits.mdl.OnlineCode), the training examples get their position in its seeded order (`order`), which
+    cuts them into the MDL blocks.
     """
 
     def __init__(self, stores: Mapping[str, str | Path], data, layer: int | str, batch_size: int = 256,

@@ -20,7 +20,7 @@ class WordProbe(ProbeModule):
 
     Batches: `features` (B, D) or (B, num_layers, D) float32, `label` (B,) int64; with `control=True` also
     `control_label` (B,) (Hewitt & Liang's control task: a label per word type); with `mdl_block_ends` the training
-    batches also carry `order` (B,) int64, the example's position in the seeded MDL order (`probing.probes.mdl`).
+    batches also carry `order` (B,) int64, the example's position in the seeded MDL order (`probing.probes.bits.mdl`).
 
     Heads: `probes` (the task's probe, a `ProbeHead` of one K-way probe), `control_probes` (the same, for the
     control task) and `mdl_probes` (with MDL): the `PrefixProbes` of the online code, one target column for the task's

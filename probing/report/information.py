@@ -1,4 +1,4 @@
-"""The word-task report's measures in bits (`probing.probes.information`): V-information and conditional
+"""The word-task report's measures in bits (`probing.probes.bits.information`): V-information and conditional
 V-information beside accuracy, selectivity and MDL in one table, the weight decay chosen by dev cross-entropy, and
 Pimentel et al.'s gain over a type-level representation.
 

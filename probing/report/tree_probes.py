@@ -57,7 +57,7 @@ from probing.results.kinds import TreeProbeResults
 from probing.vocabulary import MIX, TREE_SCORES, TREE_UNDEFINED
 
 CSV_FILE = "tree_probes.csv"
-# The scores of each kind of structural probe, the headline first (those of probing.probes.tree_probe).
+# The scores of each kind of structural probe, the headline first (those of probing.probes.trees.probe).
 ALL_SCORES = tuple(itertools.chain(*TREE_SCORES.values()))
 SCORE_NAMES = {"uuas": "UUAS", "dspr": "DSpr.", "root_acc": "Root %", "nspr": "NSpr."}
 # Shown in percent, as the paper does (UUAS 82.5, DSpr. 0.857); results.json and the CSV hold fractions.

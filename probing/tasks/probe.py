@@ -25,8 +25,8 @@ from omegaconf import DictConfig
 from probing.config import build
 from probing.data.splits import EVAL_SPLITS
 from probing.features.finetuned import finetuned_task
-from probing.probes import information
-from probing.probes import mdl as online_code
+from probing.probes.bits import information
+from probing.probes.bits import mdl as online_code
 from probing.probes.representations import ConditionedRepresentation, ProbeInputs
 from probing.probes.task_probes import TaskProbing, check_probing_task
 from probing.tasks.common import (

@@ -14,9 +14,9 @@ from torch.nn import functional as F
 from torch.utils.data import DataLoader
 
 from probing.errors import ConfigError, ProbingError
+from probing.probes.bits.mdl import block_ends
+from probing.probes.bits.prefix_probes import PrefixHead
 from probing.probes.components.batched_probes import BatchedProbes, first_layer_products
-from probing.probes.components.prefix_probes import PrefixHead
-from probing.probes.mdl import block_ends
 from probing.probes.word_probe import WordProbe
 
 FAMILIES = [("linear", None), ("linear", 3), ("mlp1", None), ("mlp2", None)]

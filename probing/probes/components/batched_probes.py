@@ -9,7 +9,7 @@ upstream as [a; b] or [a; b; a * b]) and giving K logits:
 
 `num_heads` such probes with the same shape but no shared parameter train side by side (the C binary probes of the
 s-class task, a word task's single probe, the MDL prefix probes, the probes retrained on a few neurons of
-probing.probes.neuron_analysis); each gets exactly the gradient it would get alone.
+probing.probes.neurons.analysis); each gets exactly the gradient it would get alone.
 
 Two options serve the neuron analyses (Dalvi et al. 2019; Antverg & Belinkov 2022):
 - an elastic-net penalty (`l1`, `l2`): per head, l1 * sum |W| + l2 * ||W||_F over the head's weight matrices (the

@@ -21,7 +21,7 @@ class ProbeHead(nn.Module):
     With `num_layers` set, features are (B, num_layers, D) and one ScalarMix, shared by the probes of this head, turns
     them into (B, D); `mix` holds its options (layer_norm, dropout, l2_lambda). The mix weights are then one answer for
     the whole task, as in ELMo, where one mix serves one task model. (The MDL prefix probes, independent models, each
-    have their own mix: `probing.probes.components.prefix_probes.PrefixHead`.)
+    have their own mix: `probing.probes.bits.prefix_probes.PrefixHead`.)
     """
 
     def __init__(self, num_probes: int, input_dim: int, num_labels: int = 2, family: str = "mlp1",

@@ -1,6 +1,6 @@
 """The prefix probes of the MDL online code (Voita & Titov 2020 §2.2), all of them one module beside a task's probes.
 
-The n training examples take their positions in a seeded order (`order`, probing.probes.mdl), cut into blocks that
+The n training examples take their positions in a seeded order (`order`, probing.probes.bits.mdl), cut into blocks that
 end at `ends[0] < ... < ends[S-1] = n`. Prefix probe p (p = 0..S-2) trains on the examples at positions < ends[p]
 and encodes block p+1, positions [ends[p], ends[p+1]).
 
@@ -28,7 +28,7 @@ from torch.nn import functional as F
 from torchmetrics import Metric
 
 from probing.errors import ProbingError
-from probing.probes import mdl
+from probing.probes.bits import mdl
 from probing.probes.components.batched_probes import BatchedProbes
 from probing.probes.components.scalar_mix import ScalarMix
 

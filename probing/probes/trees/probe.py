@@ -1,6 +1,7 @@
 """The structural probes of Hewitt & Manning (2019) as a probe module of the one pipeline: the distance probe (tree
 distances of every word pair of a sentence) and the depth probe (each word's tree depth), trained as the reference
-(john-hewitt/structural-probes: loss.py, regimen.py) trains them, scored by its metrics (`tree_metrics`).
+(john-hewitt/structural-probes: loss.py, regimen.py) trains them, scored by its metrics
+(`probing.probes.trees.metrics`).
 
 Training, as the reference:
 - the L1 distance between predicted and gold distances (depths), summed over the pairs (words) of a sentence and
@@ -15,7 +16,7 @@ the online code (which sends labels; a tree probe predicts distances) are refuse
 control task's probe (Hewitt & Liang 2019, adapted to trees: `probing.data.trees.control_heads`) trains beside it on
 the control trees (`control_gold`), and every score gets a control score and a selectivity (score - control score).
 
-Batches (`probing.probes.tree_data`): features (B, T, D) or (B, T, num_layers, D), gold (B, T, T) distances or (B, T)
+Batches (`probing.probes.trees.data`): features (B, T, D) or (B, T, num_layers, D), gold (B, T, T) distances or (B, T)
 depths, lengths (B,), punctuation (B, T) bool, and with the control task control_gold.
 """
 
@@ -32,9 +33,9 @@ from probing.data.settings import choose, require_int
 from probing.data.splits import EVAL_SPLITS, TEST_SPLITS
 from probing.errors import ConfigError
 from probing.probes.components.batched_probes import check_rank_within
-from probing.probes.components.structural import KINDS, StructuralHead
 from probing.probes.probe_module import CONTROL, ProbeModule
-from probing.probes.tree_metrics import TreeMetrics
+from probing.probes.trees.metrics import TreeMetrics
+from probing.probes.trees.structural import KINDS, StructuralHead
 from probing.vocabulary import TREE_SCORES, TREE_UNDEFINED
 
 log = logging.getLogger(__name__)

@@ -1,5 +1,5 @@
 """Neuron-level analysis of one layer's word vectors: which dimensions ("neurons") carry a property, and what a probe
-loses without them. Plain torch and numpy, on features already in memory; probing.probes.neuron_analysis runs it
+loses without them. Plain torch and numpy, on features already in memory; probing.probes.neurons.analysis runs it
 on a task's words.
 
 Rankings (components, `instantiate`d from conf/analysis/neurons.yaml; each orders all D neurons, most important

@@ -1,4 +1,4 @@
-"""probing/probes/tree_probe.py and components/structural.py: the structural probes of Hewitt & Manning (2019): B's
+"""probing/probes/trees/probe.py and structural.py: the structural probes of Hewitt & Manning (2019): B's
 squared distances and norms against the explicit formula, the reference's L1 loss by hand, the refusals of what a
 structural probe does not honour, and a fit that learns a tree."""
 
@@ -12,8 +12,8 @@ import torch
 from torch.utils.data import DataLoader
 
 from probing.errors import ConfigError
-from probing.probes.components.structural import StructuralHead
-from probing.probes.tree_probe import TreeProbe, tree_loss
+from probing.probes.trees.probe import TreeProbe, tree_loss
+from probing.probes.trees.structural import StructuralHead
 
 
 def test_the_distance_head_gives_the_squared_distances_after_projection():

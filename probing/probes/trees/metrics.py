@@ -58,7 +58,7 @@ from torchmetrics import Metric
 
 from probing.data.settings import choose
 from probing.errors import ConfigError
-from probing.probes.components.structural import KINDS
+from probing.probes.trees.structural import KINDS
 from probing.vocabulary import SPEARMAN_LENGTHS
 
 LOW, HIGH = SPEARMAN_LENGTHS  # the sentence lengths DSpr. and NSpr. average over

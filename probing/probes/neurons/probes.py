@@ -1,4 +1,4 @@
-"""The probes that the neuron analysis trains (probing.probes.neuron_analysis), as one small LightningModule fitted by
+"""The probes that the neuron analysis trains (probing.probes.neurons.analysis), as one small LightningModule fitted by
 Lightning's Trainer: named groups of `BatchedProbes` (the elastic-net linear probe on every neuron; one masked head
 per (ranking, k) for the probes retrained on k neurons, linear and MLP-1) trained together on the same batches.
 

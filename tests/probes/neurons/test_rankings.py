@@ -1,7 +1,7 @@
-"""probing/probes/neurons.py and the probes of the neuron analysis (probing/probes/neuron_probes.py, the input masks of
-BatchedProbes): the probeless score against its closed form, NeuroX's weight-mass rule on weights set by hand,
-ablation that touches only the ablated neurons, masked batched probes that are the probes trained alone on their
-columns, and a planted single-neuron feature that every ranking puts first and the 1-sparse probe finds."""
+"""probing/probes/neurons/rankings.py and the probes of the neuron analysis (probing/probes/neurons/probes.py, the
+input masks of BatchedProbes): the probeless score against its closed form, NeuroX's weight-mass rule on weights set
+by hand, ablation that touches only the ablated neurons, masked batched probes that are the probes trained alone on
+their columns, and a planted single-neuron feature that every ranking puts first and the 1-sparse probe finds."""
 
 from __future__ import annotations
 
@@ -15,11 +15,11 @@ from torch import nn
 from torch.nn import functional as F
 
 from probing.errors import ConfigError
-from probing.probes import neurons
 from probing.probes.components.batched_probes import BatchedProbes
 from probing.probes.datamodule import ProbingDataModule, TensorSplit
-from probing.probes.neuron_analysis import majority
-from probing.probes.neuron_probes import NeuronProbes, accuracies, fit, head_losses
+from probing.probes.neurons import rankings as neurons
+from probing.probes.neurons.analysis import majority
+from probing.probes.neurons.probes import NeuronProbes, accuracies, fit, head_losses
 
 
 def test_the_probeless_score_is_the_sum_over_label_pairs_of_absolute_mean_differences():
