@@ -113,8 +113,8 @@ def main() -> None:
             "order": torch.randperm(args.rows)}
     data = {key: value.to(device) for key, value in data.items()}
     ends = mdl.block_ends(args.rows)
-    module = WordProbe(input_dim=args.input_dim, labels=[str(k) for k in range(args.labels)], family=args.family,
-                       hidden_dim=args.hidden_dim, mdl_block_ends=ends).to(device)
+    module = WordProbe.from_settings(input_dim=args.input_dim, labels=[str(k) for k in range(args.labels)],
+                                     family=args.family, hidden_dim=args.hidden_dim, mdl_block_ends=ends).to(device)
     probes = [head.probes.as_sequential(0) for head in module.mdl_probes.heads]
     load_before = os.getloadavg()[0]
     batched_s = timed(lambda: batched_epochs(module, data, args.epochs, args.batch_size,

@@ -257,8 +257,8 @@ def compare(splits: dict[str, Split], class_names: list[str], batch_size: int, a
     """Train both models from the same initial weights on the same batches; their epoch times and F1."""
     train = splits["train"]
     torch.manual_seed(args.seed)
-    module = SClassProbe(labels=class_names, input_dim=train.features.shape[1],
-                         hidden_dim=args.hidden_dim).to(train.features.device)
+    module = SClassProbe.from_settings(labels=class_names, input_dim=train.features.shape[1],
+                                       hidden_dim=args.hidden_dim).to(train.features.device)
     probes = [module.probes.mlps.as_sequential(k) for k in range(len(class_names))]
     epochs = epoch_orders(len(train.labels), batch_size, args.epochs, args.seed, train.features.device)
     steps = len(epochs[0])
@@ -385,8 +385,8 @@ def benchmark_trainer(args: argparse.Namespace) -> None:
     cfg = probe_config(args, control=True)
     inputs = probe_inputs(cfg)
     torch.manual_seed(args.seed)
-    template = SClassProbe(labels=list(inputs.classes), input_dim=inputs.datamodule.feature_dim,
-                           hidden_dim=args.hidden_dim, control=True)
+    template = SClassProbe.from_settings(labels=list(inputs.classes), input_dim=inputs.datamodule.feature_dim,
+                                         hidden_dim=args.hidden_dim, control=True)
     lightning_seconds, bare_seconds = [], []
     for _ in range(args.rounds):
         lightning_seconds += lightning_epochs(cfg, copy.deepcopy(template), inputs.datamodule)[1:]

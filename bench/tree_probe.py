@@ -104,7 +104,7 @@ def main() -> None:
     lengths = [len(words) for words in trees.sentences]
     epoch = batches(lengths, args, device)
     torch.manual_seed(args.seed)
-    module = TreeProbe(args.kind, labels=[], input_dim=args.input_dim, family="linear", rank=args.rank).to(device)
+    module = TreeProbe.from_settings(args.kind, input_dim=args.input_dim, family="linear", rank=args.rank).to(device)
     module.train()
     optimizer = module.configure_optimizers()["optimizer"]
     weight = module.probes.proj.detach().clone()

@@ -72,15 +72,15 @@ def seen_rows(word_ids: np.ndarray, fraction: float, seed: int) -> np.ndarray:
 
 class ControlTask:
     """`probe.control_task`, built once: `seed` is the control classes' seed (None when the task is off) and
-    `seen_fraction` the share of training contexts held out as the seen split (0 = none)."""
+    `seen_fraction` the share of training contexts held out as the seen split (0 = none; `check_level` refuses it
+    where no word has several contexts)."""
 
-    def __init__(self, enabled: bool = True, seed: int = 0, seen_fraction: float | None = 0.0,
-                 level: str = "context"):
+    def __init__(self, enabled: bool = True, seed: int = 0, seen_fraction: float | None = 0.0):
         enabled = require_bool("probe.control_task.enabled", enabled)
         self.seed = require_int("probe.control_task.seed", seed) if enabled else None
-        self.seen_fraction = self._checked_fraction(float(seen_fraction or 0.0), level)
+        self.seen_fraction = self._checked_fraction(float(seen_fraction or 0.0))
 
-    def _checked_fraction(self, fraction: float, level: str) -> float:
+    def _checked_fraction(self, fraction: float) -> float:
         if not fraction:
             return 0.0
         key = f"probe.control_task.seen_fraction={fraction}"
@@ -89,10 +89,14 @@ class ControlTask:
         if self.seed is None:
             raise ConfigError(f"{key} holds out contexts to score the control task on, but the control task is off. "
                               "Fix: probe.control_task.enabled=true, or seen_fraction=0")
-        if level != "context":
-            raise ConfigError(f"{key} needs several contexts per word; at probe.level=type each word is one training "
-                              "row, so no word can be both trained on and held out. Fix: seen_fraction=0")
         return fraction
+
+    def check_level(self, level: str) -> None:
+        """A seen split needs several contexts per word: refused at the type level (`probe.level`)."""
+        if self.seen_fraction and level != "context":
+            raise ConfigError(f"probe.control_task.seen_fraction={self.seen_fraction} needs several contexts per "
+                              "word; at probe.level=type each word is one training row, so no word can be both trained "
+                              "on and held out. Fix: seen_fraction=0")
 
 
 NO_CONTROL_TASK = ControlTask(enabled=False)

@@ -42,6 +42,7 @@ from probing.features.tensor_files import (
     tensors_hash,
     write_tensor_file,
 )
+from probing.probes.components import families
 
 log = logging.getLogger(__name__)
 
@@ -276,15 +277,17 @@ def module_of(saved: SavedProbes, build_module: Callable[..., torch.nn.Module], 
 
 
 def module_settings(about: Mapping[str, Any]) -> dict[str, Any]:
-    """The keyword contract of the probe module that saved probes describe (`about["module"]`). Files written before
-    every probe module took one contract name the s-class probes' classes `class_names` and record no family (they
-    were MLP-1s), their level beside the settings only, and the MDL block ends (never saved weights) among them."""
+    """The keyword contract of the probe module that saved probes describe (`about["module"]`: the family's record
+    beside the contract, built into its `family`). Files written before every probe module took one contract name the
+    s-class probes' classes `class_names` and record no family (they were MLP-1s), their level beside the settings
+    only, and the MDL block ends (never saved weights) among them."""
     settings = dict(about["module"])
     if "class_names" in settings:
         settings = {"labels": settings.pop("class_names"), "family": "mlp1", **settings}
     settings.pop("mdl_block_ends", None)
     settings.setdefault("level", about.get("level", "context"))
-    return settings
+    family = families.pop_family(settings, hidden_dim=1024)
+    return {**settings, "family": family}
 
 
 def reused_summary(saved: SavedProbes) -> dict[str, Any]:

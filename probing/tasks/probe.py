@@ -1,9 +1,10 @@
 """probe.py: one pipeline for every kind of probing. The config holds what probe.py does with the task (`probing`,
 conf/probings/<task>.yaml: the s-class probes of Zhao et al. 2020, or one multi-class probe of a word or word-pair task,
-Hewitt & Liang 2019 §4), built with hydra.utils.instantiate; it checks its own settings before anything is
-read, then the pipeline builds the representation (`representation`, probing/probes/representations.py),
-fills or reuses its stores, builds the probe module (the keyword contract of probing/probes/probe_module.py), fits it
-(or scores saved probes), scores dev and test, and writes results.json. The control task trains beside; with
+Hewitt & Liang 2019 §4), built with hydra.utils.instantiate and what this job knows (the task, the seed, the probe's
+settings and its family, built from `probe.module`); it checks its own settings before anything is read, then the
+pipeline builds the representation (`representation`, probing/probes/representations.py), fills or reuses its stores,
+builds the probe module (the keyword contract of probing/probes/probe_module.py), fits it (or scores saved probes),
+scores dev and test, and writes results.json. The control task trains beside; with
 `probe.mdl=true` the prefix probes of the online code too (Voita & Titov 2020 §2.2).
 
 A job whose run folder already holds the results of the same configuration is not run again, so a sweep relaunched
@@ -45,6 +46,8 @@ log = logging.getLogger(__name__)
 # What every run records of its features beside the representation's own `about` (the probing task adds its own keys).
 FEATURE_KEYS = ("model_name_or_path", "weights_sha256", "pooling", "context_size", "attention_window",
                 "attention_policy")
+# The probe's settings (conf/probe/) that every task's probing takes as they are.
+PROBE_SETTINGS = ("mix", "mdl", "mdl_fractions", "batch_size", "level", "reuse", "pair_product", "condition_on")
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
@@ -56,12 +59,21 @@ def run(cfg: DictConfig) -> dict[str, Any]:
             return previous
         check_trainer(cfg.trainer)
         check_probing_task(cfg.task.name, cfg.get("probing"))
-        probing = build(cfg.probing, "probing", source=build(cfg.data.source, "data.source"))
+        probing = built_probing(cfg)
         with closing_loggers(cfg.get("logger")) as loggers:
             results = probe(cfg, probing, config, out.parent, loggers)
         results = write_results(out, results, probing.RESULTS_KIND)
     log.info("%s", summary_line(results, out))
     return results
+
+
+def built_probing(cfg: DictConfig) -> TaskProbing:
+    """The task's probing (conf/probings/<task>.yaml) built with what this run knows: the task's name and data source,
+    the seed, the erasure and the probe's settings (conf/probe/; `probe.module` builds the probe family)."""
+    probe = cfg.probe
+    settings = {key: probe[key] for key in PROBE_SETTINGS}
+    return build(cfg.probing, "probing", name=cfg.task.name, source=build(cfg.data.source, "data.source"),
+                 seed=cfg.seed, erase=cfg.get("erase"), family=probe.module, control=probe.control_task, **settings)
 
 
 def probe(cfg: DictConfig, probing: TaskProbing, config: dict[str, Any], run_dir: Path,
@@ -103,8 +115,9 @@ def probed_representation(cfg: DictConfig) -> Any:
 def about_run(cfg: DictConfig, probing: TaskProbing, module: Any, inputs: ProbeInputs) -> dict[str, Any]:
     """What every probe run records of what it probed: the task and probe, the model and features, the data."""
     features = inputs.features
-    return {"task": probing.name, "probe": cfg.probe.name, "probe_family": module.hparams.family,
-            "rank": module.hparams.rank, "model": cfg.model.name,
+    settings = module.settings()
+    return {"task": probing.name, "probe": cfg.probe.name, "probe_family": settings["family"],
+            "rank": settings["rank"], "model": cfg.model.name,
             "finetuned_task": finetuned_task(features["model_name_or_path"]),
             "random_init": bool(cfg.model.get("random_init", False)), "data": cfg.data.name, "level": inputs.level,
             "embeddings": None, **{key: features[key] for key in FEATURE_KEYS}, **inputs.about, "seed": cfg.seed,

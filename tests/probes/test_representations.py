@@ -133,7 +133,7 @@ def test_the_control_task_is_computed_once_from_its_settings():
     with pytest.raises(ConfigError, match="the control task is off"):
         ControlTask(enabled=False, seen_fraction=0.2)
     with pytest.raises(ConfigError, match="at probe.level=type each word is one training row"):
-        ControlTask(seen_fraction=0.2, level="type")
+        ControlTask(seen_fraction=0.2).check_level("type")
     with pytest.raises(ConfigError, match="is not a fraction"):
         ControlTask(seen_fraction=1.5)
     with pytest.raises(ConfigError, match="probe.control_task.enabled must be true or false"):

@@ -143,7 +143,7 @@ class OnlineCode:
 
     def codelength(self, module, datamodule) -> dict:
         """The `mdl` block of results.json: the trained module's online code of the training labels, every training
-        example sent once (`ProbeModule.codelength`)."""
+        example sent once (`ClassifierProbe.codelength`)."""
         return module.codelength(datamodule.train_dataloader_in_order())
 
 

@@ -29,7 +29,7 @@ from torchmetrics import Metric
 
 from probing.errors import ProbingError
 from probing.probes.bits import mdl
-from probing.probes.components.batched_probes import BatchedProbes
+from probing.probes.components.batched_probes import BatchedProbes, Family
 from probing.probes.components.scalar_mix import ScalarMix
 
 
@@ -54,9 +54,7 @@ class PrefixProbes(nn.Module):
     """
 
     def __init__(self, block_ends: Sequence[int], num_targets: int, input_dim: int, num_labels: int,
-                 family: str = "mlp1", hidden_dim: int = 1000, rank: int | None = None, dropout: float = 0.0,
-                 num_layers: int | None = None, mix: Mapping[str, Any] | None = None, l1: float = 0.0,
-                 l2: float = 0.0):
+                 family: Family, num_layers: int | None = None, mix: Mapping[str, Any] | None = None):
         super().__init__()
         ends = check_block_ends(block_ends)
         if num_targets < 1:
@@ -64,8 +62,7 @@ class PrefixProbes(nn.Module):
         self.ends, self.num_targets = ends, num_targets
         self.num_prefixes = len(ends) - 1
         self.heads = nn.ModuleList(
-            PrefixHead(num_targets, input_dim, num_labels, family, hidden_dim, rank, dropout, num_layers, mix, l1, l2)
-            for _ in range(self.num_prefixes))
+            PrefixHead(num_targets, input_dim, num_labels, family, num_layers, mix) for _ in range(self.num_prefixes))
         self.register_buffer("block_ends", torch.tensor(ends, dtype=torch.long), persistent=False)
         self.dev_loss = HeadLoss(self.num_prefixes * num_targets)
         self.best: dict[str, Any] | None = None  # {"state", "loss" (heads,), "epoch" (heads,)}
@@ -210,14 +207,12 @@ class PrefixHead(nn.Module):
     by the head's first layer alone.
     """
 
-    def __init__(self, num_heads: int, input_dim: int, num_labels: int, family: str = "linear",
-                 hidden_dim: int = 1000, rank: int | None = None, dropout: float = 0.0,
-                 num_layers: int | None = None, mix: Mapping[str, Any] | None = None, l1: float = 0.0,
-                 l2: float = 0.0):
+    def __init__(self, num_heads: int, input_dim: int, num_labels: int, family: Family,
+                 num_layers: int | None = None, mix: Mapping[str, Any] | None = None):
         super().__init__()
         self.mixes = (nn.ModuleList(ScalarMix(num_layers, **dict(mix or {})) for _ in range(num_heads))
                       if num_layers is not None else None)
-        self.probes = BatchedProbes(num_heads, input_dim, num_labels, family, hidden_dim, rank, dropout, l1, l2)
+        self.probes = BatchedProbes(num_heads, input_dim, num_labels, family)
 
     @property
     def num_heads(self) -> int:

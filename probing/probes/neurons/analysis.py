@@ -48,6 +48,7 @@ from probing.features.analysis import Analysis, AnalysisInputs, analysis_device
 from probing.features.provision import lock_wait_seconds
 from probing.probes.bits.information import majority_rates
 from probing.probes.components.batched_probes import BatchedProbes
+from probing.probes.components.families import linear, mlp1
 from probing.probes.neurons import rankings as neurons
 from probing.probes.neurons.probes import NeuronProbes, accuracies, fit
 from probing.probes.representations import ProbeInputs
@@ -154,7 +155,7 @@ class NeuronAnalysis(Analysis):
         """The task's words at `layer`, as probe.py reads them: its stores filled (or reused) and its datamodule
         (WordProbing's data path only: no probe module, no control task, no online code)."""
         probing = WordProbing(data_name=self.data_name, name=self.task, source=self.source, module=None,
-                              settings={}, control=None, online_code=None, batch_size=self.batch_size, seed=self.seed)
+                              batch_size=self.batch_size, seed=self.seed)
         probing.load()
         representation = build(OmegaConf.create(self.representation), "analysis.representation")
         # analysis=neurons always runs as a multirun (conf/analysis/globals/neurons.yaml): null waits as there
@@ -172,7 +173,7 @@ class NeuronAnalysis(Analysis):
         """The elastic-net linear probe on every neuron, at its best dev epoch of all `epochs` (no early stop: its
         weights make the probe ranking, and the l1 term keeps sparsifying them after the accuracy has levelled off;
         one linear head is cheap); the epochs it trained."""
-        probe = BatchedProbes(1, num_neurons, num_labels, "linear", l1=self.l1, l2=self.l2)
+        probe = BatchedProbes(1, num_neurons, num_labels, linear(l1=self.l1, l2=self.l2))
         module = NeuronProbes({"probe": probe}, self.lr)
         fit(module, words.datamodule, self.epochs, device)
         return probe, module.epochs_run
@@ -198,10 +199,10 @@ class NeuronAnalysis(Analysis):
         epochs the batched model trained."""
         names = list(orders)
         masks = neurons.selection_masks([orders[name] for name in names], ks, num_neurons)
-        groups = {"retrained": BatchedProbes(len(masks), num_neurons, num_labels, "linear", l1=self.l1, l2=self.l2,
+        groups = {"retrained": BatchedProbes(len(masks), num_neurons, num_labels, linear(l1=self.l1, l2=self.l2),
                                              input_mask=masks),
-                  "cross_check": BatchedProbes(len(masks), num_neurons, num_labels, "mlp1",
-                                               hidden_dim=self.cross_check_hidden_dim, input_mask=masks)}
+                  "cross_check": BatchedProbes(len(masks), num_neurons, num_labels,
+                                               mlp1(hidden_dim=self.cross_check_hidden_dim), input_mask=masks)}
         module = NeuronProbes(groups, self.lr, patience=self.patience, min_delta=self.min_delta)
         fit(module, words.datamodule, self.epochs, device)
         results: dict[str, Any] = {}
