@@ -45,13 +45,18 @@ BASELINE_ORDER = (RAND, BASELINE_LABELS["prand"], None, BASELINE_LABELS["pstatic
 # Then AVG-l by l, the contextual layers by number, and the scalar mix last.
 KIND_ORDER = ("baseline", "avg", "layer", MIX)
 # Config nodes made only of other settings (conf/probe.yaml's representation and conditioning, named by the
-# shorthand; its probing, chosen by the task): a value that differs there differs at its own key too.
-DERIVED = ("representation.", "probing.", "conditioning")
+# shorthand; its probing, chosen by the task; the factory of the probe family, chosen by probe=): a value that differs
+# there differs at its own key too.
+DERIVED = ("representation.", "probing.", "conditioning", "probe.module._target_")
 # What the configs of earlier versions held beside: every representation and every probing a run could do
 # (`representations`, `probings`), and the task's name of its own (`task.probing`); their runs compare with later
 # ones without them. (Their `conditionings`, every representation a run could condition on, begin as DERIVED's
-# `conditioning` does.)
-RETIRED = (("representations",), ("probings",), ("task", "probing"))
+# `conditioning` does.) So did the copies of the probe's settings that its probe family and online code read
+# (`probe.family`, `probe.module.family`, `probe.module.mix`, `probe.online_code`, `probe.control_task.level`,
+# `task.probe_family`), which probe.py now passes when it builds them.
+RETIRED = (("representations",), ("probings",), ("task", "probing"), ("probe", "family"), ("probe", "module", "family"),
+           ("probe", "module", "mix"), ("probe", "online_code"), ("probe", "control_task", "level"),
+           ("task", "probe_family"))
 # Names made of other settings (conf/probe.yaml's run_name: model, data, layer, probe, seed) for the run's folder,
 # logger and W&B run: they tell runs apart only through those settings, never on their own.
 RUN_LABELS = ("run_name", "run_group", "logger.wandb.name", "logger.wandb.group")

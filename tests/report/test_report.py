@@ -441,3 +441,21 @@ def test_runs_written_before_the_config_held_only_what_runs_group_with_later_one
     assert distinct_runs([{**run, "_file": f"{job}/results.json"} for job, run in enumerate(runs)])[1] == [
         "2/results.json"]
     assert variant_keys([*runs[:2], result("mix", 0, config={**later, "task": {"name": "pos"}})]) == ["task.name"]
+
+
+def test_runs_whose_config_copied_the_probe_settings_group_with_later_ones():
+    """Earlier configs copied the probe's settings into what read them (`probe.family`, `probe.module.family`, its
+    `mix`, `probe.online_code`, `probe.control_task.level`, a tree task's `task.probe_family`); later ones name the
+    family's factory (`probe.module._target_`). Neither tells a run apart from a run of the same setting."""
+    def earlier(seed):
+        config = run_config(seed, run_dir=f"/runs/{seed}")
+        probe = {**config["probe"], "family": "mlp1", "module": {"family": "mlp1", "mix": {"lr": 0.001}},
+                 "online_code": {"seed": seed, "level": "context"},
+                 "control_task": {**config["probe"]["control_task"], "level": "context"}}
+        return {**config, "probe": probe, "task": {"name": "upos", "probe_family": None}}
+
+    later = run_config(0, run_dir="/runs/later")
+    later = {**later, "probe": {**later["probe"], "module": {"_target_": "probing.probes.components.families.mlp1"}},
+             "task": {"name": "upos"}}
+    runs = [result("mix", 0, config=earlier(0)), result("mix", 1, config=earlier(1)), result("mix", 0, config=later)]
+    assert variant_keys(runs) == []
