@@ -47,6 +47,7 @@ from probing.features.erasure import LeaceEraser, MeanProjectionEraser
 from probing.features.store import FeatureStore
 from probing.probes.datamodule import read_every_word_store
 from probing.tasks.common import store_settings
+from probing.tasks.probe import built_probing
 
 CONFIG_DIR = str(Path(__file__).resolve().parents[1] / "conf")
 TARGET = 2.0  # erase / read
@@ -94,7 +95,7 @@ def training_store(args: argparse.Namespace) -> tuple[Path, np.ndarray, np.ndarr
     number of labels."""
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
         cfg = compose(config_name="probe", overrides=config_overrides(args))
-    probing = build(cfg.probing, "probing", source=build(cfg.data.source, "data.source"))
+    probing = built_probing(cfg)
     probing.load()
     stores, _ = build(cfg.representation, "representation").word_stores(probing.data, store_settings(cfg.features))
     split = probing.data.splits["train"]

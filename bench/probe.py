@@ -83,6 +83,7 @@ from probing.probes.components.batched_probes import first_layer_products
 from probing.probes.metrics import SClassMetrics
 from probing.probes.sclass_probe import SClassProbe
 from probing.tasks.common import build_loggers, build_trainer, store_settings
+from probing.tasks.probe import built_probing
 
 # The configs of the entry scripts (the repository's conf/).
 CONFIG_DIR = str(Path(__file__).resolve().parents[1] / "conf")
@@ -137,7 +138,7 @@ class Split:
 def probe_inputs(cfg):
     """The inputs of probe.py's s-class run of `cfg` (its stores filled, its datamodule built), as the pipeline makes
     them."""
-    probing = build(cfg.probing, "probing", source=build(cfg.data.source, "data.source"))
+    probing = built_probing(cfg)
     return probing.inputs(build(cfg.representation, "representation"), store_settings(cfg.features))
 
 
