@@ -44,14 +44,18 @@ BASELINE_ORDER = (RAND, BASELINE_LABELS["prand"], None, BASELINE_LABELS["pstatic
                   BASELINE_LABELS["pbert"])
 # Then AVG-l by l, the contextual layers by number, and the scalar mix last.
 KIND_ORDER = ("baseline", "avg", "layer", MIX)
-# Config nodes made only of other settings (conf/probe.yaml's representation and conditioning, named by the
-# shorthand; its probing, chosen by the task): a value that differs there differs at its own key too.
+# Config nodes made only of other settings (the representation and conditioning of earlier configs, copies of the
+# shorthand's values; the probing, chosen by the task): a value that differs there differs at its own key too.
 DERIVED = ("representation.", "probing.", "conditioning")
+# ... but for the settings of conf/probe.yaml's `representation`, whose earlier home was the `baselines` menu.
+REPRESENTATION_SETTINGS = {"representation.rand_dim": "baselines.prand.dim",
+                           "representation.rand_seed": "baselines.prand.seed",
+                           "representation.oov_seed": "baselines.pstatic.oov_seed"}
 # What the configs of earlier versions held beside: every representation and every probing a run could do
-# (`representations`, `probings`), and the task's name of its own (`task.probing`); their runs compare with later
-# ones without them. (Their `conditionings`, every representation a run could condition on, begin as DERIVED's
-# `conditioning` does.)
-RETIRED = (("representations",), ("probings",), ("task", "probing"))
+# (`representations`, `probings`), the task's name of its own (`task.probing`), and every baseline's featurizer and
+# type-level space (`baselines`, `type_spaces`); their runs compare with later ones without them. (Their
+# `conditionings`, every representation a run could condition on, begin as DERIVED's `conditioning` does.)
+RETIRED = (("representations",), ("probings",), ("task", "probing"), ("baselines",), ("type_spaces",))
 # Names made of other settings (conf/probe.yaml's run_name: model, data, layer, probe, seed) for the run's folder,
 # logger and W&B run: they tell runs apart only through those settings, never on their own.
 RUN_LABELS = ("run_name", "run_group", "logger.wandb.name", "logger.wandb.group")
@@ -176,11 +180,16 @@ def located_values(result: dict[str, Any]) -> dict[str, Any]:
 
 def compared_values(result: dict[str, Any]) -> dict[str, Any]:
     """The config values that make the run what it computed: `located_values` without the copies of other settings
-    (DERIVED), what earlier versions' configs held beside (RETIRED), the names made of other settings (RUN_LABELS)
+    (DERIVED; the settings of the representation read at their key of today, REPRESENTATION_SETTINGS), what earlier
+    versions' configs held beside (RETIRED), the names made of other settings (RUN_LABELS)
     and, where a baseline was probed (`baseline=bertw`), the layer= that it does not read (a sweep `layer=0,3
     baseline=null,bertw` runs the same baseline once per layer)."""
-    values = {key: value for key, value in located_values(result).items()
-              if key not in RUN_LABELS and not key.startswith(DERIVED) and not retired(key)}
+    located = located_values(result)
+    for key, earlier in REPRESENTATION_SETTINGS.items():
+        if key not in located and earlier in located:
+            located[key] = located[earlier]
+    values = {key: value for key, value in located.items() if key not in RUN_LABELS and not retired(key)
+              and (key in REPRESENTATION_SETTINGS or not key.startswith(DERIVED))}
     if (result.get("config") or {}).get("baseline") is not None:
         values.pop("layer", None)
     return values

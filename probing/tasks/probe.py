@@ -27,7 +27,8 @@ from probing.data.splits import EVAL_SPLITS
 from probing.features.finetuned import finetuned_task
 from probing.probes import information
 from probing.probes import mdl as online_code
-from probing.probes.representations import ConditionedRepresentation, ProbeInputs
+from probing.probes.representation_choice import RepresentationChoice
+from probing.probes.representations import ProbeInputs
 from probing.probes.task_probes import TaskProbing, check_probing_task
 from probing.tasks.common import (
     build_trainer,
@@ -51,6 +52,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     """Probe the representation of `layer=`/`baseline=` on the task of `task=`, write and return results.json; bad
     settings are refused before any model loads or store fills."""
     check_config(cfg)
+    representation = chosen_representation(cfg)
     with running_job(cfg) as (out, config, previous):
         if previous is not None:
             return previous
@@ -58,20 +60,20 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         check_probing_task(cfg.task.name, cfg.get("probing"))
         probing = build(cfg.probing, "probing", source=build(cfg.data.source, "data.source"))
         with closing_loggers(cfg.get("logger")) as loggers:
-            results = probe(cfg, probing, config, out.parent, loggers)
+            results = probe(cfg, probing, representation, config, out.parent, loggers)
         results = write_results(out, results, probing.RESULTS_KIND)
     log.info("%s", summary_line(results, out))
     return results
 
 
-def probe(cfg: DictConfig, probing: TaskProbing, config: dict[str, Any], run_dir: Path,
-          loggers: list[Logger]) -> dict[str, Any]:
+def probe(cfg: DictConfig, probing: TaskProbing, representation: RepresentationChoice, config: dict[str, Any],
+          run_dir: Path, loggers: list[Logger]) -> dict[str, Any]:
     """Build, fit, score: the representation's inputs, the probes (new or saved: built before the loggers start, so
     that a bad setting starts no run), the Trainer, the fit, dev and test; the run's results."""
     started = time.time()
     L.seed_everything(cfg.seed, workers=True)
     probing.load()  # the task's data before the model: what the data cannot serve is refused first
-    inputs = probing.inputs(probed_representation(cfg), store_settings(cfg.features))
+    inputs = probing.inputs(representation(), store_settings(cfg.features))
     module = probing.build_module(inputs)
     trainer = build_trainer(cfg, probing.keepers(inputs), loggers=loggers)
     for logger in trainer.loggers:  # the whole resolved config, so runs can be filtered by layer, model, data...
@@ -92,12 +94,13 @@ def probe(cfg: DictConfig, probing: TaskProbing, config: dict[str, Any], run_dir
     return results
 
 
-def probed_representation(cfg: DictConfig) -> Any:
-    """The representation of `layer=`/`baseline=`, joined with the one of `probe.condition_on` when it is set (built
-    once the probed one's stores are filled)."""
-    representation = build(cfg.representation, "representation")
-    conditioning = build(cfg.conditioning, "probe.condition_on")
-    return representation if conditioning.kind == "none" else ConditionedRepresentation(representation, conditioning)
+def chosen_representation(cfg: DictConfig) -> RepresentationChoice:
+    """The representation that `layer=`, `baseline=`, `probe.level` and `embeddings=` name, and the one of
+    `probe.condition_on`: decided and checked from those values, nothing loaded yet (built when called)."""
+    return build(cfg.representation, "representation", _recursive_=False, layer=cfg.layer, baseline=cfg.baseline,
+                 level=cfg.probe.level, embeddings=cfg.get("embeddings"), condition_on=cfg.probe.condition_on,
+                 encoder=cfg.features.encoder, context_size=cfg.context_size,
+                 configured_layers=cfg.model.get("num_layers"))
 
 
 def about_run(cfg: DictConfig, probing: TaskProbing, module: Any, inputs: ProbeInputs) -> dict[str, Any]:
