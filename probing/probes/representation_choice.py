@@ -43,10 +43,10 @@ def representation_kind(layer: Any, baseline: str | None, level: str, embeddings
     baseline, a baseline with layer=mix, a layer that is neither an index nor a name) is a ConfigError."""
     choose("probe.level", level, LEVELS)
     if level == "type":
+        if embeddings == "bertw" or (embeddings is None and layer in NAMED_TYPE_SPACES):
+            return f"type_{embeddings or layer}"
         if embeddings is not None and embeddings != "avg":
             return "static"
-        if embeddings is None and layer in NAMED_TYPE_SPACES:
-            return f"type_{layer}"
         if isinstance(layer, bool) or not isinstance(layer, int):
             raise ConfigError(f"probe.level=type needs a word space, and layer={layer} names none. Fix: layer=l "
                               "(AVG-l), layer=rand, layer=bertw, or a static file: embeddings=glove "
@@ -97,10 +97,10 @@ class RepresentationChoice:
     """The representation that `layer`, `baseline`, `level` and `embeddings` (a config of conf/embeddings/, or None)
     name, and the one `condition_on` names, both decided and checked here, where nothing is loaded yet; called, the
     probed representation is built (joined with the conditioning one, which is built only once the probed one's
-    stores are filled, `ConditionedRepresentation`). `encoder` is the `_target_` config of the encoder, built only
-    for a kind that reads it; `rand_dim`, `rand_seed` and `oov_seed` are the settings of the random and static
-    baselines (P-Rand and the Rand space: N(0, I_rand_dim) per word type; P-static: the seed of the vectors of the
-    words missing from the file)."""
+    stores are filled, `ConditionedRepresentation`). `encoder` is the config of the encoder
+    (`probing.features.featurizers.featurizer_config`), built only for a kind that reads it; `rand_dim`, `rand_seed`
+    and `oov_seed` are the settings of the random and static baselines (P-Rand and the Rand space: N(0, I_rand_dim)
+    per word type; P-static: the seed of the vectors of the words missing from the file)."""
 
     def __init__(self, layer: Any, baseline: str | None = None, level: str = "context",
                  embeddings: Mapping[str, Any] | None = None, condition_on: Any = None,

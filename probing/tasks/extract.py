@@ -18,7 +18,7 @@ from typing import Any
 
 from lightning.fabric import Fabric
 from lightning.fabric.strategies import DDPStrategy
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from probing.config import build
 from probing.data.every_word import EVERY_WORD_DATA, every_word_data
@@ -29,6 +29,7 @@ from probing.data.trees import read_trees
 from probing.data.word_tasks import read_word_task
 from probing.errors import ConfigError
 from probing.features.elmo_hdf5 import check_export_folder, export_every_word_stores
+from probing.features.featurizers import featurizer_config
 from probing.features.provision import ensure_features
 from probing.features.sentence_store import sentence_encoder_of
 from probing.features.sharded import SHARD_WAIT, extract_split_sharded
@@ -97,8 +98,9 @@ def extract(cfg: DictConfig, splits: list[str], fabric: Fabric | None = None) ->
     """Load the data and the featurizer, then fill the stores: in this process alone, or as one of `fabric`'s
     processes (the featurizer on that process's device)."""
     data = task_data(cfg.get("task"), cfg.data)
-    on_device = {"device": str(fabric.device)} if fabric is not None and "device" in cfg.features.encoder else {}
-    featurizer = build(cfg.features.encoder, "features.encoder", **on_device)
+    on_device = {"device": str(fabric.device)} if fabric is not None else {}
+    featurizer = build(OmegaConf.create(featurizer_config(cfg.features, cfg.model, cfg.get("context_size"),
+                                                          **on_device)), "features.encoder")
     if data.name == EVERY_WORD_DATA:
         featurizer = sentence_encoder_of(featurizer)
     if fabric is None:

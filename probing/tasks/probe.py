@@ -24,6 +24,7 @@ from omegaconf import DictConfig
 
 from probing.config import build
 from probing.data.splits import EVAL_SPLITS
+from probing.features.featurizers import featurizer_config
 from probing.features.finetuned import finetuned_task
 from probing.probes import information
 from probing.probes import mdl as online_code
@@ -99,7 +100,7 @@ def chosen_representation(cfg: DictConfig) -> RepresentationChoice:
     `probe.condition_on`: decided and checked from those values, nothing loaded yet (built when called)."""
     return build(cfg.representation, "representation", _recursive_=False, layer=cfg.layer, baseline=cfg.baseline,
                  level=cfg.probe.level, embeddings=cfg.get("embeddings"), condition_on=cfg.probe.condition_on,
-                 encoder=cfg.features.encoder, context_size=cfg.context_size,
+                 encoder=featurizer_config(cfg.features, cfg.model, cfg.context_size), context_size=cfg.context_size,
                  configured_layers=cfg.model.get("num_layers"))
 
 
