@@ -29,8 +29,8 @@ def word_encoder(model: Mapping[str, Any], settings: Mapping[str, Any], context_
 
 def imported_vectors(model: Mapping[str, Any], settings: Mapping[str, Any],
                      context_size: int | str | None = None) -> ElmoFileFeaturizer:
-    """The vectors of the ELMo-layout file `model.path` (model=imported), their stores named after
-    `model.vectors_name` (default: the file's stem); the file's vectors saw whole sentences."""
+    """The vectors of the ELMo-layout file at the model's `path` (model=imported), their stores named after its
+    `vectors_name` (default: the file's stem); the file's vectors saw whole sentences."""
     return ElmoFileFeaturizer(model["path"], model.get("vectors_name"))
 
 

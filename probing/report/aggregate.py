@@ -56,6 +56,10 @@ REPRESENTATION_SETTINGS = {"representation.rand_dim": "baselines.prand.dim",
 # type-level space (`baselines`, `type_spaces`); their runs compare with later ones without them. (Their
 # `conditionings`, every representation a run could condition on, begin as DERIVED's `conditioning` does.)
 RETIRED = (("representations",), ("probings",), ("task", "probing"), ("baselines",), ("type_spaces",))
+# ... and, in the configs of one job (their `task_name`), what only another job reads: probe.py's earlier configs held
+# train.py's settings of the task (conf/finetune/task/ now, composed by train.py alone).
+RETIRED_IN_JOB = {"probe": tuple(("task", key) for key in ("batch_size", "lr", "table4_batch_size", "max_length",
+                                                           "metric", "monitor"))}
 # Names made of other settings (conf/probe.yaml's run_name: model, data, layer, probe, seed) for the run's folder,
 # logger and W&B run: they tell runs apart only through those settings, never on their own.
 RUN_LABELS = ("run_name", "run_group", "logger.wandb.name", "logger.wandb.group")
@@ -181,24 +185,26 @@ def located_values(result: dict[str, Any]) -> dict[str, Any]:
 def compared_values(result: dict[str, Any]) -> dict[str, Any]:
     """The config values that make the run what it computed: `located_values` without the copies of other settings
     (DERIVED; the settings of the representation read at their key of today, REPRESENTATION_SETTINGS), what earlier
-    versions' configs held beside (RETIRED), the names made of other settings (RUN_LABELS)
+    versions' configs held beside (RETIRED), null values (a key that a config lacks is null there: earlier configs
+    held settings that later ones leave to an experiment, `finetuned`), the names made of other settings (RUN_LABELS)
     and, where a baseline was probed (`baseline=bertw`), the layer= that it does not read (a sweep `layer=0,3
     baseline=null,bertw` runs the same baseline once per layer)."""
     located = located_values(result)
     for key, earlier in REPRESENTATION_SETTINGS.items():
         if key not in located and earlier in located:
             located[key] = located[earlier]
-    values = {key: value for key, value in located.items() if key not in RUN_LABELS and not retired(key)
-              and (key in REPRESENTATION_SETTINGS or not key.startswith(DERIVED))}
+    job = located.get("task_name")
+    values = {key: value for key, value in located.items() if key not in RUN_LABELS and not retired(key, job)
+              and (key in REPRESENTATION_SETTINGS or not key.startswith(DERIVED)) and value is not None}
     if (result.get("config") or {}).get("baseline") is not None:
         values.pop("layer", None)
     return values
 
 
-def retired(key: str) -> bool:
-    """Whether a config value's key is at or below one of RETIRED."""
+def retired(key: str, job: str | None = None) -> bool:
+    """Whether a config value's key is at or below one of RETIRED (or of RETIRED_IN_JOB for the config's `job`)."""
     path = tuple(key.split("."))
-    return any(path[:len(node)] == node for node in RETIRED)
+    return any(path[:len(node)] == node for node in (*RETIRED, *RETIRED_IN_JOB.get(job, ())))
 
 
 def run_identity(result: dict[str, Any]) -> str:
