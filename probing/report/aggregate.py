@@ -45,8 +45,12 @@ BASELINE_ORDER = (RAND, BASELINE_LABELS["prand"], None, BASELINE_LABELS["pstatic
 # Then AVG-l by l, the contextual layers by number, and the scalar mix last.
 KIND_ORDER = ("baseline", "avg", "layer", MIX)
 # Config nodes made only of other settings (the representation and conditioning of earlier configs, copies of the
-# shorthand's values; the probing, chosen by the task): a value that differs there differs at its own key too.
-DERIVED = ("representation.", "probing.", "conditioning")
+# shorthand's values; the probing, chosen by the task; what fills the stores and the fine-tuning module, whose earlier
+# configs copied the model's, the features' and the task's settings): a value that differs there differs at its own
+# key too.
+DERIVED = ("representation.", "probing.", "conditioning", "features.encoder.",
+           *(f"finetune.module.{key}" for key in ("name_or_path", "revision", "metric", "attention_window",
+                                                  "attention_policy", "isotropy_reg", "isotropy_on_context")))
 # ... but for the settings of conf/probe.yaml's `representation`, whose earlier home was the `baselines` menu.
 REPRESENTATION_SETTINGS = {"representation.rand_dim": "baselines.prand.dim",
                            "representation.rand_seed": "baselines.prand.seed",

@@ -427,8 +427,9 @@ def test_runs_written_before_the_config_held_only_what_runs_group_with_later_one
     """Earlier configs also held every representation and probing a run could do (`representations`, `probings`), the
     task's name of its own (`task.probing`), every representation it could condition on (`conditionings`, and
     `conditioning: null`), every baseline's featurizer and type-level space (`baselines`, `type_spaces`, whose settings
-    are the representation's now), train.py's settings of the task and the fine-tuned comparison's (null):
-    they tell no run of theirs apart from a later run of the same setting."""
+    are the representation's now), the encoder's copies of the model's and the features' settings, train.py's
+    settings of the task and the fine-tuned comparison's (null): they tell no run of theirs apart from a later run of
+    the same setting."""
     def earlier(seed, task="upos"):
         return {**run_config(seed, run_dir=f"/runs/{seed}"), "task_name": "probe",
                 "task": {"name": task, "probing": "words", "lr": 1e-4, "batch_size": 16, "monitor": "dev/accuracy"},
@@ -436,10 +437,13 @@ def test_runs_written_before_the_config_held_only_what_runs_group_with_later_one
                 "conditionings": {"none": None, "layer": {"layer": None}}, "conditioning": None,
                 "representations": {"layer": {"layer": -1}, "mix": {"mix_lr": 0.001}},
                 "baselines": {"prand": {"dim": 300, "seed": 0, "context_size": None}, "pstatic": {"oov_seed": 0}},
-                "type_spaces": {"rand": {"dim": 300, "seed": 0}}, "finetuned": None, "comparison_setup": None}
+                "type_spaces": {"rand": {"dim": 300, "seed": 0}}, "finetuned": None, "comparison_setup": None,
+                "features": {"pooling": "mean", "encoder": {"_target_": "probing.features.encoder.WordEncoder",
+                                                            "name_or_path": "minilm", "pooling": "mean"}}}
 
     later = {**run_config(0, run_dir="/runs/later"), "task_name": "probe", "task": {"name": "upos"},
-             "representation": {"rand_dim": 300, "rand_seed": 0, "oov_seed": 0}}
+             "representation": {"rand_dim": 300, "rand_seed": 0, "oov_seed": 0},
+             "features": {"pooling": "mean", "encoder": {"_target_": "probing.features.featurizers.word_encoder"}}}
     runs = [result("mix", 0, config=earlier(0)), result("mix", 1, config=earlier(1)), result("mix", 0, config=later)]
     assert variant_keys(runs) == []
     assert distinct_runs([{**run, "_file": f"{job}/results.json"} for job, run in enumerate(runs)])[1] == [
