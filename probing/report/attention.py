@@ -17,7 +17,7 @@ from probing.report.tables import markdown
 from probing.results.kinds import AttentionSimilarityResults
 
 # The analysis whose runs this section renders: its config's `analysis.name`, the "analysis" of its results.json and
-# the `name` of its component (probing.features.analysis.Analysis).
+# the `name` of its component (probing.analysis.Analysis).
 ANALYSIS = AttentionSimilarityResults.KIND
 
 SIDE_BY_SIDE = "attention_similarity_by_model.png"

@@ -21,7 +21,7 @@ from probing.report.tables import markdown
 from probing.results.kinds import NeuronsResults
 
 # The analysis whose runs this section renders: its config's `analysis.name`, the "analysis" of its results.json and
-# the `name` of its component (probing.features.analysis.Analysis).
+# the `name` of its component (probing.analysis.Analysis).
 ANALYSIS = NeuronsResults.KIND
 
 ABLATION_FIGURE = "neurons_ablation.png"

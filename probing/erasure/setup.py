@@ -1,19 +1,17 @@
 """What `erase=` asks for (conf/erase/<method>.yaml, built by Hydra): the concept to erase, the eraser that fits it
-(`probing.features.erasure`), a fitted eraser to apply instead of fitting one, and the seed of the random control of
-the same rank that every erasure is measured against. probe.py (`probing.probes.erased_features`) and the amnesic
-analysis (`probing.finetune.amnesic`) both read it, so it lives below both wings."""
+(one method a module of probing.erasure), a fitted eraser to apply instead of fitting one, and the seed of the random
+control of the same rank that every erasure is measured against. probe.py and the amnesic analysis
+(`probing.finetune.amnesic`) both read it."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+from probing.analysis import analysis_device
 from probing.data.settings import require_int
+from probing.erasure.file import ERASER_FILE
 from probing.errors import ConfigError
-from probing.features.analysis import analysis_device
-from probing.features.erasure import FittedEraser, RandomEraser
-
-ERASER_FILE = "eraser.safetensors"  # the fitted eraser that probe.py saves in its run folder
 
 
 class ErasureSetup:
@@ -27,7 +25,7 @@ class ErasureSetup:
     def __init__(self, eraser: Any, concept: str | None = None, path: str | None = None, control_seed: int = 0,
                  fresh_probe_epochs: int = 20, device: str = "auto"):
         if not callable(getattr(eraser, "fit", None)):
-            raise ConfigError(f"erase.eraser must build an eraser (a _target_ of probing.features.erasure), got "
+            raise ConfigError(f"erase.eraser must build an eraser (a _target_ of probing.erasure), got "
                               f"{eraser!r}. Fix: erase=leace, inlp, mean_projection or random")
         if concept is not None and (not isinstance(concept, str) or not concept):
             raise ConfigError(f"erase.concept={concept!r} is not a task name. Fix: erase.concept=upos (or null: the "
@@ -54,12 +52,6 @@ def saved_eraser_file(path: Path) -> Path:
         raise ConfigError(f"erase.path={path}: no such file. Fix: the {ERASER_FILE} of an earlier erasure run, or "
                           "erase.path=null to fit one")
     return path
-
-
-def random_control(fitted: FittedEraser, seed: int) -> RandomEraser:
-    """The control of `fitted`: as many random directions as it erases (at least one, so that an eraser that found
-    nothing to erase still has a control that removes a direction)."""
-    return RandomEraser(rank=max(fitted.rank, 1), seed=seed)
 
 
 # erase=none's settings (conf/erase/none.yaml: those of the erasers) and their values there.
