@@ -21,11 +21,7 @@ from probing.erasure.leace import LeaceEraser
 from probing.erasure.random_control import RandomEraser, random_control
 from probing.erasure.setup import ErasureSetup
 from probing.errors import ConfigError
-from probing.features.identity import settings_differences
-
-# What an eraser records of the features it was fitted on, checked before a saved one is applied.
-FITTED_ON = ("model_name_or_path", "weights_sha256", "pooling", "context_size", "attention_window",
-             "attention_policy", "layer", "representation")
+from probing.features.identity import FeatureIdentity, settings_differences
 
 ConceptSplits = dict[str, tuple[Tensor, Tensor]]
 
@@ -65,11 +61,11 @@ def check_fitted_on(fitted: FittedEraser, about: Mapping[str, Any], setup: Erasu
     refitted, so a setting of erase.eraser that differs from its fit would be ignored; a null one, the random
     control's rank, takes the file's)."""
     settings = {f"eraser.{key}": value for key, value in setup.eraser.settings().items() if value is not None}
-    saved = {**{key: about.get(key) for key in (*FITTED_ON, "concept")}, "method": fitted.method,
+    saved = {"concept": about.get("concept"), "method": fitted.method,
              **{key: fitted.about.get(key.removeprefix("eraser.")) for key in settings}}
-    wanted = {**{key: current.get(key) for key in FITTED_ON}, "concept": concept_name, "method": setup.method,
-              **settings}
-    found = settings_differences(saved, wanted, list(saved))
+    wanted = {"concept": concept_name, "method": setup.method, **settings}
+    found = [*FeatureIdentity.of(about).differences(FeatureIdentity.of(current)),
+             *settings_differences(saved, wanted, list(saved))]
     if found:
         raise ConfigError(f"erase.path={setup.path} was fitted on other features, concept or settings than this "
                           f"run's: {'; '.join(found)}. Fix: erase.path=null (fit one here), or the settings it was "
@@ -88,7 +84,7 @@ class Erasure:
 
     def save(self, path: Path) -> None:
         """The eraser as `path` (hashed; `erase.path` applies it again to the same features), named in the record."""
-        save_eraser(self.fitted, path, {**{key: self.fitted_on.get(key) for key in FITTED_ON},
+        save_eraser(self.fitted, path, {**FeatureIdentity.of(self.fitted_on).recorded(),
                                         "concept": self.record["concept"], "concept_labels": self.labels})
         self.record["eraser_file"] = str(path)
 

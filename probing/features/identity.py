@@ -1,11 +1,79 @@
-"""What a saved file (probes, an eraser) records of the features it was made from, compared with the current run's:
-`settings_differences` gives the lines that every refusal of a saved file made from other features shows."""
+"""What identifies the features that a run probes, and that saved probes and fitted erasers were made from: one
+declared type, `FeatureIdentity`, recorded as its fields (`recorded`) and compared field by field (`differences`,
+whose lines every refusal of a saved file made from other features shows)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
+
+from probing.features.featurizer import parse_context_size
+
+
+@dataclasses.dataclass(frozen=True)
+class FeatureIdentity:
+    """The model (its path, and the SHA-256 of its weights, which tells a fine-tuned encoder apart), the layer and the
+    representation's name (`3`/`layer3`, `mix`, `pbert`, ...), how a word's wordpieces are pooled, the context kept
+    around it (`context_size` words on each side, None: the whole sentence) and the attention window and policy the
+    encoder ran with (None: its own attention). Its fields are the keys under which results.json, probes files and
+    eraser files record them; a featurizer's store records them under its own keys (`of_store`)."""
+
+    model_name_or_path: Any = None
+    weights_sha256: str | None = None
+    layer: Any = None
+    representation: str | None = None
+    pooling: str | None = None
+    context_size: int | None = None
+    attention_window: int | None = None
+    attention_policy: str | None = None
+
+    # The fields that name the model: saved probes are scored on another model's features (Zhao et al. 2020).
+    MODEL: ClassVar[tuple[str, ...]] = ("model_name_or_path", "weights_sha256")
+    # The fields that the run decides, not the featurizer that fills the stores.
+    OF_THE_RUN: ClassVar[tuple[str, ...]] = ("layer", "representation")
+
+    @classmethod
+    def fields(cls) -> tuple[str, ...]:
+        return tuple(field.name for field in dataclasses.fields(cls))
+
+    @classmethod
+    def beyond_the_model(cls) -> tuple[str, ...]:
+        """The fields that say which features of a model (all but MODEL)."""
+        return tuple(name for name in cls.fields() if name not in cls.MODEL)
+
+    @classmethod
+    def of_the_featurizer(cls) -> tuple[str, ...]:
+        """The fields that the featurizer decides (all but OF_THE_RUN): what its stores record (`of_store`)."""
+        return tuple(name for name in cls.fields() if name not in cls.OF_THE_RUN)
+
+    @classmethod
+    def of(cls, record: Mapping[str, Any]) -> FeatureIdentity:
+        """The identity recorded in `record` (a results.json, a file's description); a key it lacks is None."""
+        return cls(**{name: record.get(name) for name in cls.fields()})
+
+    @classmethod
+    def of_store(cls, metadata: Mapping[str, Any], pooling: str | None = None) -> FeatureIdentity:
+        """What a featurizer's store metadata (its `store_metadata()`, the keys its stores record) say of the
+        identity: the model's location (`model_path`), its weights hash, pooling (`pooling` where the stores record
+        none: a baseline's own), context size (recorded as a number or "all"), attention window and policy (recorded
+        only for a window). A featurizer without a model (P-Rand, a static file) has no location or weights hash.
+        The layer and representation are the run's, not the store's."""
+        return cls(model_name_or_path=metadata.get("model_path"), weights_sha256=metadata.get("weights_sha256"),
+                   pooling=metadata.get("pooling", pooling),
+                   context_size=parse_context_size(metadata.get("context_size")),
+                   attention_window=metadata.get("attention_window"),
+                   attention_policy=metadata.get("attention_policy"))
+
+    def recorded(self) -> dict[str, Any]:
+        """Its fields as they are recorded."""
+        return dataclasses.asdict(self)
+
+    def differences(self, current: FeatureIdentity, fields: Sequence[str] | None = None) -> list[str]:
+        """`field: <this> (saved) vs <current> (this run)` for each of `fields` (None: all) where this identity, a
+        saved file's, and the current run's disagree."""
+        return settings_differences(self.recorded(), current.recorded(), fields or self.fields())
 
 
 def settings_differences(saved: Mapping[str, Any], current: Mapping[str, Any], keys: Sequence[str]) -> list[str]:

@@ -32,7 +32,7 @@ import torch
 
 from probing.errors import ConfigError, ProbingError
 from probing.features.finetuned import finetuned_task
-from probing.features.identity import settings_differences
+from probing.features.identity import FeatureIdentity, settings_differences
 from probing.features.tensor_files import (
     HASH_KEY,
     READ_ERRORS,
@@ -54,8 +54,7 @@ FORMATS = (1, 2, FORMAT)
 TRANSPOSED_IN_FORMAT_1 = ("mlps.w1", "mlps.w2")
 HEADS = ("probes", "control_probes")
 # What must agree between the saved probes and the features they score (the model may differ: that is the point).
-MUST_MATCH = ("level", "classes", "feature_dim", "layer", "representation", "pooling", "context_size",
-              "attention_window", "attention_policy", "num_layers")
+MUST_MATCH = ("level", "classes", "feature_dim", *FeatureIdentity.beyond_the_model(), "num_layers")
 METADATA_KEY = "probing"  # format 3 records the hash of this string and the tensors under HASH_KEY
 TENSORS_HASH_KEY = "tensors_xxh3_128"  # format 2: of the tensors only
 # What scoring saved probes reads from `about` besides MUST_MATCH (a file without them is not a probes file).

@@ -53,6 +53,8 @@ class ProbeResults(Results):
     probe_family: str = key("The family of the probe network: linear, mlp, rank-k, mass-mean, ...")
     rank: int | None = key("The rank of a low-rank probe; null for full rank.")
     model: str = key("The model's config name (model.name).")
+    # model_name_or_path to attention_policy, layer and representation: the fields of the features' identity
+    # (probing.features.identity.FeatureIdentity), as saved probes and erasers record it too.
     model_name_or_path: str | None = key("Where the model was loaded from; null for a baseline without a model.")
     weights_sha256: str | None = key("The SHA-256 of the model's weights; tells a fine-tuned encoder apart.")
     pooling: str | None = key("How word pieces become one vector (first, mean, last, ...).")
