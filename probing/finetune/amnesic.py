@@ -189,7 +189,8 @@ def erasure_setup(erase: dict[str, Any] | None) -> ErasureSetup:
     return setup
 
 
-# The settings of `erase` that only probe.py reads, and what the amnesic analysis has instead.
+# The settings of `erase` that only probe.py reads (conf/probe.yaml: analyze.py's config does not hold them, so only
+# `+erase.<key>=` adds them), and what the amnesic analysis has instead.
 PROBE_ONLY_ERASE_SETTINGS = {"control_seed": "its random controls are analysis.control_seeds",
                              "fresh_probe_epochs": "it trains no fresh probe of the concept"}
 
