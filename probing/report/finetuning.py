@@ -10,17 +10,9 @@ from pathlib import Path
 from typing import Any
 
 from probing.data.files import open_atomically
-from probing.report.aggregate import (
-    DATA_VERSION,
-    group_by,
-    is_kind,
-    mean_std,
-    value_sort_key,
-    variant_keys,
-    variant_label,
-    with_data_versions,
-)
+from probing.report.aggregate import is_kind, mean_std, value_sort_key, variant_label
 from probing.report.plots import pyplot, save_figure
+from probing.report.runs import DATA_VERSION, group_by, variant_keys, with_data_versions
 from probing.report.tables import format_score, markdown
 from probing.results.kinds import FinetuningResults
 

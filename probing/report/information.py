@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from probing.report.aggregate import config_values, group_by, mean_std, representation_sort_key, value_sort_key
+from probing.report.aggregate import mean_std, representation_sort_key, value_sort_key
+from probing.report.runs import config_values, group_by
 from probing.report.tables import format_score, markdown
 from probing.vocabulary import BASELINE_LABELS
 

@@ -15,8 +15,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from probing.report.aggregate import compared_values, differing_values, is_kind
+from probing.report.aggregate import is_kind
 from probing.report.plots import pyplot, save_figure
+from probing.report.runs import compared_values, differing_values
 from probing.report.tables import markdown
 from probing.results.kinds import NeuronsResults
 

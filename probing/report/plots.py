@@ -14,13 +14,13 @@ from probing.report.aggregate import (
     DISPLAY_KEYS,
     SETTING_KEYS,
     SPLITS,
-    group_by,
     mean_std,
     of_kind,
     representation_layer,
     representation_sort_key,
     with_variants,
 )
+from probing.report.runs import group_by
 from probing.report.tables import (
     context_label,
     context_sizes,

@@ -3,7 +3,7 @@ jsonl) -> tables and plots by layer x probe family.
 
 A row is one setting: task, model (random init shown in its name), data, variant (any other config value that tells
 runs apart, as in the s-class report), data version (the data files that differ where runs of one table read other
-versions of them: `aggregate.with_data_versions`; such runs get a table each, with a line saying why), probe family
+versions of them: `runs.with_data_versions`; such runs get a table each, with a line saying why), probe family
 ("linear", "linear r=16" for a rank-constrained linear probe, "mlp1", "mlp2"; Hewitt & Liang 2019) and
 representation; runs that differ only in their seed are averaged (mean ± std). Per (task, model, data, variant, data
 version), report.md has a table of test accuracy and selectivity (accuracy - control
@@ -24,11 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from probing.report.aggregate import (
-    DATA_VERSION,
     SPLITS,
-    config_values,
-    data_version_notes,
-    group_by,
     is_kind,
     mean_mix_weights,
     mean_std,
@@ -36,13 +32,19 @@ from probing.report.aggregate import (
     representation_layer,
     representation_sort_key,
     value_sort_key,
-    variant_keys,
-    with_data_versions,
     with_defaults,
 )
 from probing.report.erasure import erasure_label, erasure_sort_key, guardedness_section
 from probing.report.information import BITS_METRICS, bits_columns, bits_section, weight_decay_choices
 from probing.report.plots import pyplot, save_figure
+from probing.report.runs import (
+    DATA_VERSION,
+    config_values,
+    data_version_notes,
+    group_by,
+    variant_keys,
+    with_data_versions,
+)
 from probing.report.tables import (
     display_value,
     format_score,
@@ -111,7 +113,7 @@ def family_sort_key(label: str) -> tuple:
 
 
 def word_records(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each result with its defaults filled, its family label, its data version (`aggregate.with_data_versions`) and
+    """Each result with its defaults filled, its family label, its data version (`runs.with_data_versions`) and
     its `variant` (see aggregate.with_variants): the config values that set it apart from runs of the same setting
     other than by seed. A key that tells runs of one setting apart labels every run of its table (task, model, data),
     so that a sweep over a hyper-parameter at some layers keeps the other layers in the table of their own value."""
