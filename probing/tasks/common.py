@@ -38,7 +38,7 @@ from probing.features.encoder import forget_local_models, local_models_loaded, l
 from probing.features.provision import lock_wait_seconds
 from probing.locks import holding, open_lock_file
 from probing.report.aggregate import RESULTS_FILE, json_type
-from probing.results import stamped
+from probing.results import migrated, stamped
 
 log = logging.getLogger(__name__)
 
@@ -239,7 +239,8 @@ def distributed_state_of_this_job() -> Iterator[None]:
 def finished_results(path: Path, config: dict[str, Any]) -> dict[str, Any] | None:
     """The results.json at `path` if an earlier job wrote it for exactly this configuration, wherever its folder
     was then (a run or sweep folder moved and relaunched into its new place is still finished: see
-    `probing.config.location_free`); None if there is none (or a damaged one, which is run again). Results of another
+    `probing.config.location_free`), read as the current schema version holds it (`probing.results.migrated`: results
+    written before the schema); None if there is none (or a damaged one, which is run again). Results of another
     configuration, and a file that holds no run's results, are never overwritten: refused."""
     if not path.is_file():
         return None
@@ -254,7 +255,7 @@ def finished_results(path: Path, config: dict[str, Any]) -> dict[str, Any] | Non
                           "or delete that results.json")
     if same_run(previous.get("config"), config):
         check_inputs_unchanged(path, previous)
-        return previous
+        return migrated(previous)
     raise ConfigError(f"{path} holds the results of another configuration, which this job would overwrite. Fix: run "
                       "into a new folder (hydra.run.dir=... or hydra.sweep.dir=...), or delete that results.json")
 

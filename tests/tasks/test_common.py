@@ -23,6 +23,7 @@ from probing.data.text import note_data_files
 from probing.errors import ConfigError
 from probing.features.encoder import load_encoder, local_models_loaded
 from probing.features.provision import MULTIRUN_LOCK_WAIT_S
+from probing.results import migrated
 from probing.tasks import common
 from probing.tasks.common import (
     build_loggers,
@@ -58,7 +59,7 @@ def test_finished_results_are_found_for_the_same_configuration_only(tmp_path):
     path = tmp_path / "results.json"
     assert finished_results(path, {"layer": 3}) is None  # nothing there yet
     write_json_atomically(path, {"dev": 0.5, "config": {"layer": 3}})
-    assert finished_results(path, {"layer": 3}) == {"dev": 0.5, "config": {"layer": 3}}
+    assert finished_results(path, {"layer": 3}) == migrated({"dev": 0.5, "config": {"layer": 3}})
     with pytest.raises(ConfigError, match="holds the results of another configuration") as raised:
         finished_results(path, {"layer": 4})
     assert "Fix: run into a new folder" in str(raised.value)
@@ -75,7 +76,7 @@ def test_the_results_of_a_moved_run_folder_are_found_for_its_relaunch_there(tmp_
     old, new = tmp_path / "sweep" / "layer=3", tmp_path / "moved" / "layer=3"
     new.mkdir(parents=True)
     write_json_atomically(new / "results.json", {"dev": 0.5, "config": config(old)})
-    assert finished_results(new / "results.json", config(new)) == {"dev": 0.5, "config": config(old)}
+    assert finished_results(new / "results.json", config(new)) == migrated({"dev": 0.5, "config": config(old)})
     with pytest.raises(ConfigError, match="holds the results of another configuration"):
         finished_results(new / "results.json", config(new, layer=4))
 
