@@ -20,7 +20,9 @@ from typing import Any
 from probing.data.splits import EVAL_SPLITS, SEEN
 from probing.errors import DataFormatError
 from probing.report.runs import DATA_VERSION, config_values, group_by, variant_keys, with_data_versions
-from probing.results import KINDS, migrated
+from probing.results import load, migrated
+from probing.results.kinds import ProbeResults, Results, SClassProbeResults
+from probing.results.load import check_file
 from probing.vocabulary import BASELINE_LABELS, MIX, RAND
 
 RESULTS_FILE = "results.json"
@@ -56,9 +58,10 @@ RESULTS_FIX = "delete that results.json or rerun its job (probe.py, train.py and
 
 def find_results(folder: Path) -> list[dict[str, Any]]:
     """Every results.json below `folder`, each with the file it came from, read as the current schema version holds
-    it (`probing.results.migrated`); one that is not the results of a run, or of a kind this version does not know,
-    is refused (see `check_result`). The bare NaN and Infinity tokens of results written before results.json was
-    strict JSON are read as null: an undefined score, as it is recorded now."""
+    it (`probing.results.migrated`); one that is not the results of a run (see `check_result`), of a kind this version
+    does not know, or whose values do not fit its kind's type (`probing.results.load`; a file of the current version:
+    its kind's JSON Schema, `check_file`) is refused. The bare NaN and Infinity tokens of results written before
+    results.json was strict JSON are read as null: an undefined score, as it is recorded now."""
     results = []
     for path in sorted(Path(folder).rglob(RESULTS_FILE)):
         try:
@@ -67,10 +70,10 @@ def find_results(folder: Path) -> list[dict[str, Any]]:
             raise DataFormatError(path, error.lineno, f"not valid JSON ({error.msg})",
                                   "delete the file (the run did not finish) or re-run that job") from error
         check_result(record, path)
+        if "schema_version" in record:
+            check_file(record, path)
+        load(record, path)
         record = migrated(record)
-        if record["kind"] not in KINDS:
-            raise DataFormatError(path, None, f"its kind {record['kind']!r} is none that this version of the report "
-                                  f"knows ({', '.join(KINDS)})", RESULTS_FIX)
         record["_file"] = str(path)
         results.append(record)
     return results
@@ -80,6 +83,12 @@ def is_kind(result: dict[str, Any], kind: str) -> bool:
     """Whether `result`, of any schema version (`probing.results.migrated`), is of `kind`: what selects a section's
     runs."""
     return migrated(result)["kind"] == kind
+
+
+def split_scores(run: Results, split: str) -> dict[str, Any]:
+    """The scores of a run (read through its type, `probing.results.load`) on `split` (dev, test, seen); {} where it
+    has none."""
+    return getattr(run, split) or {}
 
 
 def check_result(record: Any, path: Path) -> None:
@@ -212,31 +221,33 @@ def mean_std(values: Iterable[float | None]) -> tuple[float | None, float | None
 
 def mean_mix_weights(runs: Iterable[dict[str, Any]]) -> list[float] | None:
     """The scalar mix's weights averaged over the runs that learned one, layer by layer (None if none did)."""
-    weights = [run["mix_weights"] for run in runs if run.get("mix_weights")]
+    weights = [mixed.mix_weights for mixed in map(load, runs) if mixed.mix_weights]
     return [mean_std(column)[0] for column in zip(*weights)] if weights else None
 
 
-def _aggregate_mix(runs: list[dict]) -> dict[str, Any]:
+def _aggregate_mix(runs: list[ProbeResults]) -> dict[str, Any]:
     """Mean (std) over seeds of each softmax-normalised mix weight and of gamma, for scalar-mix runs."""
-    weights = [r["mix_weights"] for r in runs if r.get("mix_weights")]
+    weights = [run.mix_weights for run in runs if run.mix_weights]
     if not weights:
         return {"mix_weights": None, "mix_weights_std": None, "gamma": None, "gamma_std": None}
     per_layer = [mean_std(column) for column in zip(*weights)]
-    gamma, gamma_std = mean_std(r.get("gamma") for r in runs)
+    gamma, gamma_std = mean_std(run.gamma for run in runs)
     return {"mix_weights": [m for m, _ in per_layer], "mix_weights_std": [s or 0.0 for _, s in per_layer],
             "gamma": gamma, "gamma_std": gamma_std}
 
 
 def _aggregate_setting(key: tuple, runs: list[dict]) -> dict[str, Any]:
+    typed: list[SClassProbeResults] = [load(run) for run in runs]
     row = dict(zip(SETTING_KEYS, key))
-    row["layer"] = runs[0].get("layer")
-    row["seeds"] = sorted((r.get("seed") for r in runs), key=value_sort_key)
+    row["layer"] = typed[0].layer
+    row["seeds"] = sorted((run.seed for run in typed), key=value_sort_key)
     for split, metric in itertools.product(EVAL_SPLITS, METRICS):
-        row[f"{split}_{metric}"], row[f"{split}_{metric}_std"] = mean_std(r.get(split, {}).get(metric) for r in runs)
-    test = runs[0].get("test", {})
+        row[f"{split}_{metric}"], row[f"{split}_{metric}_std"] = mean_std(
+            split_scores(run, split).get(metric) for run in typed)
+    test = split_scores(typed[0], "test")
     row["test_combinations"] = test.get("n_combinations")
     row["test_contexts"] = test.get("n_contexts")
-    return {**row, **_aggregate_mix(runs)}
+    return {**row, **_aggregate_mix(typed)}
 
 
 def aggregate(results: list[dict[str, Any]]) -> list[dict[str, Any]]:

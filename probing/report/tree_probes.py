@@ -37,6 +37,7 @@ from probing.report.aggregate import (
     representation_kind,
     representation_layer,
     representation_sort_key,
+    split_scores,
     value_sort_key,
     with_defaults,
 )
@@ -52,6 +53,7 @@ from probing.report.tables import (
 )
 from probing.report.tree_pictures import draw_examples
 from probing.report.word_probes import BASELINE_STYLES, MIX_STYLE, _file_part, table_title, word_records
+from probing.results import load
 from probing.results.kinds import TreeProbeResults
 from probing.vocabulary import MIX, TREE_SCORES, TREE_UNDEFINED
 
@@ -90,18 +92,19 @@ def is_tree_probe_run(result: dict[str, Any]) -> bool:
 
 
 def _aggregate_setting(key: tuple, runs: list[dict]) -> dict[str, Any]:
-    first = runs[0]
+    typed: list[TreeProbeResults] = [load(run) for run in runs]
+    first = typed[0]
     row = dict(zip(TREE_SETTING_KEYS, key))
-    row |= {"kind": first["structure"], "probe_family": first["probe_family"], "layer": first.get("layer"),
-            "seeds": sorted((r.get("seed") for r in runs), key=value_sort_key)}
+    row |= {"kind": first.structure, "probe_family": first.probe_family, "layer": first.layer,
+            "seeds": sorted((run.seed for run in typed), key=value_sort_key)}
     for split in SPLITS:
         for metric in SPLIT_METRICS:
             row[f"{split}_{metric}"], row[f"{split}_{metric}_std"] = mean_std(
-                r.get(split, {}).get(metric) for r in runs)
-        row |= {f"{split}_{count}": first.get(split, {}).get(count) for count in COUNTS}
-        linear = first["linear_baseline"].get(split) or {}
+                split_scores(run, split).get(metric) for run in typed)
+        row |= {f"{split}_{count}": split_scores(first, split).get(count) for count in COUNTS}
+        linear = first.linear_baseline.get(split) or {}
         row |= {f"linear_{split}_{score}": linear.get(score) for score in ALL_SCORES}
-    row |= {name: mean_std(r.get(name) for r in runs)[0] for name in RUN_AVERAGES}
+    row |= {name: mean_std(getattr(run, name) for run in typed)[0] for name in RUN_AVERAGES}
     row["mix_weights"] = mean_mix_weights(runs)
     return row
 
@@ -279,13 +282,13 @@ def plot_by_layer(rows: list[dict], path: Path) -> bool:
 
 def best_run(results: list[dict[str, Any]]) -> dict[str, Any] | None:
     """Of one task's runs that recorded examples, the one of the best dev headline score (the first of equals)."""
-    recorded = [result for result in results if result.get("examples")]
+    recorded = [result for result in results if load(result).examples]
     if not recorded:
         return None
-    headline = TREE_SCORES[recorded[0]["structure"]][0]
+    headline = TREE_SCORES[load(recorded[0]).structure][0]
 
     def dev_score(result: dict[str, Any]) -> float:
-        score = result["dev"].get(headline)
+        score = load(result).dev.get(headline)
         return float("-inf") if score is None else score  # null: undefined on that split
 
     return max(recorded, key=dev_score)
@@ -293,17 +296,16 @@ def best_run(results: list[dict[str, Any]]) -> dict[str, Any] | None:
 
 def plot_examples(results: list[dict[str, Any]], path: Path) -> bool:
     """One task: the examples of its best run (`best_run`), a panel per sentence; False if no run recorded any."""
-    run = best_run(results)
-    if run is None:
+    best = best_run(results)
+    if best is None:
         return False
-    kind = run["structure"]
-    headline = TREE_SCORES[kind][0]
-    shown = with_defaults(run)
-    title = (f"{run['task']}: {display_value(shown, 'model')}, data={run['data']}, "
+    run, shown = load(best), with_defaults(best)
+    headline = TREE_SCORES[run.structure][0]
+    title = (f"{run.task}: {display_value(shown, 'model')}, data={run.data}, "
              f"{representation_label(shown['representation'])}, "
-             f"rank {run['rank']}, seed {run.get('seed')}: the best dev {SCORE_NAMES[headline]} "
-             f"({score_text(run['dev'].get(headline), None, headline)})")
-    return draw_examples(kind, run["examples"], title, path)
+             f"rank {run.rank}, seed {run.seed}: the best dev {SCORE_NAMES[headline]} "
+             f"({score_text(run.dev.get(headline), None, headline)})")
+    return draw_examples(run.structure, run.examples, title, path)
 
 
 def write_tree_probe_report(results: list[dict[str, Any]], out_dir: Path) -> tuple[str, list[str]]:
@@ -316,7 +318,7 @@ def write_tree_probe_report(results: list[dict[str, Any]], out_dir: Path) -> tup
         plots = ((f"tree_probes_{_file_part(task)}_by_rank.png", plot_by_rank, task_rows),
                  (f"tree_probes_{_file_part(task)}_by_layer.png", plot_by_layer, task_rows),
                  (f"tree_probes_{_file_part(task)}_examples.png", plot_examples,
-                  [result for result in results if result["task"] == task]))
+                  [result for result in results if load(result).task == task]))
         files += [name for name, plot, data in plots if plot(data, out_dir / name)]
     intro = ("Structural probes (Hewitt & Manning 2019): a linear map B of the given rank. Distance probe: UUAS "
              "(the gold tree's undirected edges found by the minimum spanning tree of the predicted distances, "

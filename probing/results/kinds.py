@@ -72,11 +72,15 @@ class ProbeResults(Results):
     control_seed: int | None = key("The control task's seed; null when it did not run.")
     dev: Scores = key("Dev scores (micro_f1, accuracy, selectivity, ... by probe kind).")
     test: Scores = key("Test scores, as dev.")
+    seen: Scores = key("Scores on held-out contexts of training words (the control task's seen split), as dev.",
+                       optional=True)
     epochs_trained: int = key("Epochs the Trainer ran.")
     best_epoch: int | None = key("The epoch whose dev score was kept (0-based); null for saved probes.")
     warnings: list[str] = key("What the fit warned about (a best epoch at the last one, ...).")
     mix_weights: list[Number] | None = key("The scalar mix's softmax weights, by layer.", optional=True)
     gamma: Number | None = key("The scalar mix's scale.", optional=True)
+    center_of_gravity: Number | None = key("The scalar mix's center of gravity over layers (Tenney et al. 2019).",
+                                           optional=True)
     bits: dict[str, Any] = key("Information measures in bits (V-information, ...).", optional=True)
     mdl: dict[str, Any] = key("The online code's description lengths (probe.mdl=true).", optional=True)
     erasure: dict[str, Any] = key("The concept erasure applied to the features, and its guardedness.", optional=True)
