@@ -164,7 +164,7 @@ def with_variants(results: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def variant_label(run: dict[str, Any], keys: Iterable[str]) -> str:
     """"probe.mix.lr=0.1": the run's config values of `keys`, then its data version where it has one."""
-    values = config_values(run.get("config") or {})
+    values = config_values(load(run).config or {})
     return ", ".join([*(f"{key}={values.get(key)}" for key in keys), *filter(None, [run.get(DATA_VERSION)])])
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from probing.config import location_free
+from probing.results import load
 
 # Config nodes made only of other settings (conf/probe.yaml's representation and conditioning, named by the
 # shorthand; its probing, chosen by the task): a value that differs there differs at its own key too.
@@ -49,7 +50,7 @@ def config_values(config: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 
 def located_values(result: dict[str, Any]) -> dict[str, Any]:
     """The run's config values without where it was launched and written (`probing.config.location_free`)."""
-    return config_values(location_free(result.get("config") or {}))
+    return config_values(location_free(load(result).config or {}))
 
 
 
@@ -60,7 +61,7 @@ def compared_values(result: dict[str, Any]) -> dict[str, Any]:
     baseline=null,bertw` runs the same baseline once per layer)."""
     values = {key: value for key, value in located_values(result).items()
               if key not in RUN_LABELS and not key.startswith(DERIVED) and not retired(key)}
-    if (result.get("config") or {}).get("baseline") is not None:
+    if (load(result).config or {}).get("baseline") is not None:
         values.pop("layer", None)
     return values
 
@@ -78,7 +79,7 @@ def run_identity(result: dict[str, Any]) -> str:
     versions of the data files it read (`data_digests`). Two results.json files with the same identity are one run
     found twice (a copied folder, or a baseline run once per layer of a sweep), never two seeds, nor a run relaunched
     on an edited data file."""
-    if not result.get("config"):  # results written before configs were recorded: only the file tells them apart
+    if not load(result).config:  # results written before configs were recorded: only the file tells them apart
         return result["_file"]
     return json.dumps([compared_values(result), data_digests(result)], sort_keys=True, default=str)
 
@@ -88,7 +89,7 @@ def data_digests(result: dict[str, Any]) -> list[tuple[str, str]] | None:
     """(file name, SHA-256) of each data file the run read, sorted (results.json's `data_files`: the names without
     their folders, so that a moved data folder holds the same files); None for results written before runs recorded
     them. An entry that is not a [file, hash] pair is left out."""
-    entries = result.get("data_files")
+    entries = load(result).data_files
     if not isinstance(entries, list):
         return None
     return sorted({(Path(entry[0]).name, entry[1]) for entry in entries
