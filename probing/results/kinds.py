@@ -168,6 +168,15 @@ class ContextualityResults(AnalysisResults):
     sentence_source: str = key("The sentences measured: data set and split.")
     sentences: int = key("How many sentences.")
     layers: list[dict[str, Any]] = key("The measures of each layer.")
+    seed: int = key("The seed of the samples of words and sentences.")
+    mev_centered: bool = key("Whether MEV is that of centred vectors (PCA) rather than Definition 3's.")
+    min_contexts: int = key("The contexts a word needs to be sampled.")
+    occurrences: int = key("Word occurrences in the sentences measured.")
+    words_sampled: int = key("Words sampled for the self-similarity and MEV.")
+    words_available: int = key("Words in at least min_contexts contexts.")
+    sentences_sampled: int = key("Sentences sampled for the intra-sentence similarity.")
+    sentences_available: int = key("Sentences that could be sampled.")
+    baseline_occurrences: int = key("Random word occurrences of the anisotropy baselines.")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -204,6 +213,9 @@ class AttentionSimilarityResults(AnalysisResults):
     KIND: ClassVar[str] = "attention_similarity"
 
     compare_to: str = key("The other model.")
+    model_task: str | None = key("The task the model was fine-tuned on (its task.json); null for a pretrained one.")
+    compare_to_task: str | None = key("The task the other model was fine-tuned on; null for a pretrained one.")
+    sentence_source: str = key("The sentences compared: data set and split.")
     weights_sha256: str = key("The SHA-256 of the model's weights.")
     compare_to_weights_sha256: str = key("The SHA-256 of the other model's weights.")
     sentences: int = key("How many sentences.")
@@ -228,6 +240,14 @@ class NeuronsResults(AnalysisResults):
     probe: dict[str, Any] = key("The elastic-net probe's accuracies.")
     rankings: dict[str, list[int]] = key("Each ranking's order of the neurons.")
     ablation: dict[str, Any] = key("Accuracy as the top neurons are ablated, by ranking.")
+    retrained: dict[str, Any] = key("Test accuracy of linear probes retrained on the top-k neurons, by ranking (one "
+                                    "per k), and their epochs.")
+    cross_check: dict[str, Any] = key("The same for MLP-1 probes (the cross-check).")
+    majority: dict[str, Any] = key("The accuracies of always answering the most frequent training label.",
+                                   optional=True)
+    sparse: dict[str, Any] = key("The k-sparse probes of each label: its best neuron and F1 by k.")
+    per_label: dict[str, Any] = key("The top neurons of each label, by ranking (analysis.per_label=true).",
+                                    optional=True)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -240,6 +260,8 @@ class AmnesicResults(AnalysisResults):
     objective: str = key("The model's own output scored: its task, or masked-LM.")
     layer: int = key("The layer erased.")
     concept: str = key("The concept erased.")
+    data: str = key("The data scored: data set and split.")
+    headline: str = key("The score the report puts first (accuracy, f1, ...).")
     eraser: dict[str, Any] = key("The fitted eraser.")
     scores: dict[str, Any] = key("The scores of each condition (erased, random controls, none).")
 

@@ -26,11 +26,14 @@ from probing.results.schema import validate
 LOAD_FIX = "delete that results.json or rerun its job (probe.py, train.py and analyze.py write it)"
 
 
-def load(record: dict[str, Any], path: str | Path | None = None) -> Results:
+def load(record: dict[str, Any], path: str | Path | None = None, kind: str | None = None) -> Results:
     """`record` (a results.json of any schema version, from `path`) as its kind's type; one DataFormatError naming
     `path` if its kind is unknown or a declared value is not of its declared type. A key it lacks, or holds as null,
-    is ABSENT (see `check_file` for a file of the current version)."""
+    is ABSENT (see `check_file` for a file of the current version). `kind`: the kind of a record that is not stamped
+    yet (a job's results, which its own figures read before they are written), read as that kind."""
     current = migrated(record)
+    if kind is not None and "schema_version" not in record:
+        current = {**current, "job": KINDS[kind].JOB, "kind": kind}
     where = path if path is not None else current.get("_file", "results.json")
     kind = KINDS.get(current["kind"])
     if kind is None:
