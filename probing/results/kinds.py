@@ -2,9 +2,10 @@
 and what some of its runs add (optional keys, default ABSENT). A run may write more keys than its type names (an
 analysis's settings, a probe's extra scores); the types name those the report and the other jobs read.
 
-Stdlib dataclasses, not pydantic models: the types are read, never built (a results.json stays a dict from writer to
-report), so what they must give is their fields, types and docs, which `probing.results.schema` turns into JSON Schema
-in a few lines without a dependency; validation is the `jsonschema` package on that schema."""
+Stdlib dataclasses, not pydantic models: the writers keep a results.json a dict, and the report builds a run's type
+from the dict it reads (`probing.results.load`), so what the types must give is their fields, types and docs, which
+`probing.results.schema` turns into JSON Schema in a few lines without a dependency; validation is the `jsonschema`
+package on that schema."""
 
 from __future__ import annotations
 
@@ -246,8 +247,8 @@ class NeuronsResults(AnalysisResults):
     majority: dict[str, Any] = key("The accuracies of always answering the most frequent training label.",
                                    optional=True)
     sparse: dict[str, Any] = key("The k-sparse probes of each label: its best neuron and F1 by k.")
-    per_label: dict[str, Any] = key("The top neurons of each label, by ranking (analysis.per_label=true).",
-                                    optional=True)
+    per_label: dict[str, Any] = key("The top neurons of each label, by ranking (when the analysis was asked for "
+                                    "them).", optional=True)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
