@@ -15,6 +15,7 @@ import dataclasses
 import functools
 import types
 import typing
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -61,26 +62,35 @@ def declared(kind: type[Results]) -> dict[dataclasses.Field, Any]:
 def fits(value: Any, hint: Any) -> bool:
     """Whether a JSON value is of the type `hint` (as `probing.results.schema.type_schema` declares it: an int is a
     number, a bool is not)."""
+    return checker(hint)(value)
+
+
+@functools.cache
+def checker(hint: Any) -> Callable[[Any], bool]:
+    """The test of `fits` for one type hint, made once."""
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if hint is Any:
-        return True
-    if hint is type(None):
-        return value is None
-    if hint is bool:
-        return isinstance(value, bool)
-    if hint in (int, float):
-        return isinstance(value, int if hint is int else (int, float)) and not isinstance(value, bool)
-    if hint is str:
-        return isinstance(value, str)
+        return lambda value: True
+    if hint in SIMPLE:
+        kinds, bool_fits = SIMPLE[hint]
+        return lambda value: isinstance(value, kinds) and (bool_fits or not isinstance(value, bool))
     if origin is typing.Literal:
-        return value in args
+        return lambda value: value in args
     if origin in (typing.Union, types.UnionType):
-        return any(fits(value, arg) for arg in args)
-    if origin is list:
-        return isinstance(value, list) and all(fits(item, args[0]) for item in value)
-    if origin is dict:
-        return isinstance(value, dict) and all(fits(item, args[1]) for item in value.values())
+        tests = [checker(arg) for arg in args]
+        return lambda value: any(test(value) for test in tests)
+    if origin in (list, dict):
+        item = checker(args[-1])
+        items = (lambda value: value) if origin is list else (lambda value: value.values())
+        if args[-1] is Any:
+            return lambda value: isinstance(value, origin)
+        return lambda value: isinstance(value, origin) and all(map(item, items(value)))
     raise TypeError(f"no check for the type {hint!r}")
+
+
+# The JSON types of the simple hints: the Python types a value may be, and whether a bool is one.
+SIMPLE = {str: (str, False), int: (int, False), float: ((int, float), False), bool: (bool, True),
+          type(None): (type(None), False)}
 
 
 def shown_type(hint: Any) -> str:
