@@ -229,7 +229,7 @@ def local_weights_sha256(folder: str | Path) -> str:
 
 
 # The local model folders whose weights were loaded since the job began, with their weights_sha256: the job records
-# them in its results.json, and a relaunch compares them with the folders as they are then (probing.tasks.common).
+# them in its results.json, and a relaunch compares them with the folders as they are then (probing.tasks.results_file).
 _LOCAL_MODELS_LOADED: dict[str, str] = {}
 
 

@@ -24,7 +24,9 @@ from omegaconf import DictConfig
 
 from probing.analysis import Analysis, AnalysisInputs, ModelSettings, build_analysis
 from probing.errors import ConfigError
-from probing.tasks.common import check_config, closing_loggers, running_job, write_results
+from probing.tasks.loggers import closing_loggers
+from probing.tasks.results_file import running_job, write_results
+from probing.tasks.settings import check_config
 
 log = logging.getLogger(__name__)
 

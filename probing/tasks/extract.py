@@ -32,13 +32,9 @@ from probing.features.elmo_hdf5 import check_export_folder, export_every_word_st
 from probing.features.provision import ensure_features
 from probing.features.sentence_store import sentence_encoder_of
 from probing.features.sharded import SHARD_WAIT, extract_split_sharded
-from probing.tasks.common import (
-    check_config,
-    check_devices,
-    distributed_state_of_this_job,
-    keep_ddp_processes_on_this_job,
-    store_settings,
-)
+from probing.tasks.distributed import distributed_state_of_this_job, keep_ddp_processes_on_this_job
+from probing.tasks.settings import check_config, store_settings
+from probing.tasks.trainer import check_devices
 
 log = logging.getLogger(__name__)
 

@@ -30,16 +30,10 @@ from probing.probes import information
 from probing.probes import mdl as online_code
 from probing.probes.representations import ConditionedRepresentation, ProbeInputs
 from probing.probes.task_probes import TaskProbing, check_probing_task
-from probing.tasks.common import (
-    build_trainer,
-    check_config,
-    check_trainer,
-    closing_loggers,
-    running_job,
-    store_settings,
-    summarise_in_wandb,
-    write_results,
-)
+from probing.tasks.loggers import closing_loggers, summarise_in_wandb
+from probing.tasks.results_file import running_job, write_results
+from probing.tasks.settings import check_config, store_settings
+from probing.tasks.trainer import build_trainer, check_trainer
 
 log = logging.getLogger(__name__)
 
