@@ -80,6 +80,7 @@ def without_unset_anonymous(logger: WandbLogger) -> None:
     if getattr(logger, "_wandb_init", {}).get("anonymous", "set") is None:
         del logger._wandb_init["anonymous"]
 
+
 @contextlib.contextmanager
 def closing_loggers(logger: DictConfig | None) -> Iterator[list[Logger]]:
     """The job's loggers, built once from `logger` (the job hands them to `build_trainer`, or logs through them
@@ -110,6 +111,7 @@ def close_loggers(loggers: Iterable[Logger], failed: bool) -> None:
         wandb.finish(exit_code=1 if failed else 0)
     if errors and not failed:
         raise errors[0]
+
 
 def summarise_in_wandb(loggers: Iterable[Logger], summary: dict[str, Any]) -> None:
     """Put a run's final values in the summary of its W&B run (the run is finished by `closing_loggers`)."""

@@ -36,6 +36,7 @@ def built_callback(name: str, node: DictConfig) -> L.Callback:
         require_number(f"callbacks.{name}.min_delta", node.get("min_delta", 0.0), example="1e-4")
     return callback
 
+
 def devices_asked(devices: Any, on_gpu: bool, available: int) -> int:
     """How many devices `trainer.devices` asks for, in the forms Lightning takes: a count N >= 1 or "auto", and on
     GPUs also -1 (every GPU) or GPU indices ([0,2], "0,2"). Anything else (0, -1 on the CPU, "abc") is a ConfigError
