@@ -30,8 +30,8 @@ from probing.features.elmo_layout import (
     sentence_key,
     shorten,
 )
-from probing.features.encoder import EncoderInfo
 from probing.features.featurizer import WHOLE_SENTENCE, PreparedInput
+from probing.features.hf_models import EncoderInfo
 
 ELMO_HDF5 = "elmo-hdf5"
 

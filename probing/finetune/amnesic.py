@@ -36,8 +36,8 @@ from probing.erasure.hidden_state import captured_hidden_state, check_hidden_sta
 from probing.erasure.random_control import RandomEraser, random_control
 from probing.erasure.setup import UNSET_ERASURE, ErasureSetup
 from probing.errors import ConfigError, DataFormatError
-from probing.features.encoder import load_pretrained
 from probing.features.finetuned import EXPORT_FIX, HEAD_FILE, TASK_FILE, verify_export
+from probing.features.hf_models import load_pretrained
 from probing.features.layers import resolve_layer
 from probing.features.tensor_files import READ_ERRORS
 from probing.finetune.amnesic_scores import Condition, masked_lm_scores, task_scores

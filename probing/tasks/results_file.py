@@ -19,7 +19,7 @@ from probing.config import same_run
 from probing.data.files import write_json_atomically
 from probing.data.text import data_files_read, forget_data_files, sha256_file
 from probing.errors import ConfigError
-from probing.features.encoder import forget_local_models, local_models_loaded, local_weights_sha256
+from probing.features.hf_models import forget_local_models, local_models_loaded, local_weights_sha256
 from probing.locks import holding, open_lock_file
 from probing.report.aggregate import RESULTS_FILE, json_type
 from probing.results import migrated, stamped

@@ -22,7 +22,7 @@ from omegaconf import OmegaConf
 from probing.data.files import write_json_atomically
 from probing.data.text import note_data_files
 from probing.errors import ConfigError
-from probing.features.encoder import load_encoder, local_models_loaded
+from probing.features.hf_models import load_encoder, local_models_loaded
 from probing.features.provision import MULTIRUN_LOCK_WAIT_S
 from probing.results import migrated
 from probing.tasks import loggers as job_loggers
