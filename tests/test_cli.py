@@ -250,7 +250,7 @@ def test_a_key_at_the_wrong_place_is_refused_naming_where_the_config_has_it():
 
 def test_a_key_with_no_close_match_is_refused_listing_the_keys_at_its_place():
     message = refusal("nokey=3")
-    assert message.startswith("nokey=3: the config has no setting 'nokey'. Fix: one of task_name, layer, ")
+    assert message.startswith("nokey=3: the config has no setting 'nokey'. Fix: one of task_name, erase, layer, ")
     assert "hydra" not in message and "+nokey" not in message  # the top level takes no setting it does not declare
 
 
@@ -302,7 +302,7 @@ def test_a_top_level_setting_that_the_command_line_adds_is_refused_naming_the_cl
 
 def test_a_top_level_section_that_the_command_line_adds_is_refused_listing_the_top_level_keys():
     assert refusal("+newsection.size=3").startswith(
-        "+newsection.size=3: the config has no setting 'newsection'. Fix: one of task_name, layer, ")
+        "+newsection.size=3: the config has no setting 'newsection'. Fix: one of task_name, erase, layer, ")
 
 
 @pytest.mark.parametrize("arguments", [

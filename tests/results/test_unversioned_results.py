@@ -12,7 +12,7 @@ import pytest
 
 from probing.report import write_report
 from probing.results import KINDS, SCHEMA_VERSION, migrated, validate
-from probing.tasks.common import finished_results
+from probing.tasks.results_file import finished_results
 from tests.helpers import FIXTURES
 
 UNVERSIONED = FIXTURES / "results_unversioned"
