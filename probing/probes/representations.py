@@ -28,7 +28,8 @@ from probing.data.sources import WordInContextData, read_contexts
 from probing.data.splits import SEEN, split_summary
 from probing.data.types import TypeLevelData, type_summary
 from probing.features.baselines import check_baseline, oov_summary
-from probing.features.featurizer import Featurizer, parse_context_size
+from probing.features.featurizer import Featurizer
+from probing.features.identity import FeatureIdentity
 from probing.features.layers import resolve_layer
 from probing.features.provision import ensure_features
 from probing.features.sentence_store import sentence_encoder_of
@@ -72,11 +73,8 @@ def described_featurizer(featurizer: Featurizer | None) -> dict[str, Any]:
     (None for the whole sentence) and attention window and policy (None for the model's own attention). A featurizer
     without a model (P-Rand, a static file) has no location or weights hash."""
     metadata = featurizer.store_metadata() if featurizer is not None else {}
-    return {"model_name_or_path": metadata.get("model_path"), "weights_sha256": metadata.get("weights_sha256"),
-            "pooling": metadata.get("pooling", getattr(featurizer, "pooling", None)),
-            "context_size": parse_context_size(metadata.get("context_size")),
-            "attention_window": metadata.get("attention_window"),
-            "attention_policy": metadata.get("attention_policy")}
+    identity = FeatureIdentity.of_store(metadata, getattr(featurizer, "pooling", None)).recorded()
+    return {key: identity[key] for key in FeatureIdentity.of_the_featurizer()}
 
 
 def features_about(described: Mapping[str, Any], level: str, classes: list[str], datamodule: ProbingDataModule,

@@ -26,27 +26,19 @@ from probing.config import build
 from probing.data.splits import EVAL_SPLITS
 from probing.features.featurizers import featurizer_config
 from probing.features.finetuned import finetuned_task
+from probing.features.identity import FeatureIdentity
 from probing.probes import information
 from probing.probes import mdl as online_code
 from probing.probes.representation_choice import RepresentationChoice
 from probing.probes.representations import ProbeInputs
 from probing.probes.task_probes import TaskProbing, check_probing_task
-from probing.tasks.common import (
-    build_trainer,
-    check_config,
-    check_trainer,
-    closing_loggers,
-    running_job,
-    store_settings,
-    summarise_in_wandb,
-    write_results,
-)
+from probing.tasks.loggers import closing_loggers, summarise_in_wandb
+from probing.tasks.results_file import running_job, write_results
+from probing.tasks.settings import check_config, store_settings
+from probing.tasks.trainer import build_trainer, check_trainer
 
 log = logging.getLogger(__name__)
 
-# What every run records of its features beside the representation's own `about` (the probing task adds its own keys).
-FEATURE_KEYS = ("model_name_or_path", "weights_sha256", "pooling", "context_size", "attention_window",
-                "attention_policy")
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
@@ -111,8 +103,8 @@ def about_run(cfg: DictConfig, probing: TaskProbing, module: Any, inputs: ProbeI
             "rank": module.hparams.rank, "model": cfg.model.name,
             "finetuned_task": finetuned_task(features["model_name_or_path"]),
             "random_init": bool(cfg.model.get("random_init", False)), "data": cfg.data.name, "level": inputs.level,
-            "embeddings": None, **{key: features[key] for key in FEATURE_KEYS}, **inputs.about, "seed": cfg.seed,
-            "control_seed": probing.control.seed}
+            "embeddings": None, **{key: features[key] for key in FeatureIdentity.of_the_featurizer()}, **inputs.about,
+            "seed": cfg.seed, "control_seed": probing.control.seed}
 
 
 def headline_scores(results: dict[str, Any], scores: tuple[str, ...]) -> dict[str, Any]:

@@ -38,15 +38,11 @@ from probing.finetune.checkpoints import (
 from probing.finetune.datamodule import TaskDataModule, load_task_data
 from probing.finetune.export import export_model
 from probing.results.kinds import FinetuningResults
-from probing.tasks.common import (
-    build_trainer,
-    check_config,
-    closing_loggers,
-    distributed_state_of_this_job,
-    keep_ddp_processes_on_this_job,
-    running_job,
-    write_results,
-)
+from probing.tasks.distributed import distributed_state_of_this_job, keep_ddp_processes_on_this_job
+from probing.tasks.loggers import closing_loggers
+from probing.tasks.results_file import running_job, write_results
+from probing.tasks.settings import check_config
+from probing.tasks.trainer import build_trainer
 
 log = logging.getLogger(__name__)
 

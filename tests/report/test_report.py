@@ -14,8 +14,9 @@ import pytest
 from probing.errors import DataFormatError
 from probing.report import write_report, written_section
 from probing.report.__main__ import main
-from probing.report.aggregate import aggregate, distinct_runs, representation_sort_key, variant_keys
+from probing.report.aggregate import aggregate, representation_sort_key
 from probing.report.plots import per_class_by_layer, plot_per_class, write_plots
+from probing.report.runs import distinct_runs, variant_keys
 from probing.report.tables import context_size_tables, markdown_table, representation_tables
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
