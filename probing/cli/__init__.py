@@ -10,4 +10,5 @@ from probing.cli.logs import process_rank
 from probing.cli.sweep_check import JOB_CHECKS, SweepCheck
 
 __all__ = ["HYDRA_VERSION_BASE", "JOB_CHECKS", "SweepCheck", "app_config_loader", "check_command_line",
-           "command_line_checked", "exit_with", "own_launcher_configs", "probing_cause", "process_rank", "user_errors_exit_cleanly"]
+           "command_line_checked", "exit_with", "own_launcher_configs", "probing_cause", "process_rank",
+           "user_errors_exit_cleanly"]
