@@ -43,10 +43,11 @@ from hydra import compose, initialize_config_dir
 from probing.config import build
 from probing.data.files import write_json_atomically
 from probing.devices import cpu_description, synchronized_clock, timed
-from probing.features.erasure import LeaceEraser, MeanProjectionEraser
+from probing.erasure.leace import LeaceEraser
+from probing.erasure.mean_projection import MeanProjectionEraser
 from probing.features.store import FeatureStore
 from probing.probes.datamodule import read_every_word_store
-from probing.tasks.common import store_settings
+from probing.tasks.settings import store_settings
 from probing.tasks.probe import built_probing
 
 CONFIG_DIR = str(Path(__file__).resolve().parents[1] / "conf")

@@ -19,7 +19,7 @@ from functools import partial
 
 import numpy as np
 
-from probing.features.encoder import load_pretrained
+from probing.features.hf_models import load_pretrained
 from probing.geometry import isotropy as iso
 
 

@@ -82,8 +82,10 @@ from probing.devices import cpu_description, keep_freed_memory, timed
 from probing.probes.components.batched_probes import first_layer_products
 from probing.probes.metrics import SClassMetrics
 from probing.probes.sclass_probe import SClassProbe
-from probing.tasks.common import build_loggers, build_trainer, store_settings
+from probing.tasks.loggers import build_loggers
 from probing.tasks.probe import built_probing
+from probing.tasks.settings import store_settings
+from probing.tasks.trainer import build_trainer
 
 # The configs of the entry scripts (the repository's conf/).
 CONFIG_DIR = str(Path(__file__).resolve().parents[1] / "conf")

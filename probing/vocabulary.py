@@ -22,7 +22,7 @@ SCLASS_TASK = "sclass"
 # The probe families (`probe=linear|mlp1|mlp2`; sclass_mlp is Zhao et al.'s MLP-1; results' "probe_family"), in the
 # order of Hewitt & Liang (2019).
 PROBE_FAMILIES = ("linear", "mlp1", "mlp2")
-# The concept erasers of probe.py erase=... (conf/erase/, probing/features/erasure.py), in the report's order; the last
+# The concept erasers of probe.py erase=... (conf/erase/, probing/erasure/), in the report's order; the last
 # is the control (random directions).
 ERASURE_METHODS = ("leace", "inlp", "mean_projection", "random")
 # The scores of a structural probe of each kind (Hewitt & Manning 2019; results' `kind`), the headline first.

@@ -1,7 +1,7 @@
-"""probing/cli.py: user errors as one `error:` line (rank 0 only) and exit status 2, the command-line check
+"""probing/cli/: user errors as one `error:` line (rank 0 only) and exit status 2, the command-line check
 (launchers, config names, keys), the sweep check (SweepCheck and its helpers) and quiet non-zero ranks. The entry
-scripts run end to end in tests/tasks/test_entry_scripts.py; tests/test_hydra_api.py holds cli.py to Hydra's public
-API and to the Hydra versions pyproject.toml allows."""
+scripts run end to end in tests/tasks/test_entry_scripts.py; tests/test_hydra_api.py holds probing/cli/ to Hydra's
+public API and to the Hydra versions pyproject.toml allows."""
 
 from __future__ import annotations
 
@@ -15,21 +15,13 @@ from hydra.types import RunMode
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from probing import cli
-from probing.cli import (
-    app_config_loader,
-    check_command_line,
-    check_launcher,
-    command_line_axes,
-    exit_with,
-    own_launcher_configs,
-    probing_cause,
-    process_rank,
-    quiet_on_other_ranks,
-    sweep_variants,
-    user_error_in,
-    user_errors_exit_cleanly,
-)
+from probing.cli import logs
+from probing.cli.command_line import check_command_line
+from probing.cli.compose import app_config_loader
+from probing.cli.exits import exit_with, probing_cause, user_errors_exit_cleanly
+from probing.cli.launchers import check_launcher, own_launcher_configs
+from probing.cli.logs import process_rank, quiet_on_other_ranks
+from probing.cli.sweep_check import SweepCheck, command_line_axes, sweep_variants, user_error_in
 from probing.errors import ConfigError, ProbingError
 from tests.helpers import REPO
 
@@ -52,7 +44,7 @@ def failing_resolver():
 def rank(monkeypatch):
     """Set this process's rank as Lightning would (rank_zero_only.rank); None: Lightning has not set it."""
     def set_rank(value):
-        monkeypatch.setattr(cli.rank_zero_only, "rank", value, raising=False)
+        monkeypatch.setattr(logs.rank_zero_only, "rank", value, raising=False)
     return set_rank
 
 
@@ -258,7 +250,7 @@ def test_a_key_at_the_wrong_place_is_refused_naming_where_the_config_has_it():
 
 def test_a_key_with_no_close_match_is_refused_listing_the_keys_at_its_place():
     message = refusal("nokey=3")
-    assert message.startswith("nokey=3: the config has no setting 'nokey'. Fix: one of task_name, layer, ")
+    assert message.startswith("nokey=3: the config has no setting 'nokey'. Fix: one of task_name, erase, layer, ")
     assert "hydra" not in message and "+nokey" not in message  # the top level takes no setting it does not declare
 
 
@@ -310,7 +302,7 @@ def test_a_top_level_setting_that_the_command_line_adds_is_refused_naming_the_cl
 
 def test_a_top_level_section_that_the_command_line_adds_is_refused_listing_the_top_level_keys():
     assert refusal("+newsection.size=3").startswith(
-        "+newsection.size=3: the config has no setting 'newsection'. Fix: one of task_name, layer, ")
+        "+newsection.size=3: the config has no setting 'newsection'. Fix: one of task_name, erase, layer, ")
 
 
 @pytest.mark.parametrize("arguments", [
@@ -365,7 +357,7 @@ def test_the_sweep_check_exits_2_on_a_bad_value_of_a_command_line_axis(rank, cap
     rank(0)
     config = sweep_config(["finetuned=a,b"], finetuned="a", model={"name_or_path": failing_resolver})
     with pytest.raises(SystemExit) as exit_:
-        cli.SweepCheck().on_multirun_start(config=config)
+        SweepCheck().on_multirun_start(config=config)
     assert exit_.value.code == 2
     assert capsys.readouterr().err.startswith("error: the job with finetuned=a: finetuned: /x holds no model")
 
@@ -374,7 +366,7 @@ def test_a_sweep_with_a_value_that_is_no_layer_is_refused_before_its_first_job_n
     rank(0)
     config = multirun_config("layer=0,abc,2")
     with pytest.raises(SystemExit) as exit_:
-        cli.SweepCheck().on_multirun_start(config=config)
+        SweepCheck().on_multirun_start(config=config)
     assert exit_.value.code == 2
     assert capsys.readouterr().err.splitlines() == [
         "error: the job with layer=abc: layer='abc' is not a layer. Fix: an integer (0 = embeddings, -1 = the top "

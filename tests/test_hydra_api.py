@@ -1,7 +1,7 @@
-"""The command-line check (probing/cli.py) against the Hydra it runs on: the installed hydra-core is one that
-pyproject.toml allows, cli.py reads Hydra through its public API only (nothing from `hydra._internal`, which changes
-between releases without notice), and the Hydra flags cli.py knows are the ones Hydra's `--hydra-help` lists. The
-behaviour of the check itself is tested in tests/test_cli.py, on this Hydra."""
+"""The command-line check (probing/cli/) against the Hydra it runs on: the installed hydra-core is one that
+pyproject.toml allows, probing/cli/ reads Hydra through its public API only (nothing from `hydra._internal`, which
+changes between releases without notice), and the Hydra flags probing/cli/ knows are the ones Hydra's `--hydra-help`
+lists. The behaviour of the check itself is tested in tests/test_cli.py, on this Hydra."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from importlib.metadata import version
 
 from packaging.requirements import Requirement
 
-from probing import cli
+from probing.cli import command_line
 from tests.helpers import REPO
 
 
@@ -42,8 +42,8 @@ def imported_modules(source: str) -> set[str]:
 
 
 def test_cli_imports_nothing_private_of_hydra():
-    private = sorted(module for module in imported_modules((REPO / "probing" / "cli.py").read_text())
-                     if module.startswith("hydra.") and "._" in module)
+    private = sorted(module for path in sorted((REPO / "probing" / "cli").glob("*.py"))
+                     for module in imported_modules(path.read_text()) if module.startswith("hydra.") and "._" in module)
     assert private == []
 
 
@@ -60,5 +60,5 @@ def test_the_hydra_flags_cli_knows_are_those_hydra_lists(tmp_path):
                                 timeout=120).stdout
     listed = {flag for line in re.findall(r"^(-[-\w,]+) : ", hydra_help, flags=re.MULTILINE)
               for flag in line.split(",")}
-    known = {flag for flags in cli.HYDRA_FLAGS for flag in flags}
+    known = {flag for flags in command_line.HYDRA_FLAGS for flag in flags}
     assert listed and known == listed

@@ -1,7 +1,8 @@
 """The layering of DESIGN.md, checked on the import statements of probing/: arrows point down only (entry points →
-tasks → wings (probes, finetune, geometry) → features → data; report beside features, read by the tasks; results,
-the declared results.json, below both), no wing imports another, nothing imports a task but the entry points, no
-module imports itself back through others, and data/ is torch-free."""
+tasks → wings (probes, finetune, geometry) → erasure (shared by probes and finetune) → the analyses' base (analysis)
+→ features → data; report beside features, read by the tasks; results, the declared results.json, below both), no
+wing imports another, nothing imports a task but the entry points, no module imports itself back through others,
+and data/ is torch-free."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ import probing
 
 PACKAGE = Path(probing.__file__).parent
 # The floor of each part of the package; an import must go to a lower floor (cross-cutting modules are the floor).
-FLOORS = {"console": 6, "tasks": 5, "probes": 4, "finetune": 4, "geometry": 4, "features": 3, "report": 3, "data": 2,
-          "results": 2, "cli": 1, "config": 1, "vocabulary": 1, "devices": 1, "locks": 1, "": 1, "errors": 0}
+FLOORS = {"console": 8, "tasks": 7, "probes": 6, "finetune": 6, "geometry": 6, "erasure": 5, "analysis": 4,
+          "features": 3, "report": 3, "data": 2, "results": 2, "cli": 1, "config": 1, "vocabulary": 1, "devices": 1,
+          "locks": 1, "": 1, "errors": 0}
 
 
 def module_name(path: Path) -> str:

@@ -2,7 +2,7 @@
 
 Tagging tasks (POS, NER) give pre-split words, GLUE tasks a text or a text pair, word-in-context corpora (STREUSLE)
 the sentence of each record: a sentence that holds several targets is used once. Records in, texts out, torch-free:
-here, below every wing, so that the analyses' base (probing.features.analysis) and any wing's analysis read them.
+here, below every wing, so that the analyses' base (probing.analysis) and any wing's analysis read them.
 """
 
 from __future__ import annotations

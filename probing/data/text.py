@@ -44,7 +44,7 @@ def _decode_line(raw: bytes, path: Path, number: int) -> str:
 
 # The data files read since the job began (`note_data_files`: by `read_lines`, and by every loaded data set, which keeps
 # the list of files it read), in reading order: the job records them with their hashes in its results.json
-# (probing.tasks.common).
+# (probing.tasks.results_file).
 _DATA_FILES_READ: dict[str, None] = {}
 
 

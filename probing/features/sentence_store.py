@@ -8,7 +8,7 @@ it only where the caller passes files (`extract_occurrences`).
 
 What differs is the cost: `SentenceWordEncoder` runs the model once per distinct input in a batch, not once per
 record, and pools every record's word from that one forward pass (mean of the word's wordpieces, as the probing
-stores; byte-level BPE words get their leading space, `probing.features.encoder._load_tokenizer`). A sentence
+stores; byte-level BPE words get their leading space, `probing.features.hf_models._load_tokenizer`). A sentence
 longer than `max_length` wordpieces gives each word its own centred window, as in the probing stores.
 """
 

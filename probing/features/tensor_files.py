@@ -7,7 +7,7 @@ hashed), then of each tensor's name, dtype, shape and bytes, in name order. File
 stopped mid-write leaves the previous file (or none), never half of one.
 
 What the metadata say and which messages a refusal gives belong to each kind of file (probing.probes.saved,
-probing.features.erasure); this module only writes, reads and hashes.
+probing.erasure.file); this module only writes, reads and hashes.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Type-level (uncontextualized) probing, Zhao et al. 2020 §3.2.1, §4.2.1, Fig. 1 and Table 5.
 
 One vector per word type, from one of these spaces (`embeddings=`, each a Hydra `_target_` config in conf/embeddings/;
-at type level `layer=l`, `layer=rand` and `layer=bertw` pick AVG-l, Rand and BERTw from `type_spaces`):
+at type level `layer=l`, `layer=rand` and `layer=bertw` name AVG-l, Rand and BERTw as well):
 
     rand     Rand: N(0, I_dim) per word, fixed by (seed, word).
     bertw    BERTw: the mean of the word's wordpiece input embeddings in the model's matrix (a multiword name's

@@ -1,29 +1,9 @@
-"""analyze.py analysis=amnesic: amnesic probing (Elazar et al. 2021, "Amnesic Probing: Behavioral Explanation with
-Amnesic Counterfactuals"). A concept (UPOS, XPOS, DEPREL, NER types) is erased from the analysed model's own hidden
-state ℓ inside its forward pass, the layers above run on the erased states, and what the model's output loses is
-measured, against no erasure and against erasing as many random directions (several seeds).
-
-What is measured depends on the model:
-- a model fine-tuned by train.py (its exported folder holds task.json and task_head.safetensors): its own task
-  metric on the task's data, computed as train.py computes its dev scores (probing.finetune.module.FineTuner with
-  the exported head, probing.finetune.metrics): accuracy (POS, SST-2), accuracy and F1 (MRPC), accuracy and
-  seqeval's entity F1 (NER);
-- a model with a masked-LM head (bert-base-uncased, a user's MLM): the masked-word accuracy and the KL divergence
-  of the output distribution from the unerased model's (probing.finetune.amnesic_scores).
-The packaged MiniLM has no masked-LM head: it is analysed through a model fine-tuned from it by train.py.
-
-Choices where the paper leaves room:
-- The eraser is fitted on the analysed model's own hidden state ℓ (a fine-tuned model's, not the pretrained one's),
-  on the word vectors of the concept data's training split: each word's vector is the mean of its wordpieces, as in
-  every store of this project (probing.features.encoder). Its dev split is the held-out set of INLP's stopping rule.
-- The fitted edit is applied to every wordpiece vector of hidden state ℓ (and to the special tokens), through a
-  forward hook on the module whose output is that hidden state (probing.features.hidden_state_edit). Elazar et
-  al.'s code leaves [CLS] and [SEP] alone; here a sentence task's classifier, which reads [CLS], sees it erased too.
-- The random control removes as many random directions as the eraser's rank (at least one, as probe.py's control),
-  fitted on the same words, once per seed of `control_seeds`; the report gives each seed, their mean and sample std.
-- Sentences longer than `max_length` wordpieces are cut at the end, as train.py cuts them; the words cut off are not
-  scored (nor used for fitting).
-- An attention window used in fine-tuning is not recorded in the export, so the model runs with full attention.
+"""analyze.py analysis=amnesic: amnesic probing (Elazar et al. 2021). A concept (UPOS, XPOS, DEPREL, NER types) is
+erased from the analysed model's own hidden state ℓ inside its forward pass (probing.erasure), the layers above run
+on the erased states, and what the model's output loses is measured against no erasure and against erasing as many
+random directions: a train.py export on its own task's metric, a masked LM on masked-word accuracy and KL divergence
+(probing.finetune.amnesic_scores). docs/erasure.md, "Amnesic probing", records the choices where the paper leaves
+room.
 """
 
 from __future__ import annotations
@@ -44,19 +24,20 @@ from safetensors.torch import load_file
 from torch import Tensor
 from transformers import AutoModelForMaskedLM, PreTrainedModel, PreTrainedTokenizerFast
 
+from probing.analysis import Analysis, AnalysisInputs, ModelSettings, analysis_device
 from probing.config import build
 from probing.data.concepts import CONCEPTS, concept_task, read_concept
 from probing.data.sentences import texts_of
 from probing.data.settings import require_int
 from probing.data.text import note_data_files
 from probing.data.word_tasks import WordTaskSplit
+from probing.erasure.fitted import FittedEraser
+from probing.erasure.hidden_state import captured_hidden_state, check_hidden_state_module
+from probing.erasure.random_control import RandomEraser, random_control
+from probing.erasure.setup import UNSET_ERASURE, ErasureSetup
 from probing.errors import ConfigError, DataFormatError
-from probing.features.analysis import Analysis, AnalysisInputs, ModelSettings, analysis_device
-from probing.features.encoder import load_pretrained
-from probing.features.erasure import FittedEraser, RandomEraser
-from probing.features.erasure_setup import UNSET_ERASURE, ErasureSetup, random_control
 from probing.features.finetuned import EXPORT_FIX, HEAD_FILE, TASK_FILE, verify_export
-from probing.features.hidden_state_edit import captured_hidden_state, check_hidden_state_module
+from probing.features.hf_models import load_pretrained
 from probing.features.layers import resolve_layer
 from probing.features.tensor_files import READ_ERRORS
 from probing.finetune.amnesic_scores import Condition, masked_lm_scores, task_scores
@@ -208,7 +189,8 @@ def erasure_setup(erase: dict[str, Any] | None) -> ErasureSetup:
     return setup
 
 
-# The settings of `erase` that only probe.py reads, and what the amnesic analysis has instead.
+# The settings of `erase` that only probe.py reads (conf/probe.yaml: analyze.py's config does not hold them, so only
+# `+erase.<key>=` adds them), and what the amnesic analysis has instead.
 PROBE_ONLY_ERASE_SETTINGS = {"control_seed": "its random controls are analysis.control_seeds",
                              "fresh_probe_epochs": "it trains no fresh probe of the concept"}
 

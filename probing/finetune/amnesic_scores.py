@@ -29,8 +29,8 @@ from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
 from probing.data.sentences import Text
 from probing.data.task_records import TaggedSentence, TaskData, TextExample
+from probing.erasure.hidden_state import Edit, edited_hidden_state
 from probing.errors import ConfigError
-from probing.features.hidden_state_edit import Edit, edited_hidden_state
 from probing.finetune.datamodule import TaskDataModule
 from probing.finetune.module import FineTuner
 

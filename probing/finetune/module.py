@@ -38,7 +38,7 @@ from probing.features.attention import (
     parse_attention_window,
     window_policy,
 )
-from probing.features.encoder import load_encoder
+from probing.features.hf_models import load_encoder
 from probing.finetune.isotropy import mean_pairwise_cosine
 from probing.finetune.metrics import IGNORE, dev_metrics
 

@@ -28,14 +28,14 @@ from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
 from probing.data.sentences import Text
 from probing.errors import ConfigError
-from probing.features.encoder import EncoderInfo, load_pretrained
+from probing.features.hf_models import EncoderInfo, load_pretrained
 
 Loaded = tuple[PreTrainedModel, PreTrainedTokenizerFast, EncoderInfo]
 
 
 def load_attention_model(name_or_path: str, revision: str | None = None, random_init: bool = False,
                          init_seed: int = 0) -> Loaded:
-    """An encoder loaded like any other (probing.features.encoder.load_pretrained: frozen, float32, with what
+    """An encoder loaded like any other (probing.features.hf_models.load_pretrained: frozen, float32, with what
     identifies it; a random-init encoder a function of `init_seed` alone), switched to eager attention so that
     `output_attentions=True` returns the weights."""
     model, tokenizer, info = load_pretrained(name_or_path, revision, random_init, init_seed)

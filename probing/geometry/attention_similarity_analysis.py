@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 
+from probing.analysis import Analysis, AnalysisInputs, analysis_device
 from probing.data.files import open_atomically
 from probing.data.sentences import Text
 from probing.data.settings import optional_int, require_int
 from probing.errors import ConfigError, ModelLoadError
-from probing.features.analysis import Analysis, AnalysisInputs, analysis_device
 from probing.features.finetuned import finetuned_task
 from probing.geometry import attention_similarity as attention
 from probing.report import attention as attention_report

@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from probing.analysis import AnalysisInputs
 from probing.data.settings import require_bool, require_int
 from probing.errors import ConfigError
-from probing.features.analysis import AnalysisInputs
 from probing.features.finetuned import finetuned_task
 from probing.features.layers import resolve_layer
 from probing.features.store import FeatureStore

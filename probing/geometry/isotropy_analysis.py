@@ -17,11 +17,11 @@ from typing import Any
 import numpy as np
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
+from probing.analysis import Analysis, AnalysisInputs, analysis_device
 from probing.data.files import open_atomically
 from probing.data.settings import choose, require_int
 from probing.data.word_benchmarks import read_similarity
-from probing.features.analysis import Analysis, AnalysisInputs, analysis_device
-from probing.features.encoder import load_pretrained
+from probing.features.hf_models import load_pretrained
 from probing.features.layers import resolve_layer
 from probing.geometry import isotropy as iso
 from probing.geometry.benchmarks import CORRELATIONS, MEASURES, average_scores, evaluate_spaces

@@ -11,10 +11,10 @@ from typing import Any
 
 import numpy as np
 
+from probing.analysis import Analysis, ModelSettings, analysis_device
 from probing.data.sentences import texts_of
 from probing.data.settings import require_bool, require_int
 from probing.errors import ConfigError
-from probing.features.analysis import Analysis, ModelSettings, analysis_device
 from probing.features.provision import store_root
 from probing.features.sentence_store import SentenceWordEncoder, extract_occurrences
 from probing.features.store import FeatureStore

@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 
+from probing.analysis import AnalysisInputs
 from probing.data.files import open_atomically
 from probing.data.settings import choose, require_bool, require_int
 from probing.data.word_benchmarks import read_analogies, read_categorization, read_similarity
-from probing.features.analysis import AnalysisInputs
 from probing.features.finetuned import finetuned_task
 from probing.features.layers import resolve_layer
 from probing.features.store import FeatureStore

@@ -23,8 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +32,7 @@ import torch
 
 from probing.errors import ConfigError, ProbingError
 from probing.features.finetuned import finetuned_task
+from probing.features.identity import FeatureIdentity, settings_differences
 from probing.features.tensor_files import (
     HASH_KEY,
     READ_ERRORS,
@@ -55,8 +55,7 @@ FORMATS = (1, 2, FORMAT)
 TRANSPOSED_IN_FORMAT_1 = ("mlps.w1", "mlps.w2")
 HEADS = ("probes", "control_probes")
 # What must agree between the saved probes and the features they score (the model may differ: that is the point).
-MUST_MATCH = ("level", "classes", "feature_dim", "layer", "representation", "pooling", "context_size",
-              "attention_window", "attention_policy", "num_layers")
+MUST_MATCH = ("level", "classes", "feature_dim", *FeatureIdentity.beyond_the_model(), "num_layers")
 METADATA_KEY = "probing"  # format 3 records the hash of this string and the tensors under HASH_KEY
 TENSORS_HASH_KEY = "tensors_xxh3_128"  # format 2: of the tensors only
 # What scoring saved probes reads from `about` besides MUST_MATCH (a file without them is not a probes file).
@@ -185,51 +184,9 @@ def shape_of(tensor: torch.Tensor | None) -> str:
     return "missing" if tensor is None else str(tuple(tensor.shape))
 
 
-def differences(saved: Mapping[str, Any], current: Mapping[str, Any],
-                keys: Sequence[str] = MUST_MATCH) -> list[str]:
-    """The settings of `keys` (the probes' MUST_MATCH by default) where a saved file and the current run disagree,
-    as `key: saved vs now`; a long class list is counted, with what differs in it (see `list_difference`)."""
-    def shown(value: Any) -> str:
-        return f"{len(value)} classes" if is_long_list(value) else repr(value)
-
-    def detail(before: Any, now: Any) -> str:
-        lists = isinstance(before, list) and isinstance(now, list)
-        return f", {list_difference(before, now)}" if lists and (is_long_list(before) or is_long_list(now)) else ""
-
-    return [f"{key}: {shown(saved.get(key))} (saved) vs {shown(current.get(key))} (this run)"
-            f"{detail(saved.get(key), current.get(key))}" for key in keys if saved.get(key) != current.get(key)]
-
-
-SHOWN_IN_FULL = 5  # a list this long or shorter is shown as it is
-SHOWN_NAMES = 3  # names listed on each side of a difference before "and N more"
-
-
-def is_long_list(value: Any) -> bool:
-    return isinstance(value, list) and len(value) > SHOWN_IN_FULL
-
-
-def list_difference(saved: list[Any], current: list[Any]) -> str:
-    """What tells two lists of names apart: the same names in another order (and the first position, counted from
-    1, where they differ), or the names on one side only."""
-    if Counter(saved) == Counter(current):
-        position = next(index for index, (a, b) in enumerate(zip(saved, current)) if a != b)
-        return (f"the same names in another order: the first that differs is at position {position + 1}, "
-                f"{saved[position]!r} (saved) vs {current[position]!r} (this run)")
-    sides = [f"{few_of(names)} {side}" for names, side in [(names_missing(saved, current), "only in the saved probes"),
-                                                             (names_missing(current, saved), "only in this run")]
-             if names]
-    return f"with {', '.join(sides)}" if sides else "the same names, some of them more often on one side"
-
-
-def names_missing(names: list[Any], other: list[Any]) -> list[Any]:
-    """The names of `names` (in their order, once each) that `other` lacks."""
-    others = set(other)
-    return [name for name in dict.fromkeys(names) if name not in others]
-
-
-def few_of(names: list[Any]) -> str:
-    shown = ", ".join(map(repr, names[:SHOWN_NAMES]))
-    return shown + (f" and {len(names) - SHOWN_NAMES} more" if len(names) > SHOWN_NAMES else "")
+def differences(saved: Mapping[str, Any], current: Mapping[str, Any]) -> list[str]:
+    """The settings of MUST_MATCH where saved probes and the current run disagree (`settings_differences`)."""
+    return settings_differences(saved, current, MUST_MATCH)
 
 
 def probe_files(folder: str | Path, key: str = "probe.reuse") -> list[Path]:

@@ -28,8 +28,10 @@ from probing.data.settings import require_bool, require_int
 from probing.data.splits import SEEN
 from probing.data.trees import read_trees
 from probing.data.word_tasks import read_word_task
+from probing.erasure import applied
+from probing.erasure.file import ERASER_FILE
+from probing.erasure.setup import ErasureSetup
 from probing.errors import ConfigError, settings_named
-from probing.features.erasure_setup import ERASER_FILE, ErasureSetup
 from probing.probes import erased_features
 from probing.probes.bits.mdl import DEFAULT_FRACTIONS, online_code
 from probing.probes.callbacks import (
@@ -66,7 +68,7 @@ log = logging.getLogger(__name__)
 class TaskProbing:
     """What every task's probing is built with: from its config, `module` (the probe module's class, partial: the
     contract's values come from the data); from probe.py, the task's `name` and data `source`, the run's `seed`,
-    `erase` (a concept erased from the features first, `probing.probes.erased_features`; not for trees) and the probe's
+    `erase` (a concept erased from the features first, `probing.erasure.applied`; not for trees) and the probe's
     settings (conf/probe/): `family` (the built probe family, `probe.module`), `mix` (the scalar mix's options),
     `control` (the control task), `mdl` and `mdl_fractions` (the online code, built here: `online_code`, or None),
     `batch_size`, `level`, `reuse` (saved probes, the s-class task's), `pair_product` (a word-pair task's) and
@@ -81,7 +83,7 @@ class TaskProbing:
         self.name, self.source, self.module, self.family = str(name), source, module, family
         self.mix = dict(mix or {})
         self.erase, self.condition_on = erase, condition_on
-        self.erasure: erased_features.Erasure | None = None  # what `erase` did, once the inputs are built
+        self.erasure: applied.Erasure | None = None  # what `erase` did, once the inputs are built
         self.control = control or NO_CONTROL_TASK
         self.control.check_level(level)
         self.seed = require_int("seed", seed)
@@ -128,22 +130,22 @@ class TaskProbing:
         """What this task's results.json records beyond every run's keys (and the erasure's record)."""
         return {} if self.erasure is None else {"erasure": self.erasure.record}
 
-    def erase_concept(self, inputs: ProbeInputs, concept: erased_features.ConceptSplits, labels: list[str],
+    def erase_concept(self, inputs: ProbeInputs, concept: applied.ConceptSplits, labels: list[str],
                       concept_name: str, apply: Callable[[Any], None]) -> None:
-        """Fit the eraser of `erase` on the concept's training words (`probing.probes.erased_features`), `apply` it
+        """Fit the eraser of `erase` on the concept's training words (`probing.erasure.applied`), `apply` it
         to the inputs' splits, and measure its guardedness on the concept's words."""
-        fitted, control, record = erased_features.fit_eraser(self.erase, concept, len(labels), inputs.features,
+        fitted, control, record = applied.fit_eraser(self.erase, concept, len(labels), inputs.features,
                                                              concept_name)
         apply(fitted)
         record["guardedness"] = erased_features.guardedness_report(fitted, control, concept, labels, self.seed,
                                                                    self.erase.fresh_probe_epochs)
-        log.info("%s", erased_features.describe(record))
+        log.info("%s", applied.describe(record))
         if not self.family.linear and fitted.method != "random":
             log.warning("probe family %s after %s: the erasure guards against linear probes only, so this probe may "
                         "still read %s (the guardedness report's MLP-1: test accuracy %.3f). probe=linear tests the "
                         "erasure itself", self.family.name, fitted.method, concept_name,
                         record["guardedness"]["fresh_probes"]["mlp1_erased"].get("test", float("nan")))
-        self.erasure = erased_features.Erasure(fitted, record, inputs.features, labels)
+        self.erasure = applied.Erasure(fitted, record, inputs.features, labels)
 
 
 class SClassProbing(TaskProbing):
@@ -162,14 +164,14 @@ class SClassProbing(TaskProbing):
     def inputs(self, representation: Any, store_settings: Mapping[str, Any]) -> ProbeInputs:
         if self.erase is not None:
             erased_features.check_erasable(getattr(representation, "store_layer", None))
-            erased_features.check_own_concept(self.erase, self.name)
+            applied.check_own_concept(self.erase, self.name)
         inputs = representation.inputs(self.source, store_settings, self.batch_size, self.control, self.online_code)
         if self.erase is not None:
             splits = inputs.datamodule.splits
             concept = {name: (split.tensors["features"].float(), split.tensors["label"])
                        for name, split in splits.items()}
             self.erase_concept(inputs, concept, list(inputs.classes), self.name,
-                               lambda fitted: erased_features.erase_tensor_splits(splits, fitted, self.erase.device))
+                               lambda fitted: applied.erase_tensor_splits(splits, fitted, self.erase.device))
         return inputs
 
     def build_module(self, inputs: ProbeInputs) -> ProbeModule:
@@ -242,10 +244,10 @@ class WordProbing(TaskProbing):
                                           pair_product=self.pair_product, online_code=self.online_code)
 
     def erased_inputs(self, representation: Any, store_settings: Mapping[str, Any]) -> ProbeInputs:
-        """The task's inputs with the concept of `erase` erased from every split (`probing.probes.erased_features`):
+        """The task's inputs with the concept of `erase` erased from every split (`probing.erasure.applied`):
         the concept's stores filled with the same featurizer first, the eraser fitted on its training words."""
         erased_features.check_erasable(representation.store_layer)
-        concept = erased_features.concept_data(self.erase, self.name, self.source, self.data)
+        concept = applied.concept_data(self.erase, self.name, self.source, self.data)
         if concept is self.data:  # the task's own labels: its examples' words, as read for the probe
             inputs = self.word_inputs(representation, store_settings)
             concept_words = erased_features.example_words(inputs.datamodule)
@@ -255,7 +257,7 @@ class WordProbing(TaskProbing):
             concept_words = erased_features.concept_splits(concept_stores, concept, representation.store_layer,
                                                            representation.expected_layers)
         self.erase_concept(inputs, concept_words, list(concept.labels), concept.name,
-                           lambda fitted: erased_features.erase_splits(inputs.datamodule, fitted, self.erase.device))
+                           lambda fitted: applied.erase_splits(inputs.datamodule, fitted, self.erase.device))
         return inputs
 
     def results(self, module: ProbeModule, inputs: ProbeInputs) -> dict[str, Any]:

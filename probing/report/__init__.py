@@ -36,10 +36,11 @@ from hydra.experimental.callback import Callback
 from probing.data.files import write_atomically
 from probing.errors import DataFormatError
 from probing.report import tree_probes, word_probes
-from probing.report.aggregate import RESULTS_FILE, RESULTS_FIX, aggregate, distinct_runs, find_results, require
+from probing.report.aggregate import RESULTS_FILE, RESULTS_FIX, aggregate, find_results, require
 from probing.report.finetuned_probing import has_finetuned_runs, write_finetuned_probing_report
 from probing.report.finetuning import is_finetuning, write_finetuning_report
 from probing.report.plots import write_plots
+from probing.report.runs import distinct_runs
 from probing.report.tables import fixed_settings, summary, write_csv
 from probing.results.kinds import SClassProbeResults
 

@@ -14,10 +14,11 @@ import numpy as np
 from probing.report.aggregate import is_kind
 from probing.report.plots import pyplot, save_figure
 from probing.report.tables import markdown
+from probing.results import load
 from probing.results.kinds import AttentionSimilarityResults
 
 # The analysis whose runs this section renders: its config's `analysis.name`, the "analysis" of its results.json and
-# the `name` of its component (probing.features.analysis.Analysis).
+# the `name` of its component (probing.analysis.Analysis).
 ANALYSIS = AttentionSimilarityResults.KIND
 
 SIDE_BY_SIDE = "attention_similarity_by_model.png"
@@ -38,9 +39,15 @@ def model_label(name: str, task: str | None) -> str:
     return "/".join(Path(name).parts[-2:]) if "/" in name else name
 
 
+def run_of(result: dict[str, Any]) -> AttentionSimilarityResults:
+    """A run's results (a results.json, or the job's own before they are written) as their type."""
+    return load(result, kind=ANALYSIS)
+
+
 def title(result: dict[str, Any]) -> str:
-    first = model_label(result["model"], result.get("model_task"))
-    second = model_label(result["compare_to"], result.get("compare_to_task"))
+    run = run_of(result)
+    first = model_label(run.model, run.model_task)
+    second = model_label(run.compare_to, run.compare_to_task)
     return f"{first} vs {second}"
 
 
@@ -72,19 +79,20 @@ def draw_heatmap(ax, matrix: np.ndarray, heading: str, low: float, high: float, 
 
 def plot_heatmap(result: dict[str, Any], path: Path) -> bool:
     """The heatmap of one run (its own colour scale)."""
-    matrix = np.asarray(result["cosine"])
+    run = run_of(result)
+    matrix = np.asarray(run.cosine)
     low, high = colour_range([matrix])
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(1.2 + 0.45 * matrix.shape[1], 1.2 + 0.4 * matrix.shape[0]))
     image = draw_heatmap(ax, matrix, f"Attention-map cosine similarity: {title(result)}\n"
-                                     f"{result['sentences']} sentences ({result['sentence_source']})", low, high)
+                                     f"{run.sentences} sentences ({run.sentence_source})", low, high)
     fig.colorbar(image, ax=ax, label="cosine similarity")
     return save_figure(fig, path)
 
 
 def plot_side_by_side(results: list[dict[str, Any]], path: Path) -> bool:
     """One panel per result, on one colour scale (Figure 7's layout)."""
-    matrices = [np.asarray(result["cosine"]) for result in results]
+    matrices = [np.asarray(run_of(result).cosine) for result in results]
     low, high = colour_range(matrices)
     layers, heads = max(m.shape[0] for m in matrices), max(m.shape[1] for m in matrices)
     plt = pyplot()
@@ -100,17 +108,17 @@ def plot_side_by_side(results: list[dict[str, Any]], path: Path) -> bool:
 
 def layer_means_table(results: list[dict[str, Any]]) -> str:
     """Rows: layers; columns: the compared models; cells: the mean similarity over a layer's heads."""
-    means = [result["layer_means"] for result in results]
+    means = [run_of(result).layer_means for result in results]
     body = [[str(layer + 1), *(f"{column[layer]:.3f}" if layer < len(column) else "-" for column in means)]
             for layer in range(max(len(column) for column in means))]
-    body.append(["all", *(f"{float(np.mean(result['cosine'])):.3f}" for result in results)])
+    body.append(["all", *(f"{float(np.mean(run_of(result).cosine)):.3f}" for result in results)])
     return markdown(["layer", *(title(result) for result in results)], body)
 
 
 def write_attention_report(results: list[dict[str, Any]], out_dir: Path) -> tuple[str, list[str]]:
     """The Markdown section of the attention-similarity runs and their side-by-side figure; returns (text, files)."""
     results = sorted(results, key=title)
-    sources = sorted({f"{result['sentences']} sentences ({result['sentence_source']})" for result in results})
+    sources = sorted({f"{run.sentences} sentences ({run.sentence_source})" for run in map(run_of, results)})
     text = (f"Mean cosine similarity of the attention maps over each layer's heads, on {', '.join(sources)}; "
             f"1 = unchanged.\n\n{layer_means_table(results)}")
     plot_side_by_side(results, out_dir / SIDE_BY_SIDE)

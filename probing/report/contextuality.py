@@ -13,10 +13,11 @@ from probing.data.files import open_atomically
 from probing.report.aggregate import is_kind
 from probing.report.plots import layer_axis, pyplot, save_figure
 from probing.report.tables import markdown
+from probing.results import load
 from probing.results.kinds import ContextualityResults
 
 # The analysis whose runs this section renders: its config's `analysis.name`, the "analysis" of its results.json and
-# the `name` of its component (probing.features.analysis.Analysis).
+# the `name` of its component (probing.analysis.Analysis).
 ANALYSIS = ContextualityResults.KIND
 
 FIGURE = "contextuality_by_model.png"
@@ -34,12 +35,18 @@ def is_contextuality(result: dict[str, Any]) -> bool:
     return is_kind(result, ANALYSIS)
 
 
+def run_of(result: dict[str, Any]) -> ContextualityResults:
+    """A run's results (a results.json, or the job's own before they are written) as their type."""
+    return load(result, kind=ANALYSIS)
+
+
 def label(result: dict[str, Any]) -> str:
     """The model's name, its MEV variant when centred."""
-    name = result.get("model", "?")
-    if result.get("random_init"):
+    run = run_of(result)
+    name = run.model or "?"
+    if run.random_init:
         name += " (random init)"
-    return name + (" (centred MEV)" if result.get("mev_centered") else "")
+    return name + (" (centred MEV)" if run.mev_centered else "")
 
 
 def write_layer_csv(result: dict[str, Any], path: Path) -> None:
@@ -47,7 +54,7 @@ def write_layer_csv(result: dict[str, Any], path: Path) -> None:
     with open_atomically(path, newline="") as handle:
         writer = csv.writer(handle)
         writer.writerow(["layer", *MEASURES])
-        writer.writerows([row["layer"], *(f"{row[key]:.6f}" for key in MEASURES)] for row in result["layers"])
+        writer.writerows([row["layer"], *(f"{row[key]:.6f}" for key in MEASURES)] for row in run_of(result).layers)
 
 
 def plot_contextuality(results: list[dict[str, Any]], path: Path) -> bool:
@@ -56,7 +63,7 @@ def plot_contextuality(results: list[dict[str, Any]], path: Path) -> bool:
     fig, axes = plt.subplots(1, len(PANELS), figsize=(4.2 * len(PANELS), 3.4))
     for ax, (key, heading) in zip(axes, PANELS):
         for result in results:
-            rows = result["layers"]
+            rows = run_of(result).layers
             ax.plot([row["layer"] for row in rows], [row[key] for row in rows], marker="o", label=label(result))
         ax.set_title(heading, fontsize=9)
         layer_axis(ax)
@@ -68,16 +75,17 @@ def plot_contextuality(results: list[dict[str, Any]], path: Path) -> bool:
 def layer_table(result: dict[str, Any]) -> str:
     header = ["layer", "anisotropy", "self-sim", "self-sim adj.", "intra-sim", "intra-sim adj.", "MEV",
               "MEV baseline", "MEV adj."]
-    body = [[str(row["layer"]), *(f"{row[key]:.3f}" for key in MEASURES)] for row in result["layers"]]
+    body = [[str(row["layer"]), *(f"{row[key]:.3f}" for key in MEASURES)] for row in run_of(result).layers]
     return markdown(header, body)
 
 
 def run_heading(result: dict[str, Any]) -> str:
-    variant = "centred (PCA)" if result.get("mev_centered") else "uncentred (Definition 3)"
-    return (f"## {label(result)}\n\n{result['sentences']} sentences ({result['sentence_source']}), "
-            f"{result['occurrences']} occurrences; {result['words_sampled']} of {result['words_available']} words in "
-            f">= {result['min_contexts']} contexts, {result['sentences_sampled']} of {result['sentences_available']} "
-            f"sentences, {result['baseline_occurrences']} baseline occurrences; seed {result['seed']}; MEV "
+    run = run_of(result)
+    variant = "centred (PCA)" if run.mev_centered else "uncentred (Definition 3)"
+    return (f"## {label(result)}\n\n{run.sentences} sentences ({run.sentence_source}), "
+            f"{run.occurrences} occurrences; {run.words_sampled} of {run.words_available} words in "
+            f">= {run.min_contexts} contexts, {run.sentences_sampled} of {run.sentences_available} "
+            f"sentences, {run.baseline_occurrences} baseline occurrences; seed {run.seed}; MEV "
             f"{variant}.")
 
 

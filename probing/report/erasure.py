@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from probing.report.tables import markdown
+from probing.results import load
 from probing.vocabulary import ERASURE_METHODS
 
 # The fresh probes of the guardedness report (results.json erasure.guardedness.fresh_probes), as table columns.
@@ -32,21 +33,27 @@ def _accuracy(value: float | None) -> str:
 
 
 def guardedness_row(result: dict[str, Any]) -> list[str]:
-    erasure = result["erasure"]
+    run = load(result)
+    erasure = run.erasure
     guarded = erasure["guardedness"]
     probes = guarded["fresh_probes"]
     test = guarded.get("test", {})
-    return [result["task"], str(result["representation"]), erasure["concept"], erasure["method"], str(erasure["rank"]),
+    return [run.task, str(run.representation), erasure["concept"], erasure["method"], str(erasure["rank"]),
             _accuracy(guarded["majority_rate"].get("test")),
             *(_accuracy(probes.get(key, {}).get("test")) for key, _ in FRESH_PROBES),
             _accuracy(test.get("cross_covariance")), _accuracy(test.get("edit_norm_ratio"))]
 
 
+def erasure_run_sort_key(result: dict[str, Any]) -> tuple:
+    """By task, representation, concept, method and seed."""
+    run = load(result)
+    return (run.task, str(run.representation), run.erasure["concept"],
+            erasure_sort_key(run.erasure["concept"], run.erasure["method"]), run.seed)
+
+
 def guardedness_section(results: list[dict[str, Any]]) -> str | None:
     """The guardedness of every erasure run (one row each, seed by seed), or None without any."""
-    erased = sorted((result for result in results if result.get("erasure")),
-                    key=lambda r: (r["task"], str(r["representation"]), r["erasure"]["concept"],
-                                   erasure_sort_key(r["erasure"]["concept"], r["erasure"]["method"]), r.get("seed")))
+    erased = sorted((result for result in results if load(result).erasure), key=erasure_run_sort_key)
     if not erased:
         return None
     header = ["task", "representation", "concept", "eraser", "rank", "majority", *(name for _, name in FRESH_PROBES),

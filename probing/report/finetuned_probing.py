@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from probing.data.files import open_atomically
-from probing.report.aggregate import SPLITS, mean_std, representation_layer
+from probing.report.aggregate import SPLITS, mean_std, representation_layer, split_scores
 from probing.report.plots import layer_axis, pyplot, save_figure
 from probing.report.tables import markdown
+from probing.results import load
 
 SETUPS = ("pretrained", "(a)", "(b)")
 SETUP_STYLE = {"pretrained": ("-o", "black"), "(a)": ("--s", "C3"), "(b)": (":^", "C2")}
@@ -32,9 +33,10 @@ CSV_FILE = "finetuned_probing.csv"
 def setup_of(result: dict[str, Any]) -> str | None:
     """pretrained | (a) | (b); None for runs outside the comparison (a baseline, the mix, probes reused on the
     model they were trained on)."""
-    if result.get("level", "context") != "context" or representation_layer(str(result.get("representation"))) is None:
+    run = load(result)
+    if (run.level or "context") != "context" or representation_layer(str(run.representation)) is None:
         return None
-    finetuned, reused = result.get("finetuned_task") is not None, bool(result.get("reused_probes"))
+    finetuned, reused = run.finetuned_task is not None, bool(run.reused_probes)
     if not finetuned:
         return None if reused else "pretrained"
     return "(a)" if reused else "(b)"
@@ -51,14 +53,15 @@ def comparisons(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for result in results:
         setup = setup_of(result)
         if setup is not None:
-            by_setup[setup][result.get("weights_sha256")].append(result)
+            run = load(result)
+            by_setup[setup][run.weights_sha256].append(result)
             if setup != "pretrained":
-                tasks[result.get("weights_sha256")] = result["finetuned_task"]
+                tasks[run.weights_sha256] = run.finetuned_task
     pretrained = by_setup["pretrained"]
     found = []
     for weights, task in tasks.items():
         runs_a, runs_b = by_setup["(a)"].get(weights, []), by_setup["(b)"].get(weights, [])
-        sources = {run["reused_probes"].get("weights_sha256") for run in runs_a}
+        sources = {load(run).reused_probes.get("weights_sha256") for run in runs_a}
         source = sources.pop() if len(sources) == 1 else (next(iter(pretrained)) if len(pretrained) == 1 else None)
         runs = {"pretrained": pretrained.get(source, []), "(a)": runs_a, "(b)": runs_b}
         found.append({"task": task, "weights": weights or "",
@@ -72,9 +75,9 @@ def comparisons(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def layer_scores(runs: list[dict[str, Any]]) -> dict[str, dict[int, tuple[float | None, float | None]]]:
     """{split: {layer: (mean, std) of micro-F1 over the runs (seeds) of that layer}}."""
     by_layer = defaultdict(list)
-    for run in runs:
-        by_layer[representation_layer(str(run["representation"]))].append(run)
-    return {split: {layer: mean_std(run.get(split, {}).get("micro_f1") for run in layer_runs)
+    for run in map(load, runs):
+        by_layer[representation_layer(str(run.representation))].append(run)
+    return {split: {layer: mean_std(split_scores(run, split).get("micro_f1") for run in layer_runs)
                     for layer, layer_runs in sorted(by_layer.items())}
             for split in SPLITS}
 

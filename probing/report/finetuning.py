@@ -10,18 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from probing.data.files import open_atomically
-from probing.report.aggregate import (
-    DATA_VERSION,
-    group_by,
-    is_kind,
-    mean_std,
-    value_sort_key,
-    variant_keys,
-    variant_label,
-    with_data_versions,
-)
+from probing.report.aggregate import is_kind, mean_std, value_sort_key, variant_label
 from probing.report.plots import pyplot, save_figure
+from probing.report.runs import DATA_VERSION, group_by, run_seed, variant_keys, with_data_versions
 from probing.report.tables import format_score, markdown
+from probing.results import load
 from probing.results.kinds import FinetuningResults
 
 # A row is one setting; runs that differ only in their seed are averaged.
@@ -59,7 +52,7 @@ def with_policy(result: dict[str, Any]) -> dict[str, Any]:
     """A copy of `result` with its attention_policy: as recorded, else blocked where it had a window."""
     record = dict(result)
     if "attention_policy" not in record:
-        record["attention_policy"] = None if record.get("attention_window") is None else POLICY_BEFORE_POLICIES
+        record["attention_policy"] = None if load(record).attention_window is None else POLICY_BEFORE_POLICIES
     return record
 
 
@@ -67,12 +60,13 @@ def aggregate(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """One row per setting: mean and std over seeds of each dev score, the mean epochs and wall time."""
     rows = []
     for key, runs in group_by(with_variants(results), SETTING_KEYS).items():
+        typed: list[FinetuningResults] = [load(run) for run in runs]
         row = dict(zip(SETTING_KEYS, key))
-        row["seeds"] = sorted((r.get("seed", r.get("config", {}).get("seed")) for r in runs), key=value_sort_key)
+        row["seeds"] = sorted(map(run_seed, runs), key=value_sort_key)
         for score in SCORES:
-            row[f"dev_{score}"], row[f"dev_{score}_std"] = mean_std(r["dev"].get(score) for r in runs)
-        row["epochs_trained"] = mean_std(r.get("epochs_trained") for r in runs)[0]
-        row["duration_s"] = mean_std(r.get("duration_s") for r in runs)[0]
+            row[f"dev_{score}"], row[f"dev_{score}_std"] = mean_std(run.dev.get(score) for run in typed)
+        row["epochs_trained"] = mean_std(run.epochs_trained for run in typed)[0]
+        row["duration_s"] = mean_std(run.duration_s for run in typed)[0]
         row["zhao2020_bert_base"] = ZHAO_TABLE3.get(row["task"])
         rows.append(row)
     return sorted(rows, key=lambda row: tuple(value_sort_key(row[k]) for k in SETTING_KEYS))

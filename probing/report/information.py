@@ -17,8 +17,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from probing.report.aggregate import config_values, group_by, mean_std, representation_sort_key, value_sort_key
+from probing.report.aggregate import mean_std, representation_sort_key, value_sort_key
+from probing.report.runs import config_values, group_by
 from probing.report.tables import format_score, markdown
+from probing.results import load
 from probing.vocabulary import BASELINE_LABELS
 
 # The `bits` block's numbers read into the rows, per split (mean and std over seeds).
@@ -35,12 +37,13 @@ ALL_MEASURES = (("acc.", "test_accuracy", "{:.3f}"), ("sel.", "test_selectivity"
 
 def bits_columns(runs: list[dict], splits: tuple[str, ...]) -> dict[str, Any]:
     """The rows' bits: <split>_<metric> and its _std over the runs (seeds), and what they were conditioned on."""
+    typed = [load(run) for run in runs]
     row: dict[str, Any] = {}
     for split in splits:
         for metric in BITS_METRICS:
             row[f"{split}_{metric}"], row[f"{split}_{metric}_std"] = mean_std(
-                ((r.get("bits") or {}).get(split) or {}).get(metric) for r in runs)
-    given = [(r.get("bits") or {}).get("conditioned_on") for r in runs]
+                ((run.bits or {}).get(split) or {}).get(metric) for run in typed)
+    given = [(run.bits or {}).get("conditioned_on") for run in typed]
     row["conditioned_on"] = next((value for value in given if value is not None), None)
     return row
 
@@ -88,16 +91,16 @@ def weight_decay_choices(results: list[dict[str, Any]], setting: tuple[str, ...]
     None when no setting has two weight decays with bits. `results` carry `family` and `variant`, `setting` names
     the keys of a setting other than the variant."""
     body = []
-    measured = [r for r in results if "dev" in (r.get("bits") or {})]
-    keyed = [{**r, "_decay": config_values(r.get("config") or {}).get(WEIGHT_DECAY_KEY)} for r in measured]
+    measured = [r for r in results if "dev" in (load(r).bits or {})]
+    keyed = [{**r, "_decay": config_values(load(r).config or {}).get(WEIGHT_DECAY_KEY)} for r in measured]
     for key, runs in group_by(keyed, (*setting, "seed")).items():
         decays = {repr(r["_decay"]) for r in runs}
         if len(decays) < 2:
             continue
-        chosen = min(runs, key=lambda r: r["bits"]["dev"]["h_y_given_r"])
-        tried = ", ".join(f"{r['_decay']}: {r['bits']['dev']['h_y_given_r']:.3f}"
+        chosen = min(runs, key=lambda r: load(r).bits["dev"]["h_y_given_r"])
+        tried = ", ".join(f"{r['_decay']}: {load(r).bits['dev']['h_y_given_r']:.3f}"
                           for r in sorted(runs, key=lambda r: value_sort_key(r["_decay"])))
-        test = chosen["bits"].get("test", {}).get("i_v")
+        test = load(chosen).bits.get("test", {}).get("i_v")
         body.append([*(str(value) for value in key), str(chosen["_decay"]), tried,
                      "" if test is None else f"{test:.2f}"])
     if not body:

@@ -14,10 +14,11 @@ from typing import Any
 from probing.report.aggregate import is_kind
 from probing.report.plots import pyplot, save_figure
 from probing.report.tables import markdown
+from probing.results import load
 from probing.results.kinds import IsotropyResults
 
 # The analysis whose runs this section renders: its config's `analysis.name`, the "analysis" of its results.json and
-# the `name` of its component (probing.features.analysis.Analysis).
+# the `name` of its component (probing.analysis.Analysis).
 ANALYSIS = IsotropyResults.KIND
 
 FIGURE = "isotropy_unused_cosine.png"
@@ -31,18 +32,23 @@ def is_isotropy(result: dict[str, Any]) -> bool:
     return is_kind(result, ANALYSIS)
 
 
+def run_of(result: dict[str, Any]) -> IsotropyResults:
+    """A run's results (a results.json, or the job's own before they are written) as their type."""
+    return load(result, kind=ANALYSIS)
+
+
 def run_label(result: dict[str, Any]) -> str:
     """"minilm, input embeddings" or "minilm, layer 3" (", random init" for the control)."""
-    layer = result.get("layer")
-    where = "input embeddings" if layer is None else f"layer {layer}"
-    return f"{result.get('model', '?')}, {where}" + (", random init" if result.get("random_init") else "")
+    run = run_of(result)
+    where = "input embeddings" if run.layer is None else f"layer {run.layer}"
+    return f"{run.model or '?'}, {where}" + (", random init" if run.random_init else "")
 
 
 def table1(results: list[dict[str, Any]]) -> str:
     header = ["model", "vectors", "I(W)", "I(W_c)", "I(W_sc)", "I(W_r)", "D", "avg ‖e(w)‖", "‖μ‖", "‖μ‖/avg ‖e(w)‖"]
     body = []
     for result in results:
-        block = result["isotropy"]
+        block = run_of(result).isotropy
         ratio = block["mean_vector_norm_ratio"]
         body.append([run_label(result), str(block["vectors"]),
                      *(f"{block[key]:.3f}" for key in ("I_W", "I_W_centered", "I_W_scaled_centered",
@@ -58,11 +64,11 @@ def scaled(score: float | None) -> str:
 
 def table2(results: list[dict[str, Any]]) -> str:
     """Average over the benchmarks x 100, and its change against the original matrix."""
-    measures = list(dict.fromkeys(measure for result in results for by in result["benchmark_average"].values()
+    measures = list(dict.fromkeys(measure for result in results for by in run_of(result).benchmark_average.values()
                                   for measure in by))
     body = []
     for result in results:
-        averages = result["benchmark_average"]
+        averages = run_of(result).benchmark_average
         for transform, by_measure in averages.items():
             cells = []
             for measure in measures:
@@ -75,15 +81,16 @@ def table2(results: list[dict[str, Any]]) -> str:
 
 def table3(results: list[dict[str, Any]]) -> str:
     """Per benchmark: "⟨·,·⟩ / cos" x 100, and the pairs covered."""
-    names = list(dict.fromkeys(row["benchmark"] for result in results for row in result["benchmarks"]))
+    names = list(dict.fromkeys(row["benchmark"] for result in results for row in run_of(result).benchmarks))
     body = []
     for result in results:
         cells: dict[tuple[str, str], dict[str, float | None]] = {}
         coverage = {}
-        for row in result["benchmarks"]:
+        benchmarks = run_of(result).benchmarks
+        for row in benchmarks:
             cells.setdefault((row["transform"], row["benchmark"]), {})[row["measure"]] = row["score"]
             coverage[row["benchmark"]] = f"{row['covered']}/{row['pairs']} pairs, {row['missing_words']} words missing"
-        for transform in dict.fromkeys(row["transform"] for row in result["benchmarks"]):
+        for transform in dict.fromkeys(row["transform"] for row in benchmarks):
             by = [cells.get((transform, name), {}) for name in names]
             body.append([run_label(result), TRANSFORM_LABELS.get(transform, transform),
                          *(f"{scaled(cell.get('dot'))} / {scaled(cell.get('cosine'))}" for cell in by)])
@@ -98,22 +105,23 @@ def token_label(unused: dict[str, Any]) -> str:
 
 def plot_unused_cosine(results: list[dict[str, Any]], path: Path) -> bool:
     """Fig. 3: mean cosine between the unused tokens and each bin of vocabulary ids, per run and transformation."""
-    drawn = [result for result in results if result.get("unused_tokens", {}).get("bins")]
+    drawn = [result for result in results if (run_of(result).unused_tokens or {}).get("bins")]
     if not drawn:
         return False
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(8, 4))
     for result in drawn:
-        bins = result["unused_tokens"]["bins"]
+        bins = run_of(result).unused_tokens["bins"]
         for transform in TRANSFORM_LABELS:
             if transform in bins[0]:
                 label = f"{run_label(result)}: {TRANSFORM_LABELS[transform].removeprefix('+ ')}"
                 ax.plot([row["bin_start"] for row in bins], [row[transform] for row in bins], marker=".",
                         label=label, linestyle="-" if transform == "original" else "--")
-    ax.set_xlabel(f"vocabulary ids, bins of {drawn[0]['unused_tokens']['bin_size']} (bin start)")
-    what = token_label(drawn[0]["unused_tokens"])
+    unused = run_of(drawn[0]).unused_tokens
+    ax.set_xlabel(f"vocabulary ids, bins of {unused['bin_size']} (bin start)")
+    what = token_label(unused)
     ax.set_ylabel(f"mean cosine with the {what}")
-    ax.set_title(f"Cosine between the {drawn[0]['unused_tokens']['count']} {what} and the vocabulary "
+    ax.set_title(f"Cosine between the {unused['count']} {what} and the vocabulary "
                  "(Bis et al. 2021, Fig. 3)", fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
@@ -125,9 +133,9 @@ def write_isotropy_report(results: list[dict[str, Any]], out_dir: Path) -> tuple
     results = sorted(results, key=run_label)
     sections = ["Table 1: isotropy I(W) of the vectors as they are, centred (W_c), scaled-centred (W_sc) and "
                 "post-processed (W_r: centred, top D principal components removed).\n\n" + table1(results)]
-    with_benchmarks = [result for result in results if result.get("benchmarks")]
+    with_benchmarks = [result for result in results if run_of(result).benchmarks]
     if with_benchmarks:
-        correlations = sorted({row["correlation"] for result in with_benchmarks for row in result["benchmarks"]})
+        correlations = sorted({row["correlation"] for result in with_benchmarks for row in run_of(result).benchmarks})
         sections.append(f"Table 2: mean {'/'.join(correlations)} correlation x 100 over the word benchmarks (change "
                         f"against the original in brackets).\n\n{table2(with_benchmarks)}")
         sections.append(f"Per benchmark (⟨·,·⟩ / cos, x 100) and coverage:\n\n{table3(with_benchmarks)}")

@@ -15,13 +15,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from probing.report.aggregate import compared_values, differing_values, is_kind
+from probing.report.aggregate import is_kind
 from probing.report.plots import pyplot, save_figure
+from probing.report.runs import compared_values, differing_values
 from probing.report.tables import markdown
+from probing.results import load
 from probing.results.kinds import NeuronsResults
 
 # The analysis whose runs this section renders: its config's `analysis.name`, the "analysis" of its results.json and
-# the `name` of its component (probing.features.analysis.Analysis).
+# the `name` of its component (probing.analysis.Analysis).
 ANALYSIS = NeuronsResults.KIND
 
 ABLATION_FIGURE = "neurons_ablation.png"
@@ -37,17 +39,28 @@ def is_neurons(result: dict[str, Any]) -> bool:
     return is_kind(result, ANALYSIS)
 
 
+def run_of(result: dict[str, Any]) -> NeuronsResults:
+    """A run's results (a results.json, or the job's own before they are written) as their type."""
+    return load(result, kind=ANALYSIS)
+
+
+def curve(result: dict[str, Any], group: str, name: str) -> list[float]:
+    """A group's (GROUPS) test accuracies of the probes retrained on the top-k neurons of ranking `name`, by k."""
+    return getattr(run_of(result), group)[name]
+
+
 def ranked(result: dict[str, Any]) -> list[str]:
     """The run's rankings, the random control last."""
-    return [name for name in result["rankings"] if name != CONTROL] + [CONTROL]
+    return [name for name in run_of(result).rankings if name != CONTROL] + [CONTROL]
 
 
 def run_label(result: dict[str, Any]) -> str:
     """"minilm, upos, layer 3" ("minilm (random init), ner, layer 3"), then what tells the run apart from others of
     the same model, task and layer in a report (`with_run_labels`: "[analysis.ranking=probeless]")."""
-    init = " (random init)" if result.get("random_init") else ""
+    run = run_of(result)
+    init = " (random init)" if run.random_init else ""
     apart = f" [{result['apart']}]" if result.get("apart") else ""
-    return f"{result.get('model', '?')}{init}, {result['task']}, layer {result['layer']}{apart}"
+    return f"{run.model or '?'}{init}, {run.task}, layer {run.layer}{apart}"
 
 
 def with_run_labels(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -75,14 +88,15 @@ def full_accuracy(result: dict[str, Any], group: str) -> float:
     """The test accuracy of a group's probe family on every neuron: the elastic-net probe for the retrained linear
     probes, the MLP-1s on all D neurons (the mean of each ranking's, k = D) for the cross-check."""
     if group == "retrained":
-        return result["probe"]["test_accuracy"]
-    return sum(result[group][name][-1] for name in ranked(result)) / len(ranked(result))
+        return run_of(result).probe["test_accuracy"]
+    return sum(curve(result, group, name)[-1] for name in ranked(result)) / len(ranked(result))
 
 
 def majority_accuracy(result: dict[str, Any]) -> float | None:
     """The test accuracy of always answering the most frequent training label (None in results of before it was
     recorded)."""
-    return result.get("majority", {}).get("test_accuracy")
+    majority = run_of(result).majority
+    return None if majority is None and "majority" not in result else majority.get("test_accuracy")
 
 
 def k_cell(k: int | None, result: dict[str, Any], group: str) -> str:
@@ -96,17 +110,18 @@ def k_cell(k: int | None, result: dict[str, Any], group: str) -> str:
 def k_to_reach_table(result: dict[str, Any]) -> dict[str, dict[str, int | None]]:
     """{group: {ranking: k}}: for the retrained linear probes and the MLP-1 cross-check, the k each ranking needs to
     reach SHARE of its family's accuracy on every neuron (`full_accuracy`)."""
-    return {group: {name: k_to_reach(result[group][name], result["ks"], SHARE * full_accuracy(result, group))
+    ks = run_of(result).ks
+    return {group: {name: k_to_reach(curve(result, group, name), ks, SHARE * full_accuracy(result, group))
                     for name in ranked(result)} for group in GROUPS}
 
 
 def curves(result: dict[str, Any]) -> dict[str, list[float]]:
     """Every curve of a run by a flat name (ablation/top_<ranking>, ablation/bottom_<ranking>, ablation/random,
     retrained/<ranking>, cross_check/<ranking>), each a test accuracy per k."""
-    ablation = result["ablation"]
+    ablation = run_of(result).ablation
     flat = {f"ablation/{end}_{name}": ablation[name][end] for name in ranked(result)[:-1] for end in ("top", "bottom")}
     flat[f"ablation/{CONTROL}"] = ablation[CONTROL]
-    return flat | {f"{group}/{name}": result[group][name] for group in GROUPS for name in ranked(result)}
+    return flat | {f"{group}/{name}": curve(result, group, name) for group in GROUPS for name in ranked(result)}
 
 
 def summary_line(result: dict[str, Any]) -> str:
@@ -115,8 +130,9 @@ def summary_line(result: dict[str, Any]) -> str:
     per_ranking = ", ".join(f"{name} {k_cell(ks['retrained'][name], result, 'retrained')} / "
                             f"{k_cell(ks['cross_check'][name], result, 'cross_check')}" for name in ranked(result))
     majority = majority_accuracy(result)
-    return (f"{run_label(result)}: the elastic-net probe's test accuracy {result['probe']['test_accuracy']:.3f} on "
-            f"{result['neurons']} neurons (the majority label's {number(majority)}); k to reach 95% of it (linear / "
+    run = run_of(result)
+    return (f"{run_label(result)}: the elastic-net probe's test accuracy {run.probe['test_accuracy']:.3f} on "
+            f"{run.neurons} neurons (the majority label's {number(majority)}); k to reach 95% of it (linear / "
             f"MLP-1 retrained): {per_ranking}")
 
 
@@ -126,7 +142,7 @@ def number(value: float | None) -> str:
 
 def curve_table(result: dict[str, Any]) -> str:
     """One row per curve, one column per k."""
-    header = ["curve", *(f"k={k}" for k in result["ks"])]
+    header = ["curve", *(f"k={k}" for k in run_of(result).ks)]
     return markdown(header, [[name, *map(number, values)] for name, values in curves(result).items()])
 
 
@@ -137,13 +153,13 @@ def k_table(results: list[dict[str, Any]]) -> str:
     for result in results:
         ks = k_to_reach_table(result)
         full = [number(majority_accuracy(result)), *(number(full_accuracy(result, group)) for group in GROUPS)]
-        body += [[run_label(result), str(result["neurons"]), *full, name,
+        body += [[run_label(result), str(run_of(result).neurons), *full, name,
                   *(k_cell(ks[group][name], result, group) for group in GROUPS)] for name in ranked(result)]
     return markdown(header, body)
 
 
 def sparse_table(result: dict[str, Any]) -> str:
-    sparse = result["sparse"]
+    sparse = run_of(result).sparse
     header = ["label", "best neuron", *(f"F1 k={k}" for k in sparse["k"])]
     body = [[label, str(probes["best_neuron"]), *map(number, probes["f1"])]
             for label, probes in sparse["labels"].items()]
@@ -151,10 +167,11 @@ def sparse_table(result: dict[str, Any]) -> str:
 
 
 def top_neuron_table(result: dict[str, Any]) -> str:
-    names = [name for name in ranked(result) if any(name in rows for rows in result["per_label"].values())]
+    per_label = run_of(result).per_label
+    names = [name for name in ranked(result) if any(name in rows for rows in per_label.values())]
     header = ["label", *(f"top neurons: {name}" for name in names)]
     body = [[label, *(" ".join(map(str, rows[name]["neurons"])) if name in rows else "-" for name in names)]
-            for label, rows in result["per_label"].items()]
+            for label, rows in per_label.items()]
     return markdown(header, body)
 
 
@@ -162,8 +179,8 @@ def draw(ax, result: dict[str, Any], lines: list[tuple[str, list[float], str, st
     """Curves (label, values, colour, line style) against the run's ks on a log2 axis, the full probe dotted and
     the majority label's rate dash-dotted."""
     for label, values, colour, style in lines:
-        ax.plot(result["ks"], values, style, color=colour, marker="o", markersize=3, label=label)
-    ax.axhline(result["probe"]["test_accuracy"], color="0.5", linestyle=":", linewidth=1, label="full probe")
+        ax.plot(run_of(result).ks, values, style, color=colour, marker="o", markersize=3, label=label)
+    ax.axhline(run_of(result).probe["test_accuracy"], color="0.5", linestyle=":", linewidth=1, label="full probe")
     if majority_accuracy(result) is not None:
         ax.axhline(majority_accuracy(result), color="0.75", linestyle="-.", linewidth=1, label="majority label")
     ax.set_xscale("log", base=2)
@@ -196,20 +213,20 @@ def plot_panels(results: list[dict[str, Any]], path: Path, title: str, lines_of)
 
 
 def ablation_lines(result: dict[str, Any], colours: dict[str, str]) -> list[tuple[str, list[float], str, str]]:
-    ablation = result["ablation"]
+    ablation = run_of(result).ablation
     lines = [(f"{end} {name}", ablation[name][end], colours[name], style)
              for name in ranked(result)[:-1] for end, style in (("top", "-"), ("bottom", ":"))]
     return [*lines, (CONTROL, ablation[CONTROL], "0.3", "--")]
 
 
 def retrained_lines(result: dict[str, Any], colours: dict[str, str]) -> list[tuple[str, list[float], str, str]]:
-    return [(f"{name}, {GROUPS[group]}", result[group][name], colours.get(name, "0.3"), style)
+    return [(f"{name}, {GROUPS[group]}", curve(result, group, name), colours.get(name, "0.3"), style)
             for group, style in (("retrained", "-"), ("cross_check", "--")) for name in ranked(result)]
 
 
 def plot_curves(results: list[dict[str, Any]], out_dir: Path) -> list[str]:
     """The ablation and retrained-probe plots of `results` into `out_dir`; the files written."""
-    fill = "/".join(sorted({result["ablation"]["fill"] for result in results}))
+    fill = "/".join(sorted({run_of(result).ablation["fill"] for result in results}))
     plot_panels(results, out_dir / ABLATION_FIGURE, f"The trained probe with k neurons replaced ({fill} fill)",
                 ablation_lines)
     plot_panels(results, out_dir / RETRAINED_FIGURE, "Probes retrained on the top-k neurons of each ranking",
@@ -218,7 +235,8 @@ def plot_curves(results: list[dict[str, Any]], out_dir: Path) -> list[str]:
 
 
 def run_order(result: dict[str, Any]) -> tuple:
-    return str(result.get("model")), bool(result.get("random_init")), result["task"], result["layer"]
+    run = run_of(result)
+    return str(run.model), bool(run.random_init), run.task, run.layer
 
 
 def write_neurons_report(results: list[dict[str, Any]], out_dir: Path) -> tuple[str, list[str]]:
@@ -232,9 +250,9 @@ def write_neurons_report(results: list[dict[str, Any]], out_dir: Path) -> tuple[
     parts = [intro, f"## k to reach {SHARE:.0%} of the same probe's test accuracy on every neuron",
              k_table(results)]
     for result in results:
-        parts += [f"## {run_label(result)}: curves ({result['ablation']['fill']} fill)", curve_table(result),
+        parts += [f"## {run_label(result)}: curves ({run_of(result).ablation['fill']} fill)", curve_table(result),
                   "k-sparse probes (one label against the rest; test F1):", sparse_table(result)]
-        if result.get("per_label"):
+        if run_of(result).per_label:
             parts += ["Top neurons of each label:", top_neuron_table(result)]
     return "\n\n".join(parts), files
 

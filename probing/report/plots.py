@@ -14,13 +14,14 @@ from probing.report.aggregate import (
     DISPLAY_KEYS,
     SETTING_KEYS,
     SPLITS,
-    group_by,
     mean_std,
     of_kind,
     representation_layer,
     representation_sort_key,
+    split_scores,
     with_variants,
 )
+from probing.report.runs import group_by
 from probing.report.tables import (
     context_label,
     context_sizes,
@@ -30,6 +31,7 @@ from probing.report.tables import (
     setting_label,
     varying_keys,
 )
+from probing.results import load
 from probing.vocabulary import MIX
 
 
@@ -187,15 +189,15 @@ def plot_mix_weights(rows: list[dict], path: Path) -> bool:
 
 def per_class_by_layer(results: list[dict[str, Any]]) -> tuple[list[str], list[int], list[list[float | None]]] | None:
     """Mean test F1 of each class at each integer layer, when the layer runs differ only in layer and seed."""
-    layered = [r for r in of_kind(with_variants(results), "layer") if "per_class_f1" in r.get("test", {})]
+    layered = [r for r in of_kind(with_variants(results), "layer") if "per_class_f1" in split_scores(load(r), "test")]
     settings = group_by(layered, [k for k in SETTING_KEYS if k != "representation"])
-    class_lists = {tuple(r.get("classes", ())) for r in layered}
+    class_lists = {tuple(load(r).classes or ()) for r in layered}
     if len(settings) != 1 or len(class_lists) != 1 or not next(iter(class_lists)):
         return None
     classes = list(next(iter(class_lists)))
     by_layer = defaultdict(list)
     for result in layered:
-        by_layer[representation_layer(result["representation"])].append(result["test"]["per_class_f1"])
+        by_layer[representation_layer(result["representation"])].append(load(result).test["per_class_f1"])
     layers = sorted(by_layer)
     grid = [[mean_std(scores[k] for scores in by_layer[layer])[0] for layer in layers] for k in range(len(classes))]
     return classes, layers, grid

@@ -11,10 +11,11 @@ from typing import Any
 from probing.report.aggregate import is_kind
 from probing.report.plots import layer_axis, pyplot, save_figure
 from probing.report.tables import markdown
+from probing.results import load
 from probing.results.kinds import StaticPCResults
 
 # The analysis whose runs this section renders: its config's `analysis.name`, the "analysis" of its results.json and
-# the `name` of its component (probing.features.analysis.Analysis).
+# the `name` of its component (probing.analysis.Analysis).
 ANALYSIS = StaticPCResults.KIND
 
 FIGURE = "static_pc_by_layer.png"
@@ -26,13 +27,19 @@ def is_static_pc(result: dict[str, Any]) -> bool:
     return is_kind(result, ANALYSIS)
 
 
+def run_of(result: dict[str, Any]) -> StaticPCResults:
+    """A run's results (a results.json) as their type."""
+    return load(result, kind=ANALYSIS)
+
+
 def model_label(result: dict[str, Any]) -> str:
-    name = result.get("model", "?") + (" (random init)" if result.get("random_init") else "")
-    return name + (" (centred PC)" if result["static_pc"].get("centered") else "")
+    run = run_of(result)
+    name = (run.model or "?") + (" (random init)" if run.random_init else "")
+    return name + (" (centred PC)" if run.static_pc.get("centered") else "")
 
 
 def rows_of(result: dict[str, Any]) -> list[dict[str, Any]]:
-    return [row for kind in KINDS for row in result["static_pc"].get(kind, [])]
+    return [row for kind in KINDS for row in run_of(result).static_pc.get(kind, [])]
 
 
 def cell(row: dict[str, Any] | None) -> str:
@@ -49,7 +56,8 @@ def layer_table(results: list[dict[str, Any]]) -> str:
     body = []
     for result in results:
         by_name = {row["benchmark"]: row for row in rows_of(result)}
-        body.append([model_label(result), str(result["layer"]), str(result["static_pc"]["words"]),
+        run = run_of(result)
+        body.append([model_label(result), str(run.layer), str(run.static_pc["words"]),
                      *(cell(by_name.get(name)) for name in names)])
     return markdown(["model", "layer", "words", *names], body)
 
@@ -60,7 +68,8 @@ def plot_by_layer(results: list[dict[str, Any]], path: Path) -> bool:
     for result in results:
         for row in rows_of(result):
             if row["score"] is not None:
-                lines.setdefault((model_label(result), row["benchmark"]), []).append((result["layer"], row["score"]))
+                lines.setdefault((model_label(result), row["benchmark"]), []).append((run_of(result).layer,
+                                                                                      row["score"]))
     if not lines:
         return False
     plt = pyplot()
@@ -78,8 +87,8 @@ def plot_by_layer(results: list[dict[str, Any]], path: Path) -> bool:
 
 def write_static_pc_report(results: list[dict[str, Any]], out_dir: Path) -> tuple[str, list[str]]:
     """The Markdown section of the static PC runs and the plot by layer; returns (text, files)."""
-    results = sorted(results, key=lambda result: (model_label(result), result["layer"]))
-    correlations = sorted({result["static_pc"].get("correlation", "spearman") for result in results})
+    results = sorted(results, key=lambda result: (model_label(result), run_of(result).layer))
+    correlations = sorted({run_of(result).static_pc.get("correlation", "spearman") for result in results})
     text = (f"Word similarity: {'/'.join(correlations)} correlation of cosine with the human scores; analogies: "
             "3CosAdd accuracy; categorisation: k-means purity. In brackets: pairs, questions or words covered (both "
             f"or all words with a static vector) of all.\n\n{layer_table(results)}")

@@ -9,15 +9,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from probing.data.files import open_atomically
-from probing.report.aggregate import (
-    DATA_VERSION,
-    DISPLAY_KEYS,
-    SETTING_KEYS,
-    SPLITS,
-    group_by,
-    representation_sort_key,
-    value_sort_key,
-)
+from probing.report.aggregate import DISPLAY_KEYS, SETTING_KEYS, SPLITS, representation_sort_key, value_sort_key
+from probing.report.runs import DATA_VERSION, group_by
 
 CSV_FIELDS = (
     "model", "random_init", "data", "level", "probe", "pooling", "context_size", "variant", "layer", "representation",

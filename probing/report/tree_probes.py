@@ -12,14 +12,14 @@ tree_probes.csv holds everything (dev too).
 The LINEAR baseline (each word attached to the next; a word's depth its position) is recorded by every run, scored on
 the sentences that run scored. The runs of one table read the same data files (runs that read another version of a
 file, by the SHA-256 their results.json records, have a table of their own, with their own LINEAR row: see
-`aggregate.with_data_versions`), so they score the same sentences and the table takes LINEAR from its first run;
+`runs.with_data_versions`), so they score the same sentences and the table takes LINEAR from its first run;
 copies that differ in the last digits (summed in another order) are not a conflict, and are not compared.
 
 Plots, per task: the test scores against B's rank (log2 axis) where runs of one representation differ only in rank,
 and by layer where runs differ in layer, LINEAR (and any baseline, the mix) as horizontal lines; and the test
 sentences recorded by the run of the best dev headline score (UUAS, Root %), drawn as the reference
 (john-hewitt/structural-probes) draws them: the gold tree above the words and the predicted one below (distance), or
-each word at its gold and its predicted depth (depth).
+each word at its gold and its predicted depth (depth), by `probing.report.tree_pictures`.
 """
 
 from __future__ import annotations
@@ -29,10 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from probing.report.aggregate import (
-    DATA_VERSION,
     SPLITS,
-    data_version_notes,
-    group_by,
     is_kind,
     mean_mix_weights,
     mean_std,
@@ -40,10 +37,12 @@ from probing.report.aggregate import (
     representation_kind,
     representation_layer,
     representation_sort_key,
+    split_scores,
     value_sort_key,
     with_defaults,
 )
 from probing.report.plots import pyplot, save_figure
+from probing.report.runs import DATA_VERSION, data_version_notes, group_by
 from probing.report.tables import (
     display_value,
     format_score,
@@ -52,7 +51,9 @@ from probing.report.tables import (
     varying_keys,
     write_rows_csv,
 )
+from probing.report.tree_pictures import draw_examples
 from probing.report.word_probes import BASELINE_STYLES, MIX_STYLE, _file_part, table_title, word_records
+from probing.results import load
 from probing.results.kinds import TreeProbeResults
 from probing.vocabulary import MIX, TREE_SCORES, TREE_UNDEFINED
 
@@ -83,17 +84,6 @@ CSV_FIELDS = (
 )
 LINEAR = "LINEAR (baseline)"
 LINEAR_STYLES = ("-", "--", "-.", ":")  # one per table drawn in a plot, all black
-# The tree pictures: words laid out by their length in characters, at this font size.
-FONT_SIZE = 9
-WORD_GAP = 2          # characters between two words
-CHAR_INCHES = 0.085   # the width of a character at FONT_SIZE, about
-ARC_RISE = 0.35       # an arc's height per word it spans (axis units; the words sit at 0)
-ARC_CLEARANCE = 0.8   # arcs start this far above (gold) or below (predicted) the words
-# Inches per y unit of a panel (an arc's rise, a level of depth), so that every panel is drawn to one scale, and the
-# inches of each panel's title.
-UNIT_INCHES = {"distance": 0.2, "depth": 0.45}
-TITLE_INCHES = 0.4
-PUNCTUATION_COLOUR = "0.6"
 
 
 def is_tree_probe_run(result: dict[str, Any]) -> bool:
@@ -102,18 +92,19 @@ def is_tree_probe_run(result: dict[str, Any]) -> bool:
 
 
 def _aggregate_setting(key: tuple, runs: list[dict]) -> dict[str, Any]:
-    first = runs[0]
+    typed: list[TreeProbeResults] = [load(run) for run in runs]
+    first = typed[0]
     row = dict(zip(TREE_SETTING_KEYS, key))
-    row |= {"kind": first["structure"], "probe_family": first["probe_family"], "layer": first.get("layer"),
-            "seeds": sorted((r.get("seed") for r in runs), key=value_sort_key)}
+    row |= {"kind": first.structure, "probe_family": first.probe_family, "layer": first.layer,
+            "seeds": sorted((run.seed for run in typed), key=value_sort_key)}
     for split in SPLITS:
         for metric in SPLIT_METRICS:
             row[f"{split}_{metric}"], row[f"{split}_{metric}_std"] = mean_std(
-                r.get(split, {}).get(metric) for r in runs)
-        row |= {f"{split}_{count}": first.get(split, {}).get(count) for count in COUNTS}
-        linear = first["linear_baseline"].get(split) or {}
+                split_scores(run, split).get(metric) for run in typed)
+        row |= {f"{split}_{count}": split_scores(first, split).get(count) for count in COUNTS}
+        linear = first.linear_baseline.get(split) or {}
         row |= {f"linear_{split}_{score}": linear.get(score) for score in ALL_SCORES}
-    row |= {name: mean_std(r.get(name) for r in runs)[0] for name in RUN_AVERAGES}
+    row |= {name: mean_std(getattr(run, name) for run in typed)[0] for name in RUN_AVERAGES}
     row["mix_weights"] = mean_mix_weights(runs)
     return row
 
@@ -291,108 +282,30 @@ def plot_by_layer(rows: list[dict], path: Path) -> bool:
 
 def best_run(results: list[dict[str, Any]]) -> dict[str, Any] | None:
     """Of one task's runs that recorded examples, the one of the best dev headline score (the first of equals)."""
-    recorded = [result for result in results if result.get("examples")]
+    recorded = [result for result in results if load(result).examples]
     if not recorded:
         return None
-    headline = TREE_SCORES[recorded[0]["structure"]][0]
+    headline = TREE_SCORES[load(recorded[0]).structure][0]
 
     def dev_score(result: dict[str, Any]) -> float:
-        score = result["dev"].get(headline)
+        score = load(result).dev.get(headline)
         return float("-inf") if score is None else score  # null: undefined on that split
 
     return max(recorded, key=dev_score)
 
 
-def word_centres(words: list[str]) -> tuple[list[float], float]:
-    """Each word's centre when the words are laid out left to right by their length (in characters, WORD_GAP apart),
-    and the width of the line."""
-    centres, start = [], 0.0
-    for word in words:
-        width = len(word) + WORD_GAP
-        centres.append(start + width / 2)
-        start += width
-    return centres, start
-
-
-def _word_colour(punctuation: bool, colour: str = "black") -> str:
-    return PUNCTUATION_COLOUR if punctuation else colour
-
-
-def draw_distance_example(ax, example: dict[str, Any]) -> None:
-    """The words on a line, the gold tree's edges as arcs above them (black), the predicted tree's below (red), each
-    arc as high as the words it spans; punctuation grey (in neither tree)."""
-    from matplotlib.patches import Arc
-
-    centres, _ = word_centres(example["words"])
-    for word, punctuation, x in zip(example["words"], example["punctuation"], centres):
-        ax.text(x, 0.0, word, ha="center", va="center", fontsize=FONT_SIZE, color=_word_colour(punctuation))
-    gold, predicted = ({tuple(edge) for edge in example[key]} for key in ("gold_edges", "predicted_edges"))
-    for edges, side, colour in ((gold, 1, "black"), (predicted, -1, "red")):
-        for i, j in edges:
-            ax.add_patch(Arc(((centres[i] + centres[j]) / 2, side * ARC_CLEARANCE), abs(centres[j] - centres[i]),
-                             2 * ARC_RISE * abs(j - i), theta1=0 if side > 0 else 180, theta2=180 if side > 0 else 360,
-                             color=colour, linewidth=1.0))
-    ax.axis("off")
-    ax.set_title(f"{len(gold & predicted)} of {len(gold)} gold edges predicted", fontsize=FONT_SIZE - 1, loc="left")
-
-
-def draw_depth_example(ax, example: dict[str, Any]) -> None:
-    """Each word at its gold depth (black) and at its predicted depth (red), joined by a faint line; punctuation
-    grey. The depth grows upwards, as in the reference's pictures."""
-    from matplotlib.ticker import MaxNLocator
-
-    words, punctuation = example["words"], example["punctuation"]
-    gold, predicted = example["gold_depths"], example["predicted_depths"]
-    centres, _ = word_centres(words)
-    for word, is_punctuation, x, gold_depth, predicted_depth in zip(words, punctuation, centres, gold, predicted):
-        ax.plot([x, x], [gold_depth, predicted_depth], color="0.85", linewidth=0.8, zorder=0)
-        for depth, colour in ((gold_depth, "black"), (predicted_depth, "red")):
-            ax.text(x, depth, word, ha="center", va="center", fontsize=FONT_SIZE,
-                    color=_word_colour(is_punctuation, colour))
-    ax.set_xticks([])
-    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.tick_params(labelsize=FONT_SIZE - 1)
-    ax.set_ylabel("tree depth", fontsize=FONT_SIZE - 1)
-    scored = [index for index, is_punctuation in enumerate(punctuation) if not is_punctuation] or range(len(words))
-    gold_root, predicted_root = (min(scored, key=depths.__getitem__) for depths in (gold, predicted))
-    ax.set_title(f"root: {words[gold_root]}; predicted: {words[predicted_root]}", fontsize=FONT_SIZE - 1, loc="left")
-
-
-def example_extent(example: dict[str, Any], kind: str) -> tuple[float, float]:
-    """The y range of an example's panel: its highest arcs above and below the words, or its depths."""
-    if kind == "distance":
-        spans = [abs(j - i) for i, j in (*example["gold_edges"], *example["predicted_edges"])]
-        reach = ARC_CLEARANCE + ARC_RISE * max(spans, default=1) + 0.2
-        return -reach, reach
-    depths = [*example["gold_depths"], *example["predicted_depths"]]
-    return min([0.0, *depths]) - 0.6, max(depths) + 0.6
-
-
 def plot_examples(results: list[dict[str, Any]], path: Path) -> bool:
     """One task: the examples of its best run (`best_run`), a panel per sentence; False if no run recorded any."""
-    run = best_run(results)
-    if run is None:
+    best = best_run(results)
+    if best is None:
         return False
-    kind, examples = run["structure"], run["examples"]
-    width = max(word_centres(example["words"])[1] for example in examples)
-    extents = [example_extent(example, kind) for example in examples]
-    heights = [(high - low) * UNIT_INCHES[kind] + TITLE_INCHES for low, high in extents]
-    fig, axes = pyplot().subplots(len(examples), 1, figsize=(max(5.0, CHAR_INCHES * width + 1.0), sum(heights) + 0.8),
-                                  gridspec_kw={"height_ratios": heights}, squeeze=False)
-    for ax, example, extent in zip(axes[:, 0], examples, extents):
-        (draw_distance_example if kind == "distance" else draw_depth_example)(ax, example)
-        ax.set_xlim(0.0, width)
-        ax.set_ylim(*extent)
-    headline = TREE_SCORES[kind][0]
-    shown = with_defaults(run)
-    how = ("gold tree above the words (black), predicted tree below (red); punctuation grey, in neither tree"
-           if kind == "distance" else "each word at its gold depth (black) and its predicted depth (red); "
-           "punctuation grey")
-    fig.suptitle(f"{run['task']}: {display_value(shown, 'model')}, data={run['data']}, "
-                 f"{representation_label(shown['representation'])}, "
-                 f"rank {run['rank']}, seed {run.get('seed')}: the best dev {SCORE_NAMES[headline]} "
-                 f"({score_text(run['dev'].get(headline), None, headline)})\n{how}", fontsize=FONT_SIZE)
-    return save_figure(fig, path)
+    run, shown = load(best), with_defaults(best)
+    headline = TREE_SCORES[run.structure][0]
+    title = (f"{run.task}: {display_value(shown, 'model')}, data={run.data}, "
+             f"{representation_label(shown['representation'])}, "
+             f"rank {run.rank}, seed {run.seed}: the best dev {SCORE_NAMES[headline]} "
+             f"({score_text(run.dev.get(headline), None, headline)})")
+    return draw_examples(run.structure, run.examples, title, path)
 
 
 def write_tree_probe_report(results: list[dict[str, Any]], out_dir: Path) -> tuple[str, list[str]]:
@@ -405,7 +318,7 @@ def write_tree_probe_report(results: list[dict[str, Any]], out_dir: Path) -> tup
         plots = ((f"tree_probes_{_file_part(task)}_by_rank.png", plot_by_rank, task_rows),
                  (f"tree_probes_{_file_part(task)}_by_layer.png", plot_by_layer, task_rows),
                  (f"tree_probes_{_file_part(task)}_examples.png", plot_examples,
-                  [result for result in results if result["task"] == task]))
+                  [result for result in results if load(result).task == task]))
         files += [name for name, plot, data in plots if plot(data, out_dir / name)]
     intro = ("Structural probes (Hewitt & Manning 2019): a linear map B of the given rank. Distance probe: UUAS "
              "(the gold tree's undirected edges found by the minimum spanning tree of the predicted distances, "

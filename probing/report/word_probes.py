@@ -3,7 +3,7 @@ jsonl) -> tables and plots by layer x probe family.
 
 A row is one setting: task, model (random init shown in its name), data, variant (any other config value that tells
 runs apart, as in the s-class report), data version (the data files that differ where runs of one table read other
-versions of them: `aggregate.with_data_versions`; such runs get a table each, with a line saying why), probe family
+versions of them: `runs.with_data_versions`; such runs get a table each, with a line saying why), probe family
 ("linear", "linear r=16" for a rank-constrained linear probe, "mlp1", "mlp2"; Hewitt & Liang 2019) and
 representation; runs that differ only in their seed are averaged (mean ± std). Per (task, model, data, variant, data
 version), report.md has a table of test accuracy and selectivity (accuracy - control
@@ -24,25 +24,28 @@ from pathlib import Path
 from typing import Any
 
 from probing.report.aggregate import (
-    DATA_VERSION,
     SPLITS,
-    config_values,
-    data_version_notes,
-    group_by,
     is_kind,
     mean_mix_weights,
     mean_std,
     of_kind,
     representation_layer,
     representation_sort_key,
+    split_scores,
     value_sort_key,
-    variant_keys,
-    with_data_versions,
     with_defaults,
 )
 from probing.report.erasure import erasure_label, erasure_sort_key, guardedness_section
 from probing.report.information import BITS_METRICS, bits_columns, bits_section, weight_decay_choices
 from probing.report.plots import pyplot, save_figure
+from probing.report.runs import (
+    DATA_VERSION,
+    config_values,
+    data_version_notes,
+    group_by,
+    variant_keys,
+    with_data_versions,
+)
 from probing.report.tables import (
     display_value,
     format_score,
@@ -51,6 +54,7 @@ from probing.report.tables import (
     varying_keys,
     write_rows_csv,
 )
+from probing.results import load
 from probing.results.kinds import WordProbeResults
 from probing.vocabulary import MIX, PROBE_FAMILIES
 
@@ -95,9 +99,9 @@ def is_word_probe_run(result: dict[str, Any]) -> bool:
 def family_label(result: dict[str, Any]) -> str:
     """"linear", "linear r=16" (rank-constrained), "mlp1", "mlp2"; after a concept erasure (probe.py erase=...)
     the erasure too: "linear, upos erased (leace)"."""
-    rank = result.get("rank")
-    label = f"{result['probe_family']} r={rank}" if rank else str(result["probe_family"])
-    return label + erasure_label(result.get("erasure"))
+    run = load(result)
+    label = f"{run.probe_family} r={run.rank}" if run.rank else str(run.probe_family)
+    return label + erasure_label(run.erasure)
 
 
 def family_sort_key(label: str) -> tuple:
@@ -111,7 +115,7 @@ def family_sort_key(label: str) -> tuple:
 
 
 def word_records(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each result with its defaults filled, its family label, its data version (`aggregate.with_data_versions`) and
+    """Each result with its defaults filled, its family label, its data version (`runs.with_data_versions`) and
     its `variant` (see aggregate.with_variants): the config values that set it apart from runs of the same setting
     other than by seed. A key that tells runs of one setting apart labels every run of its table (task, model, data),
     so that a sweep over a hyper-parameter at some layers keeps the other layers in the table of their own value."""
@@ -121,7 +125,7 @@ def word_records(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for table in group_by(records, [k for k in TABLE_KEYS if k != "variant"]).values():
         keys = sorted(set().union(*(variant_keys(runs) for runs in group_by(table, setting).values())))
         for run in table:
-            values = config_values(run.get("config") or {})
+            values = config_values(load(run).config or {})
             run["variant"] = ", ".join(f"{key}={values.get(key)}" for key in keys)
     return records
 
@@ -130,28 +134,29 @@ def _scaled(value: float | None, scale: float) -> float | None:
     return None if value is None else value * scale
 
 
-def _per_label(runs: list[dict], split: str) -> dict[str, float | None]:
+def _per_label(runs: list[WordProbeResults], split: str) -> dict[str, float | None]:
     """Mean F1 of each label over the runs (None where no run has it defined)."""
-    scores = [r.get(split, {}).get("per_label_f1") or {} for r in runs]
-    labels = dict.fromkeys(label for r in runs for label in r.get("labels") or ()) | dict.fromkeys(
+    scores = [split_scores(run, split).get("per_label_f1") or {} for run in runs]
+    labels = dict.fromkeys(label for run in runs for label in run.labels or ()) | dict.fromkeys(
         label for by_label in scores for label in by_label)
     return {label: mean_std(by_label.get(label) for by_label in scores)[0] for label in labels}
 
 
 def _aggregate_setting(key: tuple, runs: list[dict]) -> dict[str, Any]:
+    typed: list[WordProbeResults] = [load(run) for run in runs]
     row = dict(zip(WORD_SETTING_KEYS, key))
-    row |= {"probe_family": runs[0]["probe_family"], "rank": runs[0].get("rank"), "layer": runs[0].get("layer"),
-            "seeds": sorted((r.get("seed") for r in runs), key=value_sort_key)}
+    row |= {"probe_family": typed[0].probe_family, "rank": typed[0].rank, "layer": typed[0].layer,
+            "seeds": sorted((run.seed for run in typed), key=value_sort_key)}
     for split in SPLITS:
         for metric in SPLIT_METRICS:
             row[f"{split}_{metric}"], row[f"{split}_{metric}_std"] = mean_std(
-                r.get(split, {}).get(metric) for r in runs)
-        row[f"{split}_n_examples"] = runs[0].get(split, {}).get("n_examples")
-        row[f"{split}_per_label_f1"] = _per_label(runs, split)
+                split_scores(run, split).get(metric) for run in typed)
+        row[f"{split}_n_examples"] = split_scores(typed[0], split).get("n_examples")
+        row[f"{split}_per_label_f1"] = _per_label(typed, split)
     for name, column, scale in MDL_METRICS:
-        row[column], row[f"{column}_std"] = mean_std(_scaled((r.get("mdl") or {}).get(name), scale) for r in runs)
+        row[column], row[f"{column}_std"] = mean_std(_scaled((run.mdl or {}).get(name), scale) for run in typed)
     for name in MIX_METRICS:
-        row[name], row[f"{name}_std"] = mean_std(r.get(name) for r in runs)
+        row[name], row[f"{name}_std"] = mean_std(getattr(run, name) for run in typed)
     row["mix_weights"] = mean_mix_weights(runs)
     return row | bits_columns(runs, SPLITS)
 

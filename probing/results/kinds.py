@@ -2,9 +2,10 @@
 and what some of its runs add (optional keys, default ABSENT). A run may write more keys than its type names (an
 analysis's settings, a probe's extra scores); the types name those the report and the other jobs read.
 
-Stdlib dataclasses, not pydantic models: the types are read, never built (a results.json stays a dict from writer to
-report), so what they must give is their fields, types and docs, which `probing.results.schema` turns into JSON Schema
-in a few lines without a dependency; validation is the `jsonschema` package on that schema."""
+Stdlib dataclasses, not pydantic models: the writers keep a results.json a dict, and the report builds a run's type
+from the dict it reads (`probing.results.load`), so what the types must give is their fields, types and docs, which
+`probing.results.schema` turns into JSON Schema in a few lines without a dependency; validation is the `jsonschema`
+package on that schema."""
 
 from __future__ import annotations
 
@@ -53,6 +54,8 @@ class ProbeResults(Results):
     probe_family: str = key("The family of the probe network: linear, mlp, rank-k, mass-mean, ...")
     rank: int | None = key("The rank of a low-rank probe; null for full rank.")
     model: str = key("The model's config name (model.name).")
+    # model_name_or_path to attention_policy, layer and representation: the fields of the features' identity
+    # (probing.features.identity.FeatureIdentity), as saved probes and erasers record it too.
     model_name_or_path: str | None = key("Where the model was loaded from; null for a baseline without a model.")
     weights_sha256: str | None = key("The SHA-256 of the model's weights; tells a fine-tuned encoder apart.")
     pooling: str | None = key("How word pieces become one vector (first, mean, last, ...).")
@@ -70,11 +73,15 @@ class ProbeResults(Results):
     control_seed: int | None = key("The control task's seed; null when it did not run.")
     dev: Scores = key("Dev scores (micro_f1, accuracy, selectivity, ... by probe kind).")
     test: Scores = key("Test scores, as dev.")
+    seen: Scores = key("Scores on held-out contexts of training words (the control task's seen split), as dev.",
+                       optional=True)
     epochs_trained: int = key("Epochs the Trainer ran.")
     best_epoch: int | None = key("The epoch whose dev score was kept (0-based); null for saved probes.")
     warnings: list[str] = key("What the fit warned about (a best epoch at the last one, ...).")
     mix_weights: list[Number] | None = key("The scalar mix's softmax weights, by layer.", optional=True)
     gamma: Number | None = key("The scalar mix's scale.", optional=True)
+    center_of_gravity: Number | None = key("The scalar mix's center of gravity over layers (Tenney et al. 2019).",
+                                           optional=True)
     bits: dict[str, Any] = key("Information measures in bits (V-information, ...).", optional=True)
     mdl: dict[str, Any] = key("The online code's description lengths (probe.mdl=true).", optional=True)
     erasure: dict[str, Any] = key("The concept erasure applied to the features, and its guardedness.", optional=True)
@@ -162,6 +169,15 @@ class ContextualityResults(AnalysisResults):
     sentence_source: str = key("The sentences measured: data set and split.")
     sentences: int = key("How many sentences.")
     layers: list[dict[str, Any]] = key("The measures of each layer.")
+    seed: int = key("The seed of the samples of words and sentences.")
+    mev_centered: bool = key("Whether MEV is that of centred vectors (PCA) rather than Definition 3's.")
+    min_contexts: int = key("The contexts a word needs to be sampled.")
+    occurrences: int = key("Word occurrences in the sentences measured.")
+    words_sampled: int = key("Words sampled for the self-similarity and MEV.")
+    words_available: int = key("Words in at least min_contexts contexts.")
+    sentences_sampled: int = key("Sentences sampled for the intra-sentence similarity.")
+    sentences_available: int = key("Sentences that could be sampled.")
+    baseline_occurrences: int = key("Random word occurrences of the anisotropy baselines.")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -198,6 +214,9 @@ class AttentionSimilarityResults(AnalysisResults):
     KIND: ClassVar[str] = "attention_similarity"
 
     compare_to: str = key("The other model.")
+    model_task: str | None = key("The task the model was fine-tuned on (its task.json); null for a pretrained one.")
+    compare_to_task: str | None = key("The task the other model was fine-tuned on; null for a pretrained one.")
+    sentence_source: str = key("The sentences compared: data set and split.")
     weights_sha256: str = key("The SHA-256 of the model's weights.")
     compare_to_weights_sha256: str = key("The SHA-256 of the other model's weights.")
     sentences: int = key("How many sentences.")
@@ -222,6 +241,14 @@ class NeuronsResults(AnalysisResults):
     probe: dict[str, Any] = key("The elastic-net probe's accuracies.")
     rankings: dict[str, list[int]] = key("Each ranking's order of the neurons.")
     ablation: dict[str, Any] = key("Accuracy as the top neurons are ablated, by ranking.")
+    retrained: dict[str, Any] = key("Test accuracy of linear probes retrained on the top-k neurons, by ranking (one "
+                                    "per k), and their epochs.")
+    cross_check: dict[str, Any] = key("The same for MLP-1 probes (the cross-check).")
+    majority: dict[str, Any] = key("The accuracies of always answering the most frequent training label.",
+                                   optional=True)
+    sparse: dict[str, Any] = key("The k-sparse probes of each label: its best neuron and F1 by k.")
+    per_label: dict[str, Any] = key("The top neurons of each label, by ranking (when the analysis was asked for "
+                                    "them).", optional=True)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -234,6 +261,8 @@ class AmnesicResults(AnalysisResults):
     objective: str = key("The model's own output scored: its task, or masked-LM.")
     layer: int = key("The layer erased.")
     concept: str = key("The concept erased.")
+    data: str = key("The data scored: data set and split.")
+    headline: str = key("The score the report puts first (accuracy, f1, ...).")
     eraser: dict[str, Any] = key("The fitted eraser.")
     scores: dict[str, Any] = key("The scores of each condition (erased, random controls, none).")
 

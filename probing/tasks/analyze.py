@@ -1,5 +1,5 @@
 """analyze.py: analyses of encoders that train nothing, each a config in conf/analysis/ whose `_target_` builds its
-component (a probing.features.analysis.Analysis in the wing it belongs to, e.g. probing.geometry.isotropy_analysis,
+component (a probing.analysis.Analysis in the wing it belongs to, e.g. probing.geometry.isotropy_analysis,
 which checks its own settings). `run` builds it, refuses a top-level `layer=` that it does not read, runs it on the
 model, `layer`, `compare_to` and stores' folder of the composed config (the component writes its own files into the
 run folder), adds the analysis name, the wall time and the config to its results, logs them through the Lightning
@@ -22,9 +22,11 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig
 
+from probing.analysis import Analysis, AnalysisInputs, ModelSettings, build_analysis
 from probing.errors import ConfigError
-from probing.features.analysis import Analysis, AnalysisInputs, ModelSettings, build_analysis
-from probing.tasks.common import check_config, closing_loggers, running_job, write_results
+from probing.tasks.loggers import closing_loggers
+from probing.tasks.results_file import running_job, write_results
+from probing.tasks.settings import check_config
 
 log = logging.getLogger(__name__)
 

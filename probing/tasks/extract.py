@@ -5,7 +5,7 @@ node under `trainer`), Lightning Fabric starts N processes (one per GPU, or CPU 
 split in disjoint shards and merge them into the same store a single process writes (`probing.features.sharded`).
 
 With `export_elmo=DIR` (a word task's stores), the stores are then exported as one unit in the ELMo HDF5 layout,
-`DIR/<split>.hdf5` and a manifest (`probing.features.elmo_hdf5`), by the first process only. DIR is checked before any
+`DIR/<split>.hdf5` and a manifest (`probing.features.elmo_export`), by the first process only. DIR is checked before any
 extraction: it is created and written to, and may hold no file that the export would replace but did not write.
 """
 
@@ -18,7 +18,7 @@ from typing import Any
 
 from lightning.fabric import Fabric
 from lightning.fabric.strategies import DDPStrategy
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from probing.config import build
 from probing.data.every_word import EVERY_WORD_DATA, every_word_data
@@ -28,17 +28,14 @@ from probing.data.task_records import SCLASS_KIND, TREE_KIND
 from probing.data.trees import read_trees
 from probing.data.word_tasks import read_word_task
 from probing.errors import ConfigError
-from probing.features.elmo_hdf5 import check_export_folder, export_every_word_stores
+from probing.features.elmo_export import check_export_folder, export_every_word_stores
+from probing.features.featurizers import featurizer_config
 from probing.features.provision import ensure_features
 from probing.features.sentence_store import sentence_encoder_of
 from probing.features.sharded import SHARD_WAIT, extract_split_sharded
-from probing.tasks.common import (
-    check_config,
-    check_devices,
-    distributed_state_of_this_job,
-    keep_ddp_processes_on_this_job,
-    store_settings,
-)
+from probing.tasks.distributed import distributed_state_of_this_job, keep_ddp_processes_on_this_job
+from probing.tasks.settings import check_config, store_settings
+from probing.tasks.trainer import check_devices
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +74,7 @@ def export_folder(folder: str | None, task: DictConfig, splits: list[str]) -> Pa
 
 def export_elmo_files(task: DictConfig, data_config: DictConfig, paths: dict[str, Path], folder: Path) -> None:
     """The splits' every-word stores as one export, `<folder>/<split>.hdf5` in the ELMo layout and the manifest
-    beside them (probing.features.elmo_hdf5); `data_config`: the task's `data` (its source and name)."""
+    beside them (probing.features.elmo_export); `data_config`: the task's `data` (its source and name)."""
     data = sentences_of(task, build(data_config.source, "data.source"), data_config.name)
     written = export_every_word_stores({split: (store, data.splits[split].sentences)
                                         for split, store in paths.items()}, folder)
@@ -97,8 +94,9 @@ def extract(cfg: DictConfig, splits: list[str], fabric: Fabric | None = None) ->
     """Load the data and the featurizer, then fill the stores: in this process alone, or as one of `fabric`'s
     processes (the featurizer on that process's device)."""
     data = task_data(cfg.get("task"), cfg.data)
-    on_device = {"device": str(fabric.device)} if fabric is not None and "device" in cfg.features.encoder else {}
-    featurizer = build(cfg.features.encoder, "features.encoder", **on_device)
+    on_device = {"device": str(fabric.device)} if fabric is not None else {}
+    featurizer = build(OmegaConf.create(featurizer_config(cfg.features, cfg.model, cfg.get("context_size"),
+                                                          **on_device)), "features.encoder")
     if data.name == EVERY_WORD_DATA:
         featurizer = sentence_encoder_of(featurizer)
     if fabric is None:

@@ -25,27 +25,21 @@ from omegaconf import DictConfig
 
 from probing.config import build
 from probing.data.splits import EVAL_SPLITS
+from probing.features.featurizers import featurizer_config
 from probing.features.finetuned import finetuned_task
+from probing.features.identity import FeatureIdentity
 from probing.probes.bits import information
 from probing.probes.bits import mdl as online_code
-from probing.probes.representations import ConditionedRepresentation, ProbeInputs
+from probing.probes.representation_choice import RepresentationChoice
+from probing.probes.representations import ProbeInputs
 from probing.probes.task_probes import TaskProbing, check_probing_task
-from probing.tasks.common import (
-    build_trainer,
-    check_config,
-    check_trainer,
-    closing_loggers,
-    running_job,
-    store_settings,
-    summarise_in_wandb,
-    write_results,
-)
+from probing.tasks.loggers import closing_loggers, summarise_in_wandb
+from probing.tasks.results_file import running_job, write_results
+from probing.tasks.settings import check_config, store_settings
+from probing.tasks.trainer import build_trainer, check_trainer
 
 log = logging.getLogger(__name__)
 
-# What every run records of its features beside the representation's own `about` (the probing task adds its own keys).
-FEATURE_KEYS = ("model_name_or_path", "weights_sha256", "pooling", "context_size", "attention_window",
-                "attention_policy")
 # The probe's settings (conf/probe/) that every task's probing takes as they are.
 PROBE_SETTINGS = ("mix", "mdl", "mdl_fractions", "batch_size", "level", "reuse", "pair_product", "condition_on")
 
@@ -54,6 +48,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     """Probe the representation of `layer=`/`baseline=` on the task of `task=`, write and return results.json; bad
     settings are refused before any model loads or store fills."""
     check_config(cfg)
+    representation = chosen_representation(cfg)
     with running_job(cfg) as (out, config, previous):
         if previous is not None:
             return previous
@@ -61,7 +56,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         check_probing_task(cfg.task.name, cfg.get("probing"))
         probing = built_probing(cfg)
         with closing_loggers(cfg.get("logger")) as loggers:
-            results = probe(cfg, probing, config, out.parent, loggers)
+            results = probe(cfg, probing, representation, config, out.parent, loggers)
         results = write_results(out, results, probing.RESULTS_KIND)
     log.info("%s", summary_line(results, out))
     return results
@@ -76,14 +71,14 @@ def built_probing(cfg: DictConfig) -> TaskProbing:
                  seed=cfg.seed, erase=cfg.get("erase"), family=probe.module, control=probe.control_task, **settings)
 
 
-def probe(cfg: DictConfig, probing: TaskProbing, config: dict[str, Any], run_dir: Path,
-          loggers: list[Logger]) -> dict[str, Any]:
+def probe(cfg: DictConfig, probing: TaskProbing, representation: RepresentationChoice, config: dict[str, Any],
+          run_dir: Path, loggers: list[Logger]) -> dict[str, Any]:
     """Build, fit, score: the representation's inputs, the probes (new or saved: built before the loggers start, so
     that a bad setting starts no run), the Trainer, the fit, dev and test; the run's results."""
     started = time.time()
     L.seed_everything(cfg.seed, workers=True)
     probing.load()  # the task's data before the model: what the data cannot serve is refused first
-    inputs = probing.inputs(probed_representation(cfg), store_settings(cfg.features))
+    inputs = probing.inputs(representation(), store_settings(cfg.features))
     module = probing.build_module(inputs)
     trainer = build_trainer(cfg, probing.keepers(inputs), loggers=loggers)
     for logger in trainer.loggers:  # the whole resolved config, so runs can be filtered by layer, model, data...
@@ -104,12 +99,13 @@ def probe(cfg: DictConfig, probing: TaskProbing, config: dict[str, Any], run_dir
     return results
 
 
-def probed_representation(cfg: DictConfig) -> Any:
-    """The representation of `layer=`/`baseline=`, joined with the one of `probe.condition_on` when it is set (built
-    once the probed one's stores are filled)."""
-    representation = build(cfg.representation, "representation")
-    conditioning = build(cfg.conditioning, "probe.condition_on")
-    return representation if conditioning.kind == "none" else ConditionedRepresentation(representation, conditioning)
+def chosen_representation(cfg: DictConfig) -> RepresentationChoice:
+    """The representation that `layer=`, `baseline=`, `probe.level` and `embeddings=` name, and the one of
+    `probe.condition_on`: decided and checked from those values, nothing loaded yet (built when called)."""
+    return build(cfg.representation, "representation", _recursive_=False, layer=cfg.layer, baseline=cfg.baseline,
+                 level=cfg.probe.level, embeddings=cfg.get("embeddings"), condition_on=cfg.probe.condition_on,
+                 encoder=featurizer_config(cfg.features, cfg.model, cfg.context_size), context_size=cfg.context_size,
+                 configured_layers=cfg.model.get("num_layers"))
 
 
 def about_run(cfg: DictConfig, probing: TaskProbing, module: Any, inputs: ProbeInputs) -> dict[str, Any]:
@@ -120,8 +116,8 @@ def about_run(cfg: DictConfig, probing: TaskProbing, module: Any, inputs: ProbeI
             "rank": settings["rank"], "model": cfg.model.name,
             "finetuned_task": finetuned_task(features["model_name_or_path"]),
             "random_init": bool(cfg.model.get("random_init", False)), "data": cfg.data.name, "level": inputs.level,
-            "embeddings": None, **{key: features[key] for key in FEATURE_KEYS}, **inputs.about, "seed": cfg.seed,
-            "control_seed": probing.control.seed}
+            "embeddings": None, **{key: features[key] for key in FeatureIdentity.of_the_featurizer()}, **inputs.about,
+            "seed": cfg.seed, "control_seed": probing.control.seed}
 
 
 def headline_scores(results: dict[str, Any], scores: tuple[str, ...]) -> dict[str, Any]:

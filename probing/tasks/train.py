@@ -38,15 +38,11 @@ from probing.finetune.checkpoints import (
 from probing.finetune.datamodule import TaskDataModule, load_task_data
 from probing.finetune.export import export_model
 from probing.results.kinds import FinetuningResults
-from probing.tasks.common import (
-    build_trainer,
-    check_config,
-    closing_loggers,
-    distributed_state_of_this_job,
-    keep_ddp_processes_on_this_job,
-    running_job,
-    write_results,
-)
+from probing.tasks.distributed import distributed_state_of_this_job, keep_ddp_processes_on_this_job
+from probing.tasks.loggers import closing_loggers
+from probing.tasks.results_file import running_job, write_results
+from probing.tasks.settings import check_config
+from probing.tasks.trainer import build_trainer
 
 log = logging.getLogger(__name__)
 
@@ -79,13 +75,19 @@ def check_finetuning_task(task: DictConfig) -> None:
                           f"on a tagging or sentence task. Fix: task={', '.join(FINETUNING_TASKS)}")
 
 
+# The settings of `finetune` that its module takes (the others are the run's: checkpoints, resume).
+MODULE_SETTINGS = ("attention_window", "attention_policy", "isotropy_reg", "isotropy_on_context")
+
+
 def finetune(cfg: DictConfig, config: dict[str, Any], resume: ResumePolicy,
              loggers: list[Logger]) -> tuple[dict[str, Any], bool]:
     started = time.time()
     L.seed_everything(cfg.seed, workers=True)
     data = load_task_data(build(cfg.data.source, "data.source"), cfg.task.name)
-    module = build(cfg.finetune.module, "finetune.module")(labels=data.labels,
-                                                           kind="token" if data.token_level else "sentence")
+    module = build(cfg.finetune.module, "finetune.module", name_or_path=cfg.model.name_or_path,
+                   revision=cfg.model.revision, metric=cfg.task.metric,
+                   **{key: cfg.finetune[key] for key in MODULE_SETTINGS})
+    module = module(labels=data.labels, kind="token" if data.token_level else "sentence")
     datamodule = TaskDataModule(data, module.tokenizer, max_length=cfg.task.max_length,
                                 batch_size=cfg.task.batch_size, seed=cfg.seed, max_positions=module.max_positions)
     csv_log = ContinuedCSVLog(loggers)  # before anything opens the CSV log, which Lightning would empty

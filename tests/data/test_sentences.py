@@ -34,7 +34,7 @@ def test_text_pairs_and_word_in_context_sentences():
     ("train", "the train split of the pos data is empty. Fix: choose another analysis.split"),
 ])
 def test_bad_settings_are_refused(split, message):
-    """(analysis.max_sentences is checked by the analysis that reads it: tests/features/test_analysis.py.)"""
+    """(analysis.max_sentences is checked by the analysis that reads it: tests/test_analysis.py.)"""
     data = TaskData("pos", ["NN"], {"train": [], "dev": [TaggedSentence(("a",), ("NN",))]}, [], SkipCounter())
     with pytest.raises(ConfigError, match="Fix:") as error:
         texts_of(data, split)

@@ -18,8 +18,9 @@ from probing.config import build
 from probing.data.records import WordInContext
 from probing.data.text import sha256_file
 from probing.errors import ConfigError, DataFormatError, ProbingError, StoreMismatchError
-from probing.features import elmo_hdf5
-from probing.features.elmo_hdf5 import ElmoFileFeaturizer, export_every_word_stores, sentences_from_elmo_file
+from probing.features import elmo_export
+from probing.features.elmo_export import export_every_word_stores
+from probing.features.elmo_hdf5 import ElmoFileFeaturizer, sentences_from_elmo_file
 from probing.features.extraction import extract_split
 from probing.features.featurizer import Featurizer
 from probing.features.sentence_store import SentenceWordEncoder
@@ -371,14 +372,14 @@ def test_an_export_stopped_before_moving_a_file_leaves_the_earlier_export_whole(
     folder = tmp_path / "export"
     export_every_word_stores(split_stores(tmp_path, "a", 0), folder)
     before = {path.name: file_state(path) for path in folder.iterdir()}
-    write = elmo_hdf5.write_every_word_store
+    write = elmo_export.write_every_word_store
 
     def killed_while_writing_dev(store, sentences, out, export_id):
         if out.name.startswith("dev."):
             raise KeyboardInterrupt
         return write(store, sentences, out, export_id)
 
-    monkeypatch.setattr(elmo_hdf5, "write_every_word_store", killed_while_writing_dev)
+    monkeypatch.setattr(elmo_export, "write_every_word_store", killed_while_writing_dev)
     with pytest.raises(KeyboardInterrupt):
         export_every_word_stores(split_stores(tmp_path, "b", 1), folder)
     assert {path.name: file_state(path) for path in folder.iterdir()} == before  # no .partial left

@@ -13,16 +13,9 @@ from transformers import AutoModel
 from probing import devices
 from probing.data.records import WordInContext
 from probing.errors import ConfigError, ModelLoadError
-from probing.features.encoder import (
-    SKIP_NO_PIECES,
-    SKIP_TOO_LONG,
-    PreparedInput,
-    WordEncoder,
-    centred_window,
-    load_encoder,
-    load_pretrained,
-)
+from probing.features.encoder import SKIP_NO_PIECES, SKIP_TOO_LONG, PreparedInput, WordEncoder, centred_window
 from probing.features.finetuned import record_export_hashes
+from probing.features.hf_models import load_encoder, load_pretrained
 from tests.helpers.stores import assert_one_line_error, cut_short
 
 

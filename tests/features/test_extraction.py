@@ -26,8 +26,9 @@ from transformers import BertModel
 from probing.data.records import SkipCounter, WordInContext
 from probing.errors import ProbingError, StoreMismatchError
 from probing.features import extraction
-from probing.features.encoder import EncoderInfo, PreparedInput, WordEncoder
+from probing.features.encoder import PreparedInput, WordEncoder
 from probing.features.extraction import MAX_WINDOW_ROWS, extract_split, plan_batches, window_rows
+from probing.features.hf_models import EncoderInfo
 from probing.features.store import FeatureStore, StoreWriter
 from tests.helpers.stores import (
     as_format_3,

@@ -12,12 +12,12 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
+from probing.analysis import ModelSettings
 from probing.data.records import SkipCounter
 from probing.data.sentences import Text
 from probing.data.task_records import TaggedSentence, TaskData
 from probing.data.word_tasks import ConlluWordTask
 from probing.errors import ConfigError, DataFormatError, ModelLoadError
-from probing.features.analysis import ModelSettings
 from probing.finetune.amnesic import concept_vectors, load_analysed, mean_of_pieces, summarized
 from probing.finetune.amnesic_scores import Condition, first_wordpieces, masked_lm_scores, task_scores
 from tests.helpers import FIXTURES

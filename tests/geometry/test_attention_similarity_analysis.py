@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from probing.analysis import AnalysisInputs, ModelSettings, build_analysis
 from probing.errors import ConfigError
-from probing.features.analysis import AnalysisInputs, ModelSettings, build_analysis
-from probing.features.encoder import load_pretrained
+from probing.features.hf_models import load_pretrained
 from probing.geometry.attention_similarity import load_attention_model
 from probing.geometry.attention_similarity_analysis import AttentionSimilarity
 from tests.helpers.runs import compose_job

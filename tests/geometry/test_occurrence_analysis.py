@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
+from probing.analysis import build_analysis
 from probing.errors import ConfigError, DataFormatError
-from probing.features.analysis import build_analysis
 from probing.geometry.occurrence_analysis import require_contexts, stored_occurrences
 from probing.geometry.occurrences import collect_occurrences
 from tests.helpers.runs import compose_job

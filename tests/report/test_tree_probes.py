@@ -12,7 +12,8 @@ import pytest
 
 from probing.errors import DataFormatError
 from probing.report import write_report
-from probing.report.tree_probes import aggregate_tree_runs, best_run, is_tree_probe_run, word_centres
+from probing.report.tree_pictures import word_centres
+from probing.report.tree_probes import aggregate_tree_runs, best_run, is_tree_probe_run
 from probing.report.word_probes import is_word_probe_run
 from probing.results import migrated
 from tests.report.test_word_probes import table_lines, write

@@ -14,8 +14,8 @@ import pytest
 import torch
 from transformers import BertConfig, BertModel
 
+from probing.analysis import Analysis, build_analysis
 from probing.errors import ConfigError
-from probing.features.analysis import Analysis, build_analysis
 from probing.report import OTHER_SECTIONS, analysis_section_modules
 from probing.tasks import analyze
 from tests.helpers import CONFIG_DIR, TINY_VOCAB, run_script

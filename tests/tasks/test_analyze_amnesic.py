@@ -9,6 +9,7 @@ import shutil
 import statistics
 
 import pytest
+from hydra.errors import ConfigCompositionException
 
 from probing.data.task_records import NER_LABELS
 from probing.data.task_sources import PosSource, bundled_pos_paths
@@ -127,10 +128,11 @@ def test_a_ner_tagger_is_scored_on_the_test_split_by_entity_f1(tmp_path, tiny_be
     (["layer=1", "erase.concept=feats"], "erase.concept=feats has no data of its own. Fix: "
                                          "erase.concept=upos (one of upos, xpos, deprel, ner)"),
     (["layer=1", "erase=random"], "erase=random: random directions are the control"),
-    (["layer=1", "erase.control_seed=3"], "erase.control_seed=3 is a setting of probe.py's erasure, which "
-                                          "analysis=amnesic does not read (its random controls are "
-                                          "analysis.control_seeds)"),
-    (["layer=1", "erase.fresh_probe_epochs=5"], "erase.fresh_probe_epochs=5 is a setting of probe.py's erasure"),
+    # analyze.py's `erase` node does not hold probe.py's own settings; added by hand, they are still refused
+    (["layer=1", "+erase.control_seed=3"], "erase.control_seed=3 is a setting of probe.py's erasure, which "
+                                           "analysis=amnesic does not read (its random controls are "
+                                           "analysis.control_seeds)"),
+    (["layer=1", "+erase.fresh_probe_epochs=5"], "erase.fresh_probe_epochs=5 is a setting of probe.py's erasure"),
     (["layer=1", "analysis.control_seeds=[0,0]"], "analysis.control_seeds=[0, 0] repeats a seed"),
     (["layer=1", "model.random_init=true"], "model.random_init=true: amnesic probing measures what a trained"),
     (["layer=3"], "layer=3 is not a layer of tiny: its hidden states are 0..2"),
@@ -146,6 +148,17 @@ def test_settings_that_cannot_work_are_one_error_line(tmp_path, tagger, override
     with pytest.raises(ConfigError) as error:
         analyze.run(compose_job("analyze", tmp_path, *FAST, MINI_CONCEPT, f"model.name_or_path={tagger}", *overrides))
     assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_each_job_composes_the_erasure_settings_it_reads(tmp_path):
+    analyze_erase = compose_job("analyze", tmp_path, "analysis=amnesic", "erase=inlp").erase
+    assert set(analyze_erase) == {"_target_", "concept", "device", "eraser"}
+    probe_erase = compose_job("probe", tmp_path, "erase=inlp").erase
+    assert set(probe_erase) == {*analyze_erase, "path", "control_seed", "fresh_probe_epochs"}
+    assert set(compose_job("probe", tmp_path).erase) == {"_target_", "concept", "device", "path", "control_seed",
+                                                         "fresh_probe_epochs"}  # erase=none
+    with pytest.raises(ConfigCompositionException, match="erase.control_seed"):
+        compose_job("analyze", tmp_path, "analysis=amnesic", "erase.control_seed=3")
 
 
 def test_an_export_whose_labels_were_reordered_is_refused_not_scored(tmp_path, tagger):

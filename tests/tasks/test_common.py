@@ -1,6 +1,7 @@
-"""What every job shares (probing.tasks.common): the check of the composed config, results.json written atomically, a
-finished job found again (and results of another configuration refused, a damaged file run again), the job's loggers
-closed in `finally`, and the feature-store settings a job hands to probing.features.provision."""
+"""What every job shares (probing.tasks.settings, results_file, loggers, trainer, sweeper): the check of the composed
+config, results.json written atomically, a finished job found again (and results of another configuration refused, a
+damaged file run again), the job's loggers closed in `finally`, and the feature-store settings a job hands to
+probing.features.provision."""
 
 from __future__ import annotations
 
@@ -21,20 +22,16 @@ from omegaconf import OmegaConf
 from probing.data.files import write_json_atomically
 from probing.data.text import note_data_files
 from probing.errors import ConfigError
-from probing.features.encoder import load_encoder, local_models_loaded
+from probing.features.hf_models import load_encoder, local_models_loaded
 from probing.features.provision import MULTIRUN_LOCK_WAIT_S
-from probing.tasks import common
-from probing.tasks.common import (
-    build_loggers,
-    built_callback,
-    check_config,
-    closing_loggers,
-    finished_results,
-    job_state,
-    optimized_value,
-    store_settings,
-    write_results,
-)
+from probing.results import migrated
+from probing.tasks import loggers as job_loggers
+from probing.tasks import results_file, settings
+from probing.tasks.loggers import build_loggers, closing_loggers
+from probing.tasks.results_file import finished_results, job_state, write_results
+from probing.tasks.settings import check_config, store_settings
+from probing.tasks.sweeper import optimized_value
+from probing.tasks.trainer import built_callback
 from tests.helpers.stores import assert_one_line_error
 
 
@@ -58,7 +55,7 @@ def test_finished_results_are_found_for_the_same_configuration_only(tmp_path):
     path = tmp_path / "results.json"
     assert finished_results(path, {"layer": 3}) is None  # nothing there yet
     write_json_atomically(path, {"dev": 0.5, "config": {"layer": 3}})
-    assert finished_results(path, {"layer": 3}) == {"dev": 0.5, "config": {"layer": 3}}
+    assert finished_results(path, {"layer": 3}) == migrated({"dev": 0.5, "config": {"layer": 3}})
     with pytest.raises(ConfigError, match="holds the results of another configuration") as raised:
         finished_results(path, {"layer": 4})
     assert "Fix: run into a new folder" in str(raised.value)
@@ -75,7 +72,7 @@ def test_the_results_of_a_moved_run_folder_are_found_for_its_relaunch_there(tmp_
     old, new = tmp_path / "sweep" / "layer=3", tmp_path / "moved" / "layer=3"
     new.mkdir(parents=True)
     write_json_atomically(new / "results.json", {"dev": 0.5, "config": config(old)})
-    assert finished_results(new / "results.json", config(new)) == {"dev": 0.5, "config": config(old)}
+    assert finished_results(new / "results.json", config(new)) == migrated({"dev": 0.5, "config": config(old)})
     with pytest.raises(ConfigError, match="holds the results of another configuration"):
         finished_results(new / "results.json", config(new, layer=4))
 
@@ -122,7 +119,7 @@ class RecordingLogger(Logger):
 
 
 def recording_loggers(monkeypatch, *loggers: RecordingLogger) -> None:
-    monkeypatch.setattr(common, "build_loggers", lambda logger: list(loggers))
+    monkeypatch.setattr(job_loggers, "build_loggers", lambda logger: list(loggers))
 
 
 def test_every_logger_is_closed_when_the_job_succeeds_or_fails(monkeypatch):
@@ -163,7 +160,7 @@ def test_store_settings_are_the_features_settings_with_the_lock_wait_of_this_run
                                  "lock_wait_s": None})
     assert store_settings(features) == {"store_dir": "/s", "dtype": "float16", "max_tokens_per_batch": 64,
                                         "lock_wait_s": 0.0}
-    monkeypatch.setattr(common, "in_multirun", lambda: True)
+    monkeypatch.setattr(settings, "in_multirun", lambda: True)
     assert store_settings(features)["lock_wait_s"] == MULTIRUN_LOCK_WAIT_S
     features.lock_wait_s = 5
     assert store_settings(features)["lock_wait_s"] == 5.0
@@ -197,9 +194,9 @@ def wandb_environment(monkeypatch):
     monkeypatch.setenv("WANDB_API_KEY", FAKE_KEY)
     for name in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy"):
         monkeypatch.delenv(name, raising=False)
-    common.wandb_server_problem.cache_clear()
+    job_loggers.wandb_server_problem.cache_clear()
     yield monkeypatch
-    common.wandb_server_problem.cache_clear()
+    job_loggers.wandb_server_problem.cache_clear()
 
 
 def wandb_loggers(tmp_path) -> list[Logger]:
@@ -233,7 +230,7 @@ def test_a_reachable_server_keeps_a_key_online_also_through_a_proxy(tmp_path, wa
         address = f"127.0.0.1:{server.getsockname()[1]}"
         wandb_environment.setenv("WANDB_BASE_URL", f"http://{address}")
         assert not wandb_loggers(tmp_path)[0]._offline
-        common.wandb_server_problem.cache_clear()
+        job_loggers.wandb_server_problem.cache_clear()
         wandb_environment.setenv("WANDB_BASE_URL", "https://no-such-host.invalid")  # reached through the proxy
         wandb_environment.setenv("HTTPS_PROXY", f"http://{address}")
         assert not wandb_loggers(tmp_path)[0]._offline
@@ -262,7 +259,7 @@ def test_an_early_stops_patience_and_min_delta_are_checked_when_it_is_built(sett
 def unstamped(monkeypatch):
     """write_results without the schema's stamp and check: these tests write a few keys of results to see what is
     recorded beside them (tests/results checks the stamping)."""
-    monkeypatch.setattr(common, "stamped", lambda results, kind: results)
+    monkeypatch.setattr(results_file, "stamped", lambda results, kind: results)
 
 
 def test_results_record_the_data_files_read_and_are_not_returned_once_one_has_changed(tmp_path, unstamped):
@@ -314,7 +311,7 @@ def test_a_score_that_is_not_finite_is_written_as_null_with_a_warning(tmp_path, 
     out = tmp_path / "results.json"
     results = {"dev": {"uuas": 0.5}, "test": {"uuas": math.nan, "dspr": 0.2}, "mix_weights": [0.5, math.inf],
                "warnings": ["trained briefly"]}
-    with caplog.at_level(logging.WARNING, logger="probing.tasks.common"):
+    with caplog.at_level(logging.WARNING, logger="probing.tasks.results_file"):
         write_results(out, results, "sclass_probe")
     written = json.loads(out.read_text(), parse_constant=lambda token: pytest.fail(f"{token} in results.json"))
     assert written["test"] == {"uuas": None, "dspr": 0.2} and written["mix_weights"] == [0.5, None]

@@ -15,7 +15,7 @@ from omegaconf.errors import InterpolationKeyError
 
 from probing.cli import app_config_loader, check_command_line
 from probing.errors import ConfigError
-from probing.tasks.common import check_config
+from probing.tasks.settings import check_config
 from tests.helpers import CONFIG_DIR
 from tests.helpers.commands import (
     ENTRY_SCRIPTS,

@@ -1,5 +1,5 @@
 """The entry scripts as a user runs them: configs compose, user errors are one clear line, the sweep reports.
-(The functions of probing/cli.py are tested in tests/test_cli.py.)"""
+(The functions of probing/cli/ are tested in tests/test_cli.py.)"""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ import pytest
 from probing.data.files import write_json_atomically
 from probing.errors import ConfigError
 from probing.tasks import extract, probe
-from probing.tasks.common import closing_loggers
+from probing.tasks.loggers import closing_loggers
 from tests.helpers import REPO, lock_holder, run_script
 from tests.helpers.runs import compose_job, fake_finetuned_model, tiny_model
 from tests.helpers.stores import assert_one_line_error

@@ -40,11 +40,11 @@ import torch
 from omegaconf import OmegaConf
 from torch import Tensor
 
+from probing.analysis import Analysis, AnalysisInputs, analysis_device
 from probing.config import build
 from probing.data.settings import choose, optional_int, require_bool, require_int, require_number
 from probing.data.task_records import WORD_KINDS
 from probing.errors import ConfigError
-from probing.features.analysis import Analysis, AnalysisInputs, analysis_device
 from probing.features.provision import lock_wait_seconds
 from probing.probes.bits.information import majority_rates
 from probing.probes.components.batched_probes import BatchedProbes

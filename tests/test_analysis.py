@@ -1,4 +1,4 @@
-"""probing/features/analysis.py, what every analysis shares: `analysis.max_sentences` checked once, in the base
+"""probing/analysis.py, what every analysis shares: `analysis.max_sentences` checked once, in the base
 class, for every analysis that reads it; the model settings it reads."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from omegaconf import OmegaConf
 
+from probing.analysis import ModelSettings, build_analysis
 from probing.errors import ConfigError
-from probing.features.analysis import ModelSettings, build_analysis
 from tests.helpers.runs import compose_job
 
 SENTENCE_ANALYSES = ("amnesic", "attention_similarity", "contextuality", "isotropy", "static_pc")

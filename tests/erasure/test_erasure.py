@@ -12,21 +12,15 @@ from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
 from probing.data.files import file_mode
+from probing.erasure.eraser import ConceptEraser, low_variance_dims
+from probing.erasure.file import ERASER_KEY, load_eraser, save_eraser
+from probing.erasure.guardedness import guardedness
+from probing.erasure.inlp import InlpEraser
+from probing.erasure.leace import LeaceEraser, covariance_dtype
+from probing.erasure.mean_projection import MeanProjectionEraser
+from probing.erasure.random_control import RandomEraser
+from probing.erasure.setup import UNSET_ERASURE, ErasureSetup, no_erasure
 from probing.errors import ConfigError, DataFormatError
-from probing.features.erasure import (
-    ERASER_KEY,
-    ConceptEraser,
-    InlpEraser,
-    LeaceEraser,
-    MeanProjectionEraser,
-    RandomEraser,
-    covariance_dtype,
-    guardedness,
-    load_eraser,
-    low_variance_dims,
-    save_eraser,
-)
-from probing.features.erasure_setup import UNSET_ERASURE, ErasureSetup, no_erasure
 from probing.features.tensor_files import hashed_metadata, read_tensor_file, write_tensor_file
 from probing.vocabulary import ERASURE_METHODS
 from tests.helpers.run_if import run_if
@@ -340,7 +334,7 @@ def test_a_large_input_is_fitted_and_edited_chunk_by_chunk_as_a_whole(monkeypatc
     x, labels = planted(near_constant=True, dtype=torch.float32)
     fitted = LeaceEraser().fit(x, labels, 3)
     whole = fitted(x)
-    monkeypatch.setattr("probing.features.erasure.CHUNK_VALUES", 7 * x.shape[1])
+    monkeypatch.setattr("probing.erasure.fitted.CHUNK_VALUES", 7 * x.shape[1])
     assert len(x) % 7 and torch.equal(fitted(x), whole)
     assert torch.equal(fitted(x.reshape(20, 30, 11)), whole.reshape(20, 30, 11))
     in_chunks = LeaceEraser().fit(x, labels, 3)

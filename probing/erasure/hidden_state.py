@@ -1,16 +1,7 @@
 """One hidden state of an encoder, read or edited inside its forward pass: a forward hook on the module whose output
-is that hidden state, so that the layers above run on the edited states (amnesic probing, Elazar et al. 2021:
-probing.finetune.amnesic).
-
-Hidden state ℓ is what `output_hidden_states` numbers ℓ (probing.features.layers): 0 is the output of the base
-model's `embeddings` module (word, position and segment embeddings, normalised), ℓ >= 1 the output of transformer
-block ℓ (the ℓ-th of the model's list of `num_hidden_layers` blocks: BERT's `encoder.layer`, GPT-2's `h`).
-`check_hidden_state_module` compares the module's output with the hidden state the model reports, since a model may
-transform a block's output before reporting it (GPT-2's final layer norm): such a layer is refused, not edited
-somewhere else.
-
-The edit sees the module's whole output, (batch, positions, hidden), so it applies to every position: wordpieces,
-special tokens and padding alike (padding is never attended to, so editing it changes nothing).
+is hidden state ℓ (0: the `embeddings` module, ℓ >= 1: transformer block ℓ), so that the layers above run on the edited
+states (amnesic probing: probing.finetune.amnesic). The edit applies to every position; a module whose output is not
+the hidden state the model reports is refused (docs/erasure.md, "Amnesic probing", says why and how it is tested).
 """
 
 from __future__ import annotations

@@ -1,19 +1,17 @@
 """What `erase=` asks for (conf/erase/<method>.yaml, built by Hydra): the concept to erase, the eraser that fits it
-(`probing.features.erasure`), a fitted eraser to apply instead of fitting one, and the seed of the random control of
-the same rank that every erasure is measured against. probe.py (`probing.probes.erased_features`) and the amnesic
-analysis (`probing.finetune.amnesic`) both read it, so it lives below both wings."""
+(one method a module of probing.erasure), a fitted eraser to apply instead of fitting one, and the seed of the random
+control of the same rank that every erasure is measured against. probe.py and the amnesic analysis
+(`probing.finetune.amnesic`) both read it."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+from probing.analysis import analysis_device
 from probing.data.settings import require_int
+from probing.erasure.file import ERASER_FILE
 from probing.errors import ConfigError
-from probing.features.analysis import analysis_device
-from probing.features.erasure import FittedEraser, RandomEraser
-
-ERASER_FILE = "eraser.safetensors"  # the fitted eraser that probe.py saves in its run folder
 
 
 class ErasureSetup:
@@ -22,12 +20,13 @@ class ErasureSetup:
     fitting (refused when it was fitted on other features); `control_seed`: the seed of the random control;
     `fresh_probe_epochs`: the epochs of the fresh probes of the guardedness report; `device`: where the eraser and
     its control are fitted and applied (auto: cuda when this machine has one; the fitted erasers are kept, saved and
-    measured on the CPU)."""
+    measured on the CPU). `path`, `control_seed` and `fresh_probe_epochs` are probe.py's own (conf/probe.yaml): the
+    amnesic analysis's config does not hold them, and its node builds with their defaults."""
 
     def __init__(self, eraser: Any, concept: str | None = None, path: str | None = None, control_seed: int = 0,
                  fresh_probe_epochs: int = 20, device: str = "auto"):
         if not callable(getattr(eraser, "fit", None)):
-            raise ConfigError(f"erase.eraser must build an eraser (a _target_ of probing.features.erasure), got "
+            raise ConfigError(f"erase.eraser must build an eraser (a _target_ of probing.erasure), got "
                               f"{eraser!r}. Fix: erase=leace, inlp, mean_projection or random")
         if concept is not None and (not isinstance(concept, str) or not concept):
             raise ConfigError(f"erase.concept={concept!r} is not a task name. Fix: erase.concept=upos (or null: the "
@@ -56,25 +55,22 @@ def saved_eraser_file(path: Path) -> Path:
     return path
 
 
-def random_control(fitted: FittedEraser, seed: int) -> RandomEraser:
-    """The control of `fitted`: as many random directions as it erases (at least one, so that an eraser that found
-    nothing to erase still has a control that removes a direction)."""
-    return RandomEraser(rank=max(fitted.rank, 1), seed=seed)
-
-
-# erase=none's settings (conf/erase/none.yaml: those of the erasers) and their values there.
+# erase=none's settings (conf/erase/none.yaml: those of the erasers; in probe.py, also conf/probe.yaml's) and their
+# values there.
 UNSET_ERASURE = {"concept": None, "path": None, "control_seed": 0, "fresh_probe_epochs": 20, "device": "auto"}
 
 
 def no_erasure(**settings: Any) -> None:
     """erase=none (conf/erase/none.yaml): nothing is erased, and a setting of the erasers changed without an eraser
-    (a concept, an eraser file, a control seed, ...) is refused rather than ignored."""
-    for key, value in settings.items():
+    (a concept, an eraser file, a control seed, ...) is refused rather than ignored, the first in UNSET_ERASURE's
+    order (the node's order depends on which config file holds a setting)."""
+    for key in settings:
         if key not in UNSET_ERASURE:
             raise ConfigError(f"erase.{key}: erase=none has no such setting. Fix: leave it out")
-        if value != UNSET_ERASURE[key]:
-            raise ConfigError(f"erase.{key}={value} is set, but erase=none erases nothing. Fix: erase=leace (or inlp, "
-                              f"mean_projection, random), or erase.{key}={none_value(UNSET_ERASURE[key])}")
+    for key, unset in UNSET_ERASURE.items():
+        if key in settings and settings[key] != unset:
+            raise ConfigError(f"erase.{key}={settings[key]} is set, but erase=none erases nothing. Fix: erase=leace "
+                              f"(or inlp, mean_projection, random), or erase.{key}={none_value(unset)}")
     return None
 
 

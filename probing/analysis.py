@@ -2,8 +2,8 @@
 conf/analysis/<name>.yaml, built from its `_target_`), what they read from the top level of the composed config
 (`AnalysisInputs`: the model, `layer`, `compare_to`, the stores' folder), the sentences they run on and their device.
 
-An analysis lives in the wing it belongs to (probing/geometry/ today; probes/ or finetune/ can hold one too), so its
-base lives here, below the wings, where each of them may import it. docs/development.md, "Adding an analysis", has
+An analysis lives in the wing it belongs to (geometry/, probes/, finetune/), so its base lives here, below the wings,
+where each of them may import it. docs/development.md, "Adding an analysis", has
 the recipe: a component module, a report section module, a config."""
 
 from __future__ import annotations

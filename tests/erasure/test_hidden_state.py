@@ -8,13 +8,13 @@ import pytest
 import torch
 from transformers import AutoTokenizer, BertModel, GPT2Config, GPT2Model
 
-from probing.errors import ConfigError
-from probing.features.hidden_state_edit import (
+from probing.erasure.hidden_state import (
     captured_hidden_state,
     check_hidden_state_module,
     edited_hidden_state,
     hidden_state_module,
 )
+from probing.errors import ConfigError
 
 
 @pytest.fixture(scope="module")
