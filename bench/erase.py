@@ -47,8 +47,8 @@ from probing.erasure.leace import LeaceEraser
 from probing.erasure.mean_projection import MeanProjectionEraser
 from probing.features.store import FeatureStore
 from probing.probes.datamodule import read_every_word_store
-from probing.tasks.settings import store_settings
 from probing.tasks.probe import built_probing
+from probing.tasks.settings import store_settings
 
 CONFIG_DIR = str(Path(__file__).resolve().parents[1] / "conf")
 TARGET = 2.0  # erase / read
