@@ -76,14 +76,13 @@ from hydra import compose, initialize_config_dir
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from probing.config import build
 from probing.data.files import write_json_atomically
 from probing.devices import cpu_description, keep_freed_memory, timed
 from probing.probes.components.batched_probes import first_layer_products
 from probing.probes.metrics import SClassMetrics
 from probing.probes.sclass_probe import SClassProbe
 from probing.tasks.loggers import build_loggers
-from probing.tasks.probe import built_probing
+from probing.tasks.probe import built_probing, chosen_representation
 from probing.tasks.settings import store_settings
 from probing.tasks.trainer import build_trainer
 
@@ -141,7 +140,7 @@ def probe_inputs(cfg):
     """The inputs of probe.py's s-class run of `cfg` (its stores filled, its datamodule built), as the pipeline makes
     them."""
     probing = built_probing(cfg)
-    return probing.inputs(build(cfg.representation, "representation"), store_settings(cfg.features))
+    return probing.inputs(chosen_representation(cfg)(), store_settings(cfg.features))
 
 
 def probe_config(args: argparse.Namespace, control: bool = False):
