@@ -31,8 +31,6 @@ def interpolations() -> dict[str, int]:
     return {path: count for path, count in counts.items() if count}
 
 
-@pytest.mark.xfail(strict=False, reason="161 lines: the probe node (conf/probe/, 55 lines) and the probing node "
-                   "(conf/probings/, 18) are yet to be slimmed")
 def test_the_job_config_of_a_word_probe_is_short():
     lines = job_lines("probe", "task=upos", "layer=3")
     assert len(lines) <= MAX_JOB_LINES, "\n".join(lines)
