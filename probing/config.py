@@ -136,8 +136,7 @@ def override_items(overrides: str) -> list[str]:
 def register_resolvers(**extra: Callable[..., Any]) -> None:
     """Register the resolvers of the configs in conf/: this module's own, and `extra` (resolvers made of a lower
     layer's code, registered by the package that imports it: `probing.tasks` registers the fine-tuned comparison's)."""
-    resolvers = {"launch_dir": launch_dir, "wandb_offline": wandb_offline, "layers": layer_list,
-                 "job_dir": job_dir_name, **extra}
+    resolvers = {"launch_dir": launch_dir, "layers": layer_list, "job_dir": job_dir_name, **extra}
     for name, fn in resolvers.items():
         if not OmegaConf.has_resolver(name):
             OmegaConf.register_new_resolver(name, fn)

@@ -43,8 +43,9 @@ RETIRED = (("representations",), ("probings",), ("task", "probing"), ("baselines
 # train.py's settings of the task (conf/finetune/task/ now, composed by train.py alone).
 RETIRED_IN_JOB = {"probe": tuple(("task", key) for key in ("batch_size", "lr", "table4_batch_size", "max_length",
                                                            "metric", "monitor"))}
-# Names made of other settings (conf/probe.yaml's run_name: model, data, layer, probe, seed) for the run's folder,
-# logger and W&B run: they tell runs apart only through those settings, never on their own.
+# Names made of other settings (the W&B run's name and group, which the job fills from the model, data, layer, probe
+# and seed; earlier configs' run_name and run_group): they tell runs apart only through those settings, never on
+# their own.
 RUN_LABELS = ("run_name", "run_group", "logger.wandb.name", "logger.wandb.group")
 # The setting key that tells apart runs of one table that read other versions of their data files (see
 # `with_data_versions`): "" where all read the same.

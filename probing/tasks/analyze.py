@@ -24,7 +24,7 @@ from omegaconf import DictConfig
 
 from probing.analysis import Analysis, AnalysisInputs, ModelSettings, build_analysis
 from probing.errors import ConfigError
-from probing.tasks.loggers import closing_loggers
+from probing.tasks.loggers import closing_loggers, name_the_run
 from probing.tasks.results_file import running_job, write_results
 from probing.tasks.settings import check_config
 
@@ -41,6 +41,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     analysis = build_analysis(cfg.analysis)
     inputs = AnalysisInputs(ModelSettings.of(cfg.model), cfg.get("layer"), cfg.get("compare_to"), cfg.paths.store_dir)
     analysis.check_inputs(inputs)
+    group = f"{cfg.model.name}-{cfg.analysis.name}"
+    name_the_run(cfg, f"{group}-layer{cfg.get('layer')}-seed{cfg.seed}", group)
     with running_job(cfg) as (out, config, previous):
         if previous is not None:
             return previous

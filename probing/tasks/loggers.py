@@ -15,9 +15,9 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from lightning.pytorch.loggers import Logger, WandbLogger
-from omegaconf import DictConfig
+from omegaconf import DictConfig, open_dict
 
-from probing.config import build, wandb_online_asked
+from probing.config import build, wandb_offline, wandb_online_asked
 from probing.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -26,14 +26,35 @@ WANDB_SERVER = "https://api.wandb.ai"  # wandb's default base URL (WANDB_BASE_UR
 WANDB_CONNECT_TIMEOUT_S = 3.0  # how long a run waits to learn that the W&B server cannot be reached
 
 
+def name_the_run(cfg: DictConfig, name: str, group: str) -> None:
+    """Give the W&B logger of `logger` (logger=wandb or logger=default) the run's name and group where its config
+    leaves them null: each job names its runs from the settings it knows (probe.py: model-data-layer<layer>-probe-seed
+    <seed>), before the config is recorded, so that results.json's config holds the name W&B shows.
+    `logger.wandb.name=...` on the command line names a run otherwise."""
+    for node in (cfg.get("logger") or {}).values():
+        if isinstance(node, DictConfig) and is_wandb(node):
+            with open_dict(node):
+                node.name = name if node.get("name") is None else node.name
+                node.group = group if node.get("group") is None else node.group
+
+
+def is_wandb(node: DictConfig) -> bool:
+    return str(node.get("_target_", "")).rsplit(".", 1)[-1] == WandbLogger.__name__
+
+
 def build_loggers(logger: DictConfig | None) -> list[Logger]:
-    """The Lightning loggers of `logger` (one per entry; none for null or {})."""
-    loggers = [build(node, f"logger.{name}") for name, node in (logger or {}).items()]
+    """The Lightning loggers of `logger` (one per entry; none for null or {}); a W&B logger whose `offline` is null
+    logs offline unless the environment holds a key or asks for online mode (`probing.config.wandb_offline`)."""
+    loggers = [build(node, f"logger.{name}", **offline_unless_set(node)) for name, node in (logger or {}).items()]
     for built in loggers:
         if isinstance(built, WandbLogger):
             without_unset_anonymous(built)
             offline_when_unreachable(built)
     return loggers
+
+
+def offline_unless_set(node: DictConfig) -> dict[str, bool]:
+    return {"offline": wandb_offline()} if is_wandb(node) and node.get("offline") is None else {}
 
 
 def offline_when_unreachable(logger: WandbLogger) -> None:

@@ -33,7 +33,7 @@ from probing.probes.bits import mdl as online_code
 from probing.probes.representation_choice import RepresentationChoice
 from probing.probes.representations import ProbeInputs
 from probing.probes.task_probes import TaskProbing, check_probing_task
-from probing.tasks.loggers import closing_loggers, summarise_in_wandb
+from probing.tasks.loggers import closing_loggers, name_the_run, summarise_in_wandb
 from probing.tasks.results_file import running_job, write_results
 from probing.tasks.settings import check_config, store_settings
 from probing.tasks.trainer import build_trainer, check_trainer
@@ -49,6 +49,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     settings are refused before any model loads or store fills."""
     check_config(cfg)
     representation = chosen_representation(cfg)
+    group = f"{cfg.model.name}-{cfg.data.name}"
+    name_the_run(cfg, f"{group}-layer{cfg.layer}-{cfg.probe.name}-seed{cfg.seed}", group)
     with running_job(cfg) as (out, config, previous):
         if previous is not None:
             return previous

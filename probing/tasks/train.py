@@ -39,7 +39,7 @@ from probing.finetune.datamodule import TaskDataModule, load_task_data
 from probing.finetune.export import export_model
 from probing.results.kinds import FinetuningResults
 from probing.tasks.distributed import distributed_state_of_this_job, keep_ddp_processes_on_this_job
-from probing.tasks.loggers import closing_loggers
+from probing.tasks.loggers import closing_loggers, name_the_run
 from probing.tasks.results_file import running_job, write_results
 from probing.tasks.settings import check_config
 from probing.tasks.trainer import build_trainer
@@ -52,6 +52,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     check_config(cfg)
     check_finetuning_task(cfg.task)
     resume = ResumePolicy(cfg.finetune.get("resume", "auto"))
+    group = f"{cfg.model.name}-{cfg.task.name}"
+    name_the_run(cfg, f"{group}-seed{cfg.seed}", group)
     with running_job(run_identity(cfg)) as (out, config, previous):
         if previous is not None:
             return previous

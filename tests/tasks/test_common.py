@@ -200,10 +200,10 @@ def wandb_environment(monkeypatch):
 
 
 def wandb_loggers(tmp_path) -> list[Logger]:
-    """The loggers of conf/logger/wandb.yaml's settings (offline decided by the `wandb_offline` resolver)."""
+    """The loggers of conf/logger/wandb.yaml's settings (offline null: decided by `probing.config.wandb_offline`)."""
     return build_loggers(OmegaConf.create({"wandb": {"_target_": "lightning.pytorch.loggers.WandbLogger",
                                                      "project": "probing", "save_dir": str(tmp_path),
-                                                     "offline": "${wandb_offline:}"}}))
+                                                     "offline": None}}))
 
 
 def test_a_key_without_a_reachable_server_logs_offline_with_a_warning(tmp_path, wandb_environment, caplog):
