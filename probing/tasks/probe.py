@@ -20,13 +20,14 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
+from hydra.core.hydra_config import HydraConfig
 from lightning.pytorch.loggers import Logger
-from omegaconf import DictConfig
+from omegaconf import DictConfig, open_dict
 
 from probing.config import build
 from probing.data.splits import EVAL_SPLITS
 from probing.features.featurizers import featurizer_config
-from probing.features.finetuned import finetuned_task
+from probing.features.finetuned import finetuned_task, setup_model, setup_reuse
 from probing.features.identity import FeatureIdentity
 from probing.probes.bits import information
 from probing.probes.bits import mdl as online_code
@@ -48,6 +49,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     """Probe the representation of `layer=`/`baseline=` on the task of `task=`, write and return results.json; bad
     settings are refused before any model loads or store fills."""
     check_config(cfg)
+    with_the_compared_setup(cfg)
     representation = chosen_representation(cfg)
     group = f"{cfg.model.name}-{cfg.data.name}"
     name_the_run(cfg, f"{group}-layer{cfg.layer}-{cfg.probe.name}-seed{cfg.seed}", group)
@@ -71,6 +73,20 @@ def built_probing(cfg: DictConfig) -> TaskProbing:
     settings = {key: probe[key] for key in PROBE_SETTINGS}
     return build(cfg.probing, "probing", name=cfg.task.name, source=build(cfg.data.source, "data.source"),
                  seed=cfg.seed, erase=cfg.get("erase"), family=probe.module, control=probe.control_task, **settings)
+
+
+def with_the_compared_setup(cfg: DictConfig) -> None:
+    """The fine-tuned comparison (experiment=zhao2020_fig6): the encoder of this job's `comparison_setup` (the
+    pretrained model, or the fine-tuned model its label names) and, for setup (a), the pretrained probes of the sweep
+    to score (its `pretrained/` folder), set before the config is recorded; a `probe.reuse` set on the command line is
+    kept."""
+    setup = cfg.get("comparison_setup")
+    if setup is None:
+        return
+    with open_dict(cfg):
+        cfg.features.encoder.name_or_path = setup_model(setup, cfg.finetuned, cfg.model.name_or_path)
+        if cfg.probe.get("reuse") is None:
+            cfg.probe.reuse = setup_reuse(setup, HydraConfig.get().sweep.dir)
 
 
 def probe(cfg: DictConfig, probing: TaskProbing, representation: RepresentationChoice, config: dict[str, Any],
