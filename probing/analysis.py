@@ -9,12 +9,14 @@ the recipe: a component module, a report section module, a config."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import torch
+from hydra.utils import get_class
 from omegaconf import DictConfig
 
 from probing.config import build
@@ -71,6 +73,9 @@ class Analysis(ABC):
     # The top-level `layer`: None when `run` reads it; otherwise what the analysis measures instead and the fix
     # (`{layer}`: the value given), for the one-line refusal of a `layer=` that nothing would read.
     instead_of_layer: tuple[str, str] | None = ("it measures no single hidden state", "leave layer unset (layer=null)")
+    # The constructor's arguments that analyze.py passes from what the job knows (the word task of `task=`, the
+    # features of probe.py, the seed: analyze.py's `job_settings`), where the analysis's config leaves them out.
+    from_the_job: tuple[str, ...] = ()
 
     def __init__(self, name: str, sentences: dict[str, Any], split: str, max_sentences: int | None):
         if name != self.name:
@@ -114,9 +119,16 @@ class Analysis(ABC):
         return texts_of(data, self.split, self.max_sentences), f"{data.name} {self.split}"
 
 
-def build_analysis(analysis: DictConfig) -> Analysis:
-    """The component of the `analysis` config, its settings checked."""
-    return build(analysis, "analysis", _recursive_=False)
+def build_analysis(analysis: DictConfig, **known: Callable[[], Any]) -> Analysis:
+    """The component of the `analysis` config, its settings checked, built with the values of `known` (what the job
+    knows, each computed when asked for) that its class takes from the job (`Analysis.from_the_job`) and its config
+    leaves out."""
+    try:
+        wanted = get_class(analysis._target_).from_the_job
+    except Exception:  # no analysis class: `build` says what is wrong with the config
+        wanted = ()
+    return build(analysis, "analysis", _recursive_=False,
+                 **{key: known[key]() for key in wanted if key in known and key not in analysis})
 
 
 def analysis_device(device: str, key: str = "analysis.device") -> torch.device:

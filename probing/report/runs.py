@@ -40,9 +40,15 @@ RETIRED = (("representations",), ("probings",), ("task", "probing"), ("baselines
            ("probe", "family"), ("probe", "module", "family"), ("probe", "module", "mix"), ("probe", "online_code"),
            ("probe", "control_task", "level"), ("task", "probe_family"))
 # ... and, in the configs of one job (their `task_name`), what only another job reads: probe.py's earlier configs held
-# train.py's settings of the task (conf/finetune/task/ now, composed by train.py alone).
+# train.py's settings of the task (conf/finetune/task/ now, composed by train.py alone); and copies that analyze.py
+# now passes when it builds the analysis: analysis=neurons's earlier configs copied the task, its data, the features,
+# `layer` and the seed into `analysis` (`task`, `kind`, `data_name`, `source`, `representation`, `store`, `seed`, the
+# random ranking's seed).
 RETIRED_IN_JOB = {"probe": tuple(("task", key) for key in ("batch_size", "lr", "table4_batch_size", "max_length",
-                                                           "metric", "monitor"))}
+                                                           "metric", "monitor")),
+                  "analyze": (*(("analysis", key) for key in ("task", "kind", "data_name", "source", "representation",
+                                                             "store", "seed")),
+                              ("analysis", "rankings", "random", "seed"))}
 # Names made of other settings (the W&B run's name and group, which the job fills from the model, data, layer, probe
 # and seed; earlier configs' run_name and run_group): they tell runs apart only through those settings, never on
 # their own.

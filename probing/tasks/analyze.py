@@ -14,22 +14,26 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 import lightning as L
 from hydra.core.hydra_config import HydraConfig
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from lightning.pytorch.loggers import Logger
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from probing.analysis import Analysis, AnalysisInputs, ModelSettings, build_analysis
 from probing.errors import ConfigError
+from probing.features.featurizers import featurizer_config, plain
 from probing.tasks.loggers import closing_loggers, name_the_run
 from probing.tasks.results_file import running_job, write_results
 from probing.tasks.settings import check_config
 
 log = logging.getLogger(__name__)
 
+# The settings of `features` that say where and how the stores are kept (analysis=neurons's `store`).
+STORE_SETTINGS = ("store_dir", "dtype", "max_tokens_per_batch", "lock_wait_s")
 # Nodes that a task's config (conf/task/) brings along for probe.py and train.py, and that no analysis reads.
 UNREAD_NODES = ("trainer", "probe", "callbacks", "finetune")
 
@@ -38,7 +42,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     """Run the analysis of `analysis` into the run folder; write and return its results."""
     check_config(cfg)
     refuse_unread_overrides(command_line_overrides(), cfg.analysis.get("name"))
-    analysis = build_analysis(cfg.analysis)
+    analysis = build_analysis(cfg.analysis, **job_settings(cfg))
     inputs = AnalysisInputs(ModelSettings.of(cfg.model), cfg.get("layer"), cfg.get("compare_to"), cfg.paths.store_dir)
     analysis.check_inputs(inputs)
     group = f"{cfg.model.name}-{cfg.analysis.name}"
@@ -55,6 +59,18 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         results = write_results(out, results, analysis.name)
     log.info("%s -> %s", analysis.name, out.parent)
     return results
+
+
+def job_settings(cfg: DictConfig) -> dict[str, Callable[[], Any]]:
+    """What this job knows that an analysis may take when it is built (`Analysis.from_the_job`), each computed when
+    asked for: the word task of `task=` and its data, what fills the stores (`model`, `features`, `context_size`,
+    as probe.py's) and how they are kept, the model's configured layer count, the seed."""
+    return {"task": lambda: OmegaConf.select(cfg, "task.name"), "kind": lambda: OmegaConf.select(cfg, "task.kind"),
+            "data_name": lambda: OmegaConf.select(cfg, "data.name"),
+            "source": lambda: plain(OmegaConf.select(cfg, "data.source")),
+            "encoder": lambda: featurizer_config(cfg.features, cfg.model, cfg.get("context_size")),
+            "configured_layers": lambda: cfg.model.get("num_layers"),
+            "store": lambda: {key: plain(cfg.features[key]) for key in STORE_SETTINGS}, "seed": lambda: cfg.seed}
 
 
 def command_line_overrides() -> list[str]:

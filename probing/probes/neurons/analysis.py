@@ -51,7 +51,7 @@ from probing.probes.components.batched_probes import BatchedProbes
 from probing.probes.components.families import linear, mlp1
 from probing.probes.neurons import rankings as neurons
 from probing.probes.neurons.probes import NeuronProbes, accuracies, fit
-from probing.probes.representations import ProbeInputs
+from probing.probes.representations import EncoderLayer, ProbeInputs
 from probing.probes.task_probes import WordProbing
 from probing.report import neurons as neurons_report
 
@@ -63,19 +63,22 @@ WORD_TASKS_FIX = "task=upos (a word task: upos, xpos, deprel, feats, ner, pos, s
 
 
 class NeuronAnalysis(Analysis):
-    """conf/analysis/neurons.yaml (see the module docstring). The task is the top-level `task=` (its `task.name`,
-    `task.kind`, `data.name` and `data.source`), the features those of probe.py (`representation` of `layer`,
-    `store`: where and how its stores are kept)."""
+    """conf/analysis/neurons.yaml (see the module docstring), built by analyze.py with what it knows (`from_the_job`):
+    the top-level `task=` (its `task.name`, `task.kind`, `data.name` and `data.source`), the features of probe.py
+    (`encoder`: what fills the stores, of `model`, `features` and `context_size`; `configured_layers`:
+    `model.num_layers`; `store`: where and how the stores are kept) and the seed. The layer is the top-level
+    `layer`."""
 
     report = neurons_report
     instead_of_layer = None  # `layer` is the layer analysed
+    from_the_job = ("task", "kind", "data_name", "source", "encoder", "configured_layers", "store", "seed")
 
     def __init__(self, name: str, task: str | None, kind: str | None, data_name: str | None,
-                 source: Mapping[str, Any] | None, representation: Mapping[str, Any], store: Mapping[str, Any],
-                 rankings: Mapping[str, Mapping[str, Any]], ranking: str | Sequence[str], l1: float, l2: float,
-                 epochs: int, patience: int | None, min_delta: float, batch_size: int, lr: float, ablation: str,
-                 cross_check_hidden_dim: int, sparse_k: Sequence[int], sparse_candidates: int, per_label: bool,
-                 per_label_top: int, device: str, seed: int):
+                 source: Mapping[str, Any] | None, encoder: Mapping[str, Any], configured_layers: int | None,
+                 store: Mapping[str, Any], rankings: Mapping[str, Mapping[str, Any]], ranking: str | Sequence[str],
+                 l1: float, l2: float, epochs: int, patience: int | None, min_delta: float, batch_size: int,
+                 lr: float, ablation: str, cross_check_hidden_dim: int, sparse_k: Sequence[int],
+                 sparse_candidates: int, per_label: bool, per_label_top: int, device: str, seed: int):
         super().__init__(name, None, None, None)
         if task is None or source is None:
             raise ConfigError(f"task=null: analysis=neurons ranks the neurons that carry a word task's labels. Fix: "
@@ -85,8 +88,9 @@ class NeuronAnalysis(Analysis):
                               f"reads labelled words. Fix: {WORD_TASKS_FIX}")
         self.task, self.data_name = str(task), str(data_name)
         self.source = build(OmegaConf.create(dict(source)), "data.source")
-        self.representation, self.store = dict(representation), dict(store)
-        self.rankings = chosen_rankings(rankings, ranking)
+        self.encoder, self.configured_layers, self.store = dict(encoder), configured_layers, dict(store)
+        self.seed = require_int("seed", seed)
+        self.rankings = chosen_rankings(rankings, ranking, self.seed)
         self.l1 = require_number("analysis.l1", l1, example="1e-3")
         self.l2 = require_number("analysis.l2", l2, example="1e-3")
         self.epochs = require_int("analysis.epochs", epochs, minimum=1)
@@ -101,7 +105,7 @@ class NeuronAnalysis(Analysis):
         self.sparse_candidates = require_int("analysis.sparse_candidates", sparse_candidates, minimum=1)
         self.per_label = require_bool("analysis.per_label", per_label)
         self.per_label_top = require_int("analysis.per_label_top", per_label_top, minimum=1)
-        self.device, self.seed = device, require_int("seed", seed)
+        self.device = device
 
     def check_inputs(self, inputs: AnalysisInputs) -> None:
         if inputs.layer is None:
@@ -110,7 +114,7 @@ class NeuronAnalysis(Analysis):
 
     def run(self, inputs: AnalysisInputs, run_dir: Path) -> dict[str, Any]:
         device = analysis_device(self.device)
-        words = self.word_inputs()
+        words = self.word_inputs(inputs.layer)
         labels, data = list(words.classes), {split: split_tensors(words.datamodule.splits[split]) for split in SPLITS}
         num_neurons = data["train"][0].shape[1]
         self.check_sparse_within(num_neurons)
@@ -151,13 +155,14 @@ class NeuronAnalysis(Analysis):
                 raise ConfigError(f"analysis.{key}={setting}: more than the layer's {num_neurons} neurons. Fix: "
                                   f"analysis.{key} at most {num_neurons}")
 
-    def word_inputs(self) -> ProbeInputs:
+    def word_inputs(self, layer: Any) -> ProbeInputs:
         """The task's words at `layer`, as probe.py reads them: its stores filled (or reused) and its datamodule
         (WordProbing's data path only: no probe module, no control task, no online code)."""
         probing = WordProbing(data_name=self.data_name, name=self.task, source=self.source, module=None,
                               batch_size=self.batch_size, seed=self.seed)
         probing.load()
-        representation = build(OmegaConf.create(self.representation), "analysis.representation")
+        representation = EncoderLayer(build(OmegaConf.create(self.encoder), "features.encoder"), layer,
+                                      self.configured_layers)
         # analysis=neurons always runs as a multirun (conf/analysis/globals/neurons.yaml): null waits as there
         store = {**self.store, "lock_wait_s": lock_wait_seconds(self.store.get("lock_wait_s"), in_multirun=True)}
         return probing.inputs(representation, store)
@@ -246,10 +251,10 @@ class NeuronAnalysis(Analysis):
                                  for i, k in enumerate(results["ks"]))]
 
 
-def chosen_rankings(rankings: Mapping[str, Mapping[str, Any]], ranking: str | Sequence[str]
+def chosen_rankings(rankings: Mapping[str, Mapping[str, Any]], ranking: str | Sequence[str], seed: int
                     ) -> dict[str, neurons.NeuronRanking]:
     """The rankings of `analysis.ranking` (a name or a list of names of `analysis.rankings`), built, then the random
-    control."""
+    control (drawn from `seed`, the run's, unless analysis.rankings.random.seed sets its own)."""
     names = [ranking] if isinstance(ranking, str) else list(ranking)
     known = [name for name in rankings if name != CONTROL]
     unknown = [name for name in names if name not in known]
@@ -259,7 +264,9 @@ def chosen_rankings(rankings: Mapping[str, Mapping[str, Any]], ranking: str | Se
                           f"analysis.ranking=[{','.join(known)}] or one of {', '.join(known)}")
     built = {}
     for name in [*dict.fromkeys(names), CONTROL]:
-        built[name] = build(OmegaConf.create(dict(rankings[name])), f"analysis.rankings.{name}")
+        node = dict(rankings[name])
+        seeded = {"seed": seed} if name == CONTROL and "seed" not in node else {}
+        built[name] = build(OmegaConf.create(node), f"analysis.rankings.{name}", **seeded)
         built[name].name = name
     return built
 
