@@ -97,7 +97,8 @@ def training_store(args: argparse.Namespace) -> tuple[Path, np.ndarray, np.ndarr
         cfg = compose(config_name="probe", overrides=config_overrides(args))
     probing = built_probing(cfg)
     probing.load()
-    stores, _ = chosen_representation(cfg)().word_stores(probing.data, store_settings(cfg.features))
+    stores, _ = chosen_representation(cfg)().word_stores(probing.data, {**store_settings(cfg.features),
+                                                                          "store_dir": cfg.paths.store_dir})
     split = probing.data.splits["train"]
     _, row_of_word = read_every_word_store(stores["train"], args.layer, sum(len(words) for words in split.sentences))
     rows = row_of_word[split.every_word_rows()]

@@ -7,7 +7,7 @@ from typing import Any
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
-from omegaconf import DictConfig
+from omegaconf import DictConfig, open_dict
 
 from probing.data.settings import choose, require_int
 from probing.data.task_records import TASK_KINDS
@@ -24,6 +24,23 @@ def check_config(cfg: DictConfig) -> None:
         require_int("features.max_tokens_per_batch", cfg.features.max_tokens_per_batch, minimum=1)
     if cfg.get("task") is not None and cfg.task.get("kind") is not None:
         choose("task.kind", cfg.task.kind, TASK_KINDS)
+
+
+def with_run_folders(cfg: DictConfig) -> DictConfig:
+    """`cfg` with the folders that conf/ leaves null filled from their one home, `paths`, before the job records its
+    config: the stores' (`features.store_dir`: paths.store_dir) and the run folder's (paths.output_dir), where the
+    Trainer (`trainer.default_root_dir`) and the loggers (`logger.<name>.save_dir`) write, and the checkpoints
+    (`callbacks.<name>.dirpath`: <run>/checkpoints). A folder set on the command line is kept."""
+    filled = [(cfg.get("features"), "store_dir", lambda: cfg.paths.store_dir),
+              (cfg.get("trainer"), "default_root_dir", lambda: cfg.paths.output_dir),
+              *((node, "save_dir", lambda: cfg.paths.output_dir) for node in (cfg.get("logger") or {}).values()),
+              *((node, "dirpath", lambda: f"{cfg.paths.output_dir}/checkpoints")
+                for node in (cfg.get("callbacks") or {}).values())]
+    for node, key, home in filled:
+        if isinstance(node, DictConfig) and key in node and node[key] is None:
+            with open_dict(node):
+                node[key] = home()
+    return cfg
 
 
 def store_settings(features: DictConfig) -> dict[str, Any]:
