@@ -46,8 +46,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     analysis = build_analysis(cfg.analysis, **job_settings(cfg))
     inputs = AnalysisInputs(ModelSettings.of(cfg.model), cfg.get("layer"), cfg.get("compare_to"), cfg.paths.store_dir)
     analysis.check_inputs(inputs)
-    group = f"{cfg.model.name}-{cfg.analysis.name}"
-    name_the_run(cfg, f"{group}-layer{cfg.get('layer')}-seed{cfg.seed}", group)
+    name_the_run(cfg, *run_name(cfg))
     with running_job(cfg) as (out, config, previous):
         if previous is not None:
             return previous
@@ -60,6 +59,12 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         results = write_results(out, results, analysis.name)
     log.info("%s -> %s", analysis.name, out.parent)
     return results
+
+
+def run_name(cfg: DictConfig) -> tuple[str, str]:
+    """The name and group of the run in W&B: model-analysis-layer<layer>-seed<seed>, model-analysis."""
+    group = f"{cfg.model.name}-{cfg.analysis.name}"
+    return f"{group}-layer{cfg.get('layer')}-seed{cfg.seed}", group
 
 
 def job_settings(cfg: DictConfig) -> dict[str, Callable[[], Any]]:

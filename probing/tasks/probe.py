@@ -52,8 +52,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     with_run_folders(cfg)
     with_the_compared_setup(cfg)
     representation = chosen_representation(cfg)
-    group = f"{cfg.model.name}-{cfg.data.name}"
-    name_the_run(cfg, f"{group}-layer{cfg.layer}-{cfg.probe.name}-seed{cfg.seed}", group)
+    name_the_run(cfg, *run_name(cfg))
     with running_job(cfg) as (out, config, previous):
         if previous is not None:
             return previous
@@ -65,6 +64,12 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         results = write_results(out, results, probing.RESULTS_KIND)
     log.info("%s", summary_line(results, out))
     return results
+
+
+def run_name(cfg: DictConfig) -> tuple[str, str]:
+    """The name and group of the run in W&B: model-data-layer<layer>-probe-seed<seed>, model-data."""
+    group = f"{cfg.model.name}-{cfg.data.name}"
+    return f"{group}-layer{cfg.layer}-{cfg.probe.name}-seed{cfg.seed}", group
 
 
 def built_probing(cfg: DictConfig) -> TaskProbing:

@@ -53,8 +53,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     with_run_folders(cfg)
     check_finetuning_task(cfg.task)
     resume = ResumePolicy(cfg.finetune.get("resume", "auto"))
-    group = f"{cfg.model.name}-{cfg.task.name}"
-    name_the_run(cfg, f"{group}-seed{cfg.seed}", group)
+    name_the_run(cfg, *run_name(cfg))
     with running_job(run_identity(cfg)) as (out, config, previous):
         if previous is not None:
             return previous
@@ -69,6 +68,12 @@ def run(cfg: DictConfig) -> dict[str, Any]:
             results = write_results(out, results, FinetuningResults.KIND)
             log.info("%s: dev %s -> %s", cfg.task.name, format_scores(results["dev"]), out)
     return results
+
+
+def run_name(cfg: DictConfig) -> tuple[str, str]:
+    """The name and group of the run in W&B: model-task-seed<seed>, model-task."""
+    group = f"{cfg.model.name}-{cfg.task.name}"
+    return f"{group}-seed{cfg.seed}", group
 
 
 def check_finetuning_task(task: DictConfig) -> None:

@@ -15,6 +15,7 @@ from omegaconf.errors import InterpolationKeyError
 
 from probing.cli import app_config_loader, check_command_line
 from probing.errors import ConfigError
+from probing.tasks import analyze, probe, train
 from probing.tasks.settings import check_config
 from tests.helpers import CONFIG_DIR
 from tests.helpers.commands import (
@@ -55,6 +56,9 @@ def preset_axes(resolved_config: dict) -> list[str]:
     params = resolved_config["hydra"]["sweeper"].get("params") or {}
     return [f"{key}={value}" for key, value in params.items()]
 
+# How each entry script with a logger names its W&B run (from its own settings, when it runs).
+RUN_NAMES = {"probe": probe.run_name, "train": train.run_name, "analyze": analyze.run_name}
+
 
 @pytest.mark.parametrize("command", DEFAULTS + ANALYSES + COMMANDS, ids=str)
 def test_documented_command_resolves(command, tmp_path, monkeypatch):
@@ -66,8 +70,9 @@ def test_documented_command_resolves(command, tmp_path, monkeypatch):
         config = resolved(command.script, variant, tmp_path / "run", command.multirun)
         for preset_variant in sweep_variants(variant + tuple(preset_axes(config)))[1:] if command.multirun else []:
             resolved(command.script, preset_variant, tmp_path / "run", multirun=True)
-        if (config.get("logger") or {}).get("wandb"):
-            assert isinstance(config["logger"]["wandb"]["name"], str) and "${" not in config["logger"]["wandb"]["name"]
+        if (config.get("logger") or {}).get("wandb"):  # named by the job from its own settings (none it lacks)
+            name, group = RUN_NAMES[command.script.removesuffix(".py")](OmegaConf.create(config))
+            assert name.startswith(f"{group}-"), (name, group)
 
 
 def test_the_documents_show_every_entry_script():
