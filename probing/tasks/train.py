@@ -19,7 +19,7 @@ from typing import Any
 
 import lightning as L
 from lightning.pytorch.loggers import Logger
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from probing.config import build
 from probing.data.settings import require_int
@@ -52,6 +52,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     check_config(cfg)
     with_run_folders(cfg)
     check_finetuning_task(cfg.task)
+    with_the_task_monitor(cfg)
     resume = ResumePolicy(cfg.finetune.get("resume", "auto"))
     name_the_run(cfg, *run_name(cfg))
     with running_job(run_identity(cfg)) as (out, config, previous):
@@ -74,6 +75,22 @@ def run_name(cfg: DictConfig) -> tuple[str, str]:
     """The name and group of the run in W&B: model-task-seed<seed>, model-task."""
     group = f"{cfg.model.name}-{cfg.task.name}"
     return f"{group}-seed{cfg.seed}", group
+
+
+def with_the_task_monitor(cfg: DictConfig) -> None:
+    """What conf/ leaves null for train.py to fill from its one home before the config is recorded: the task's
+    monitored dev metric (task.monitor) as the value returned to a sweeper (`optimized_metric`) and as the metric of
+    the best checkpoint (`callbacks.<name>.monitor`), and finetune.checkpoint_every_n_steps as the step checkpoint's
+    interval (`callbacks.<name>.every_n_train_steps`). A value set on the command line is kept."""
+    homes = {"monitor": OmegaConf.select(cfg, "task.monitor"),
+             "every_n_train_steps": OmegaConf.select(cfg, "finetune.checkpoint_every_n_steps")}
+    with open_dict(cfg):
+        cfg.optimized_metric = homes["monitor"] if cfg.get("optimized_metric") is None else cfg.optimized_metric
+    for node in (cfg.get("callbacks") or {}).values():
+        if isinstance(node, DictConfig):
+            with open_dict(node):
+                for key in [key for key in homes if key in node and node[key] is None]:
+                    node[key] = homes[key]
 
 
 def check_finetuning_task(task: DictConfig) -> None:
