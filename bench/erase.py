@@ -47,7 +47,7 @@ from probing.erasure.mean_projection import MeanProjectionEraser
 from probing.features.store import FeatureStore
 from probing.probes.datamodule import read_every_word_store
 from probing.tasks.probe import built_probing, chosen_representation
-from probing.tasks.settings import store_settings
+from probing.tasks.settings import store_settings, with_data_settings
 
 CONFIG_DIR = str(Path(__file__).resolve().parents[1] / "conf")
 TARGET = 2.0  # erase / read
@@ -94,7 +94,7 @@ def training_store(args: argparse.Namespace) -> tuple[Path, np.ndarray, np.ndarr
     """The training split's every-word store of task=upos, the store rows of its labelled words, their labels and the
     number of labels."""
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
-        cfg = compose(config_name="probe", overrides=config_overrides(args))
+        cfg = with_data_settings(compose(config_name="probe", overrides=config_overrides(args)))
     probing = built_probing(cfg)
     probing.load()
     stores, _ = chosen_representation(cfg)().word_stores(probing.data, {**store_settings(cfg.features),

@@ -83,7 +83,7 @@ from probing.probes.metrics import SClassMetrics
 from probing.probes.sclass_probe import SClassProbe
 from probing.tasks.loggers import build_loggers
 from probing.tasks.probe import built_probing, chosen_representation
-from probing.tasks.settings import store_settings, with_run_folders
+from probing.tasks.settings import store_settings, with_data_settings, with_run_folders
 from probing.tasks.trainer import build_trainer
 
 # The configs of the entry scripts (the repository's conf/).
@@ -149,7 +149,7 @@ def probe_config(args: argparse.Namespace, control: bool = False):
     if args.store_dir:
         overrides.append(f"paths.store_dir={args.store_dir}")
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
-        return with_run_folders(compose(config_name="probe", overrides=overrides))
+        return with_data_settings(with_run_folders(compose(config_name="probe", overrides=overrides)))
 
 
 def load_layer(args: argparse.Namespace) -> tuple[dict[str, Split], list[str], int]:

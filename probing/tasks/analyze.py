@@ -28,7 +28,7 @@ from probing.errors import ConfigError
 from probing.features.featurizers import featurizer_config, plain
 from probing.tasks.loggers import closing_loggers, name_the_run
 from probing.tasks.results_file import running_job, write_results
-from probing.tasks.settings import check_config, with_run_folders
+from probing.tasks.settings import check_config, with_data_settings, with_run_folders
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +42,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     """Run the analysis of `analysis` into the run folder; write and return its results."""
     check_config(cfg)
     with_run_folders(cfg)
+    with_data_settings(cfg)
     refuse_unread_overrides(command_line_overrides(), cfg.analysis.get("name"))
     analysis = build_analysis(cfg.analysis, **job_settings(cfg))
     inputs = AnalysisInputs(ModelSettings.of(cfg.model), cfg.get("layer"), cfg.get("compare_to"), cfg.paths.store_dir)

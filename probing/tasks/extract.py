@@ -34,7 +34,7 @@ from probing.features.provision import ensure_features
 from probing.features.sentence_store import sentence_encoder_of
 from probing.features.sharded import SHARD_WAIT, extract_split_sharded
 from probing.tasks.distributed import distributed_state_of_this_job, keep_ddp_processes_on_this_job
-from probing.tasks.settings import check_config, store_settings, with_run_folders
+from probing.tasks.settings import check_config, store_settings, with_data_settings, with_run_folders
 from probing.tasks.trainer import check_devices
 
 log = logging.getLogger(__name__)
@@ -46,6 +46,7 @@ STRATEGIES = ("auto", "ddp")
 def run(cfg: DictConfig) -> dict[str, Path]:
     check_config(cfg)
     with_run_folders(cfg)
+    with_data_settings(cfg)
     splits = requested_splits(cfg.splits)
     check_devices(cfg.trainer)  # in one process too (the encoder on features.device): an impossible trainer is refused
     export_dir = export_folder(cfg.get("export_elmo"), cfg.task, splits)

@@ -36,7 +36,7 @@ from probing.probes.representations import ProbeInputs
 from probing.probes.task_probes import TaskProbing, check_probing_task
 from probing.tasks.loggers import closing_loggers, name_the_run, summarise_in_wandb
 from probing.tasks.results_file import running_job, write_results
-from probing.tasks.settings import check_config, store_settings, with_run_folders
+from probing.tasks.settings import check_config, store_settings, with_data_settings, with_run_folders
 from probing.tasks.trainer import build_trainer, check_trainer
 
 log = logging.getLogger(__name__)
@@ -50,6 +50,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     settings are refused before any model loads or store fills."""
     check_config(cfg)
     with_run_folders(cfg)
+    with_data_settings(cfg)
     with_the_compared_setup(cfg)
     representation = chosen_representation(cfg)
     name_the_run(cfg, *run_name(cfg))

@@ -28,9 +28,10 @@ def check_config(cfg: DictConfig) -> None:
 
 def with_run_folders(cfg: DictConfig) -> DictConfig:
     """`cfg` with the folders that conf/ leaves null filled from their one home, `paths`, before the job records its
-    config: the stores' (`features.store_dir`: paths.store_dir) and the run folder's (paths.output_dir), where the
-    Trainer (`trainer.default_root_dir`) and the loggers (`logger.<name>.save_dir`) write, and the checkpoints
-    (`callbacks.<name>.dirpath`: <run>/checkpoints). A folder set on the command line is kept."""
+    config: the stores' (`features.store_dir`:
+    paths.store_dir) and the run folder's (paths.output_dir), where the Trainer (`trainer.default_root_dir`) and the
+    loggers (`logger.<name>.save_dir`) write, and the checkpoints (`callbacks.<name>.dirpath`: <run>/checkpoints).
+    A folder set on the command line is kept."""
     filled = [(cfg.get("features"), "store_dir", lambda: cfg.paths.store_dir),
               (cfg.get("trainer"), "default_root_dir", lambda: cfg.paths.output_dir),
               *((node, "save_dir", lambda: cfg.paths.output_dir) for node in (cfg.get("logger") or {}).values()),
@@ -40,6 +41,19 @@ def with_run_folders(cfg: DictConfig) -> DictConfig:
         if isinstance(node, DictConfig) and key in node and node[key] is None:
             with open_dict(node):
                 node[key] = home()
+    return cfg
+
+
+def with_data_settings(cfg: DictConfig) -> DictConfig:
+    """`cfg` with the settings of the data source (`data.source`) that conf/ leaves null filled from the data's
+    settings of the same name, their one home (`data.data_dir`, `data.split`, `data.corpus`, ...: what users set on
+    the command line), before the job builds the source and records its config."""
+    data = cfg.get("data")
+    source = data.get("source") if isinstance(data, DictConfig) else None
+    if isinstance(source, DictConfig):
+        with open_dict(source):
+            for key in [key for key in source if key in data and key != "source" and source[key] is None]:
+                source[key] = data[key]
     return cfg
 
 

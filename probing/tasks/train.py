@@ -41,7 +41,7 @@ from probing.results.kinds import FinetuningResults
 from probing.tasks.distributed import distributed_state_of_this_job, keep_ddp_processes_on_this_job
 from probing.tasks.loggers import closing_loggers, name_the_run
 from probing.tasks.results_file import running_job, write_results
-from probing.tasks.settings import check_config, with_run_folders
+from probing.tasks.settings import check_config, with_data_settings, with_run_folders
 from probing.tasks.trainer import build_trainer
 
 log = logging.getLogger(__name__)
@@ -51,6 +51,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     """Fine-tune, export the best dev model to <run>/model, write results.json (rank 0)."""
     check_config(cfg)
     with_run_folders(cfg)
+    with_data_settings(cfg)
     check_finetuning_task(cfg.task)
     with_the_task_monitor(cfg)
     resume = ResumePolicy(cfg.finetune.get("resume", "auto"))

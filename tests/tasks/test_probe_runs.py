@@ -17,6 +17,7 @@ from probing.probes.controls import ControlTask
 from probing.probes.saved import load_probes
 from probing.tasks import probe
 from probing.tasks.probe import chosen_representation
+from probing.tasks.settings import with_data_settings
 from tests.helpers import CONFIG_DIR, FIXTURES, run_script
 from tests.helpers.runs import compose_job, probe_in_process, tiny_model
 
@@ -172,7 +173,7 @@ def test_wikipse_type_level_words_follow_the_paper(shared_data, tmp_path):
     overrides = ["data=wikipse", f"data.lists_dir={shared_data / 'wiki_pse'}", "probe.level=type", "layer=rand",
                  f"paths.output_dir={tmp_path}"]
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
-        cfg = compose("probe", overrides=overrides)
+        cfg = with_data_settings(compose("probe", overrides=overrides))  # as probe.py fills data.source
     representation = chosen_representation(cfg)()
     inputs = representation.inputs(build(cfg.data.source, "data.source"), {}, 256, ControlTask(seed=0))
     sizes = {split: len(data) for split, data in inputs.datamodule.splits.items()}
