@@ -153,7 +153,7 @@ REQUIRED_SETTINGS = {"neurons": ["task=upos"]}
 @pytest.mark.parametrize("name", ANALYSES)
 def test_each_analysis_config_builds_its_component_with_its_report_section(tmp_path, name):
     config = compose_job("analyze", tmp_path, f"analysis={name}", *REQUIRED_SETTINGS.get(name, []))
-    component = build_analysis(config.analysis)
+    component = build_analysis(config.analysis, **analyze.job_settings(config))  # as analyze.py builds it
     assert isinstance(component, Analysis) and component.name == component.report.ANALYSIS == name
     is_kind, *_ = component.report.SECTION
     assert component.report.SECTION in OTHER_SECTIONS and is_kind({"analysis": name})
