@@ -13,11 +13,12 @@ A probe module is a built network plus the parts its kind attaches. The contract
     level           the representation's level: "context" (an example per word in context) or "type" (one per word)
     control         train the control task's head beside (batches carry its targets too)
 
-A classifier (`probing.probes.classifier_probe.ClassifierProbe`) adds its labels, the online code and the
-conditioning heads, and measures its heads in bits; a tree probe adds nothing. A subclass says how many probes its
-task has and how many outputs each (`probe_shape`), the training loss of a batch (`task_loss`) and its metrics
-(`_update_metrics`, `_log_split`); here: the task's `probes` and the control task's `control_probes` (built in that
-order), the guarded loss, the optimizer's parameter groups, the scalar mix's logging, the dev and test passes.
+A classifier (`probing.probes.classifier_probe.ClassifierProbe`) adds its labels, attaches the parts of the online
+code and the conditioning (`probing.probes.parts`: held in `parts`, which every hook here loops over), and measures
+its heads in bits; a tree probe adds nothing. A subclass says how many probes its task has and how many outputs
+each (`probe_shape`), the training loss of a batch (`task_loss`) and its metrics (`_update_metrics`, `_log_split`);
+here: the task's `probes` and the control task's `control_probes` (built in that order), the guarded loss, the
+optimizer's parameter groups, the scalar mix's logging, the dev and test passes.
 """
 
 from __future__ import annotations
