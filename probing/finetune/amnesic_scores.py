@@ -1,7 +1,7 @@
 """What a model's output loses when one of its hidden states is edited (amnesic probing: probing.finetune.amnesic),
 scored under each condition: no edit, the concept erased, each random control.
 
-See docs/erasure.md, 'Amnesic scores'.
+See docs/erasure.md, 'Amnesic probing', what is scored.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 V-information beside accuracy, selectivity and MDL in one table, the weight decay chosen by dev cross-entropy, and
 Pimentel et al.'s gain over a type-level representation.
 
-See docs/information.md, 'Report'.
+See docs/information.md, 'Definitions'.
 """
 
 from __future__ import annotations

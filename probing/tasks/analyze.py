@@ -1,7 +1,7 @@
 """analyze.py: analyses of encoders that train nothing, each a config in conf/analysis/ whose `_target_` builds
 its component (in the wing it belongs to); `run` builds it, runs it and writes results.json.
 
-See docs/development.md, 'The analyze.py job'.
+See docs/development.md, 'Adding an analysis'.
 """
 
 from __future__ import annotations

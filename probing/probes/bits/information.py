@@ -1,7 +1,7 @@
 """Probing in bits: V-information (Xu et al. 2020) and conditional V-information (Hewitt et al. 2021), read from the
 held-out cross-entropies of the probes a run trains.
 
-See docs/information.md, 'V-information: computation'.
+See docs/information.md, 'Definitions'.
 """
 
 from __future__ import annotations
