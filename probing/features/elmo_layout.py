@@ -2,7 +2,7 @@
 options), which NeuroX and structural-probes read, and the manifest of an export of this tool (docs/word_tasks.md,
 Features computed elsewhere):
 
-See docs/word_tasks.md, 'The ELMo HDF5 layout'.
+See docs/word_tasks.md, 'Features computed elsewhere'.
 """
 
 from __future__ import annotations

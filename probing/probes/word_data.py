@@ -1,6 +1,6 @@
 """Serve a word or word-pair task to a Lightning Trainer, its vectors gathered from the every-word stores.
 
-See docs/word_tasks.md, 'Serving word tasks'.
+See docs/word_tasks.md, 'Probes'.
 """
 
 from __future__ import annotations

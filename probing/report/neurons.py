@@ -3,7 +3,7 @@ Antverg & Belinkov 2022; Gurnee et al. 2023): per run, the curves against k (the
 plots and as a table, the k a ranking needs to reach 95% of the same probe's test accuracy on every neuron, the
 k-sparse probes' F1 per label and, when the run computed them, each label's top neurons.
 
-See docs/neurons.md, 'Report'.
+See docs/neurons.md, 'What a run computes' and 'Choices where the papers leave room'.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """results.json files of probe.py on word and word-pair tasks (task=upos, xpos, deprel, feats, ner, supersense,
 jsonl) -> tables and plots by layer x probe family.
 
-See docs/word_tasks.md, 'Report: tables and plots'.
+See docs/word_tasks.md, 'Results and report'.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """MDL probing with the online code (Voita & Titov 2020, "Information-Theoretic Probing with Minimum Description
 Length", §2.2): the bits needed to transmit the training labels given the representations, torch-free.
 
-See docs/word_tasks.md, 'Online code: computation'.
+See docs/word_tasks.md, 'MDL probing, online code'.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The prefix probes of the MDL online code (Voita & Titov 2020 §2.2), all of them one module beside a task's probes.
 
-See docs/word_tasks.md, 'Prefix probes of the online code'.
+See docs/word_tasks.md, 'MDL probing, online code'.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 loses without them (Dalvi et al. 2019, "What Is One Grain of Sand in the Desert?"; Antverg & Belinkov 2022, "On the
 Pitfalls of Analyzing Individual Neurons"; Gurnee et al. 2023, "Finding Neurons in a Haystack").
 
-See docs/neurons.md, 'The neurons analysis'.
+See docs/neurons.md, 'What a run computes' and 'Choices where the papers leave room'.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 Lightning's Trainer: named groups of `BatchedProbes` (the elastic-net linear probe on every neuron; one masked head
 per (ranking, k) for the probes retrained on k neurons, linear and MLP-1) trained together on the same batches.
 
-See docs/neurons.md, 'Neuron probes'.
+See docs/neurons.md, 'What a run computes' and 'Choices where the papers leave room'.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 loses without them. Plain torch and numpy, on features already in memory; probing.probes.neurons.analysis runs it
 on a task's words.
 
-See docs/neurons.md, 'Neuron rankings'.
+See docs/neurons.md, 'What a run computes' and 'Choices where the papers leave room'.
 """
 
 from __future__ import annotations
