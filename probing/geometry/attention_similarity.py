@@ -1,7 +1,7 @@
 """How far fine-tuning moved each attention head (Zhao et al. 2020 §4.4.2, Figure 7): the cosine similarity of two
 models' self-attention weights on the same sentences, per layer and head.
 
-See docs/geometry.md, 'Attention-map similarity: computation'.
+See docs/geometry.md, 'Attention-map similarity'.
 """
 
 from __future__ import annotations

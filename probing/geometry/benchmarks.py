@@ -1,7 +1,7 @@
 """Word-similarity evaluation of any word space: the correlation between the model's similarity of each pair and the
 human score (Bis et al. 2021 §5.2, Table 2; also the static PC embeddings' evaluation).
 
-See docs/geometry.md, 'Word-benchmark evaluation'.
+See docs/geometry.md, 'Isotropy' (word benchmarks) and 'PC static embeddings'.
 """
 
 from __future__ import annotations

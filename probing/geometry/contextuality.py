@@ -1,6 +1,6 @@
 """How contextual are contextual word representations (Ethayarajh 2019, §3.3-3.4), per layer.
 
-See docs/geometry.md, 'Contextuality: computation'.
+See docs/geometry.md, 'Contextuality'.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Isotropy of word representations (Bis et al. 2021, "Too Much in Common", §4.2, §5, Tables 1-2, Fig. 3).
 
-See docs/geometry.md, 'Isotropy: computation'.
+See docs/geometry.md, 'Isotropy'.
 """
 
 from __future__ import annotations

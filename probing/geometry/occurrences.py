@@ -1,7 +1,7 @@
 """Word occurrences of a sentence corpus (Ethayarajh 2019, §3.2): every word of every sentence, and the index
 word -> its occurrences that the contextuality measures run on.
 
-See docs/geometry.md, 'Word occurrences'.
+See docs/geometry.md, 'Contextuality'.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 component of its occurrence vectors at that layer; evaluated on word similarity (probing.geometry.benchmarks),
 analogies (3CosAdd) and concept categorisation (k-means purity).
 
-See docs/geometry.md, 'PC static embeddings: computation'.
+See docs/geometry.md, 'PC static embeddings'.
 """
 
 from __future__ import annotations
