@@ -1,6 +1,6 @@
 """Fine-tuned encoders as train.py leaves them: `<train run>/model/`, a Hugging Face folder with `task.json`.
 
-See docs/finetuning.md, 'Reading an exported model'.
+See docs/finetuning.md, 'Export' under 'What it does'.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Checkpoints of a fine-tuning run that can be trusted and resumed exactly.
 
-See docs/finetuning.md, 'Checkpoints and exact resuming'.
+See docs/finetuning.md, 'Checkpoints and resuming' under 'What it does'.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Tokenised batches of a fine-tuning task (probing.data.task_records.TaskData) for the FineTuner.
 
-See docs/finetuning.md, 'Batches of a fine-tuning task'.
+See docs/finetuning.md, 'Defaults' and 'Checkpoints and resuming' under 'What it does'.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The best fine-tuned model as a Hugging Face folder: the hand-off to probing and geometry (DESIGN.md).
 
-See docs/finetuning.md, 'The exported model folder'.
+See docs/finetuning.md, 'Export' under 'What it does'.
 """
 
 from __future__ import annotations

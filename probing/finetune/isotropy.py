@@ -1,6 +1,6 @@
 """Gao et al. (2019)'s cosine regulariser, the isotropy penalty of fine-tuning (`finetune.isotropy_reg=γ`).
 
-See docs/finetuning.md, 'Isotropy penalty'.
+See docs/finetuning.md, 'Isotropy penalty' under 'What it does'.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The fine-tuning LightningModule: a Hugging Face encoder plus a linear head, every parameter trained.
 
-See docs/finetuning.md, 'The fine-tuning module'.
+See docs/finetuning.md, 'What it does'.
 """
 
 from __future__ import annotations

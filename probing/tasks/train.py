@@ -1,7 +1,7 @@
 """train.py: fine-tune an encoder on a task, keep the best dev epoch, export it as a Hugging Face folder, write
 results.json.
 
-See docs/finetuning.md, 'The train.py job'.
+See docs/finetuning.md, 'Checkpoints and resuming' under 'What it does'.
 """
 
 from __future__ import annotations
