@@ -1,6 +1,6 @@
 """Safetensors files that check themselves: tensors plus one JSON metadata string, with a hash over both.
 
-See docs/outputs.md, 'Self-checking safetensors files'.
+See docs/outputs.md, 'Files that check themselves'.
 """
 
 from __future__ import annotations

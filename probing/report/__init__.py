@@ -1,6 +1,6 @@
 """Collect the results.json files of a sweep into tables (printed, CSV, Markdown) and plots.
 
-See docs/outputs.md, 'The report'.
+See docs/outputs.md, 'Outputs and tracking' (the report) and each analysis's page.
 """
 
 

@@ -3,7 +3,7 @@ kind's dataclass from the keys it declares and refuses, in one line naming the f
 report reads a run's values as attributes of what `load` returns, so that a field renamed in `probing.results.kinds`
 fails where it is read, not as a key silently missing.
 
-See docs/outputs.md, 'Reading results.json'.
+See docs/outputs.md, 'The schema of results.json'.
 """
 
 from __future__ import annotations
