@@ -1,6 +1,6 @@
 """The bag-of-embeddings baselines of Zhao et al. 2020 §4.2.1, stored and probed exactly like encoder layers.
 
-See docs/probing.md, 'Bag-of-embeddings baselines'.
+See docs/probing.md, 'What is probed: layers, the scalar mix, baselines'.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Word vectors that do not depend on context: seeded random vectors and static embedding files.
 
-See docs/probing.md, 'Static and random word vectors'.
+See docs/probing.md, 'Type-level probing' (and the baselines under 'What is probed').
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Type-level (uncontextualized) probing, Zhao et al. 2020 §3.2.1, §4.2.1, Fig. 1 and Table 5.
 
-See docs/probing.md, 'Type-level spaces'.
+See docs/probing.md, 'Type-level probing'.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The probe modules that classify (SClassProbe, WordProbe): a `ProbeModule` whose heads give logits over labels,
 with the parts only a classifier has, each attached when the run asks for it:
 
-See docs/probing.md, 'The classifier probe'.
+See docs/development.md, 'Inside a probe run'.
 """
 
 from __future__ import annotations

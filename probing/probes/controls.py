@@ -1,6 +1,6 @@
 """The control task of Hewitt & Liang (2019), adapted to s-class probing.
 
-See docs/probing.md, 'Control tasks: implementation'.
+See docs/probing.md, 'Controls'.
 """
 
 from __future__ import annotations

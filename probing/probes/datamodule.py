@@ -1,6 +1,6 @@
 """Serve the train/dev/test features of a probing run to a Lightning Trainer.
 
-See docs/probing.md, 'Serving s-class data'.
+See docs/development.md, 'Inside a probe run'.
 """
 
 from __future__ import annotations

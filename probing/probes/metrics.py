@@ -1,6 +1,6 @@
 """Zhao et al. 2020's s-class probing evaluation (§3.2.2), as a pure function and a torchmetrics Metric.
 
-See docs/probing.md, 'Metrics'.
+See docs/probing.md, 'Probes and metric'.
 """
 
 from __future__ import annotations

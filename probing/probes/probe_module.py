@@ -2,7 +2,7 @@
 the keyword contract all of them take: probe.py builds the module that the task's probing names (`module`,
 conf/probings/) with it.
 
-See docs/probing.md, 'The probe module'.
+See docs/development.md, 'Inside a probe run'.
 """
 
 from __future__ import annotations

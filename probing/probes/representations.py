@@ -1,6 +1,6 @@
 """What a probe run reads: one representation of the words (which one, `probing.probes.representation_choice`).
 
-See docs/probing.md, 'Representations'.
+See docs/development.md, 'Inside a probe run'.
 """
 
 from __future__ import annotations

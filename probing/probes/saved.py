@@ -1,6 +1,6 @@
 """Trained probes on disk: `probes.safetensors` in every probe run folder, and their reuse on other features.
 
-See docs/probing.md, 'Saved probes'.
+See docs/probing.md, 'Probing fine-tuned encoders', saved probes.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """What probe.py does with each kind of task: the one probe pipeline (`probing.tasks.probe`) builds the object that
 probe.py's config holds for the task (`probing`, conf/probings/<task>.yaml) and asks it for each step.
 
-See docs/probing.md, 'Kinds of probing'.
+See docs/development.md, 'Inside a probe run'.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Probe runs of fine-tuned encoders beside the pretrained one: Zhao et al. 2020 §4.4.2, Figure 6.
 
-See docs/probing.md, 'Report of fine-tuned encoders'.
+See docs/probing.md, 'Probing fine-tuned encoders'.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """probe.py: one pipeline for every kind of probing: build the task's probing and representation, fill or
 reuse their stores, fit the probe module (or score saved probes), score dev and test, write results.json.
 
-See docs/probing.md, 'The probe.py job'.
+See docs/development.md, 'Inside a probe run'.
 """
 
 from __future__ import annotations

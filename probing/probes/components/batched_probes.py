@@ -2,7 +2,7 @@
 Hewitt & Liang (2019) §4 (`probing.probes.components.families`), each reading an example's vector (a word's, or a
 pair's, built upstream as [a; b] or [a; b; a * b]) and giving K logits.
 
-See docs/probing.md, 'Batched probes'.
+See docs/development.md, 'Inside a probe run'.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The probe families of Hewitt & Liang (2019) §4, each built by a factory that a config names (`_target_` of
 `probe.module`, conf/probe/*.yaml):
 
-See docs/probing.md, 'Probe families'.
+See docs/development.md, 'Inside a probe run'.
 """
 
 from __future__ import annotations

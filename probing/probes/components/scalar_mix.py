@@ -1,6 +1,6 @@
 """The ELMo scalar mix (Peters et al. 2018, Eq. 1): a learned, softmax-weighted sum of all encoder layers.
 
-See docs/probing.md, 'The scalar mix'.
+See docs/probing.md, 'What is probed: layers, the scalar mix, baselines'.
 """
 
 from __future__ import annotations
