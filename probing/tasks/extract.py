@@ -1,6 +1,6 @@
 """extract.py: fill the HDF5 feature store of every split of a data set (resumable).
 
-See docs/features.md, 'The extract.py job'.
+See docs/features.md, 'Several GPUs', and docs/word_tasks.md, 'Features computed elsewhere'.
 """
 
 from __future__ import annotations
