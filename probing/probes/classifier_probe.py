@@ -1,20 +1,7 @@
 """The probe modules that classify (SClassProbe, WordProbe): a `ProbeModule` whose heads give logits over labels,
-with the parts only a classifier has (`probing.probes.bits.parts`), each built and attached when the run asks for it:
+with the parts only a classifier has (`probing.probes.bits.parts`), each built and attached when the run asks for it.
 
-    labels          the task's labels (the s-classes, the tags, ...), in the order of the datamodule's label ids
-    mdl_block_ends  the online code (`probing.probes.bits.mdl.OnlineCode.block_ends`): its part, `OnlineCodePart`
-                    (`parts["online_code"]`), holds the MDL prefix probes (`probing.probes.bits.prefix_probes`), which
-                    train beside the task's, each keeping its best-dev weights, and `codelength` sends the training
-                    labels with them (Voita & Titov 2020 §2.2)
-    conditioning_dim
-                    `probe.condition_on`: features are [X; R], the first conditioning_dim columns X (input_dim is R's
-                    size); its part, `ConditioningPart` (`parts["conditioning"]`), gives the task's, control and MDL
-                    probes R, and holds two more heads of the family that train beside them: `baseline_probes` on X
-                    and `joint_probes` on [X; R] (conditional V-information)
-
-and the heads' held-out cross-entropies in bits, each head's at its own least-dev-cross-entropy epoch (`split_bits`,
-`probing.probes.bits.information`). A subclass adds the target columns of its labels (`mdl_targets`,
-`mdl_columns`) to what a `ProbeModule` asks.
+See docs/development.md, 'Inside a probe run'.
 """
 
 from __future__ import annotations

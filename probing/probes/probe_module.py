@@ -2,23 +2,7 @@
 the keyword contract all of them take: probe.py builds the module that the task's probing names (`module`,
 conf/probings/) with it.
 
-A probe module is a built network plus the parts its kind attaches. The contract every module takes:
-
-    family          the built probe family (`probing.probes.components.families.ProbeFamily`, from the `_target_` of
-                    `probe.module`, conf/probe/*.yaml; a tree probe's `StructuralMap`): it builds every head
-                    (`family.head`) and its optimizer (`family.optimizer`, a partial taking parameter groups)
-    input_dim       D, the size of one example's features (a word's vector; a word pair's 2D or 3D)
-    num_layers      the representation's layers when it is the scalar mix (features (B, num_layers, D)), else None
-    mix             the scalar mix's options (layer_norm, dropout, l2_lambda, lr) when num_layers is set
-    level           the representation's level: "context" (an example per word in context) or "type" (one per word)
-    control         train the control task's head beside (batches carry its targets too)
-
-A classifier (`probing.probes.classifier_probe.ClassifierProbe`) adds its labels, attaches the parts of the online
-code and the conditioning (`probing.probes.parts`: held in `parts`, which every hook here loops over), and measures
-its heads in bits; a tree probe adds nothing. A subclass says how many probes its task has and how many outputs
-each (`probe_shape`), the training loss of a batch (`task_loss`) and its metrics (`_update_metrics`, `_log_split`);
-here: the task's `probes` and the control task's `control_probes` (built in that order), the guarded loss, the
-optimizer's parameter groups, the scalar mix's logging, the dev and test passes.
+See docs/development.md, 'Inside a probe run'.
 """
 
 from __future__ import annotations

@@ -1,15 +1,7 @@
-"""probe.py: one pipeline for every kind of probing. The config holds what probe.py does with the task (`probing`,
-conf/probings/<task>.yaml: the s-class probes of Zhao et al. 2020, or one multi-class probe of a word or word-pair task,
-Hewitt & Liang 2019 §4), built with hydra.utils.instantiate and what this job knows (the task, the seed, the probe's
-settings and its family, built from `probe.module`); it checks its own settings before anything is read, then the
-pipeline builds the representation (`representation`, probing/probes/representations.py), fills or reuses its stores,
-builds the probe module (the keyword contract of probing/probes/probe_module.py), fits it (or scores saved probes),
-scores dev and test, and writes results.json. The control task trains beside; with
-`probe.mdl=true` the prefix probes of the online code too (Voita & Titov 2020 §2.2).
+"""probe.py: one pipeline for every kind of probing: build the task's probing and representation, fill or
+reuse their stores, fit the probe module (or score saved probes), score dev and test, write results.json.
 
-A job whose run folder already holds the results of the same configuration is not run again, so a sweep relaunched
-into its folder (`hydra.sweep.dir=...`) only runs the jobs that had not finished; a job is refused while another runs
-in its folder.
+See docs/development.md, 'Inside a probe run'.
 """
 
 from __future__ import annotations
