@@ -21,13 +21,18 @@ from probing.errors import ConfigError, ProbingError
 def build(node: DictConfig, key: str, **kwargs: Any) -> Any:
     """`hydra.utils.instantiate(node, **kwargs)` (plain containers for the arguments), with the errors a user can fix
     kept as they are: Hydra wraps whatever a constructor raises, which would turn a one-line ProbingError into a
-    traceback. Any other failure to build is a ConfigError naming the config key `key`."""
+    traceback. The settings a ConfigError names by argument name (`probing.errors.setting`) are named by the user's
+    key path (`setting_key`). Any other failure to build is a ConfigError naming the config key `key`."""
     try:
         return instantiate(node, _convert_="all", **kwargs)
     except InstantiationException as error:
         cause = error.__cause__
         while isinstance(cause, InstantiationException):
             cause = cause.__cause__
+        if isinstance(cause, ConfigError):
+            inner = nested_key(error, key)
+            at = OmegaConf.select(node, inner[len(key) + 1:]) if inner != key else node
+            raise keyed(cause, at if isinstance(at, DictConfig) else None, inner) from None
         if isinstance(cause, ProbingError):
             raise cause from None
         first_line = str(cause or error).strip().splitlines()[-1]
@@ -41,6 +46,30 @@ def nested_key(error: InstantiationException, key: str) -> str:
     in its message), or `key` itself."""
     named = re.search(r"full_key: (\S+)", str(error))
     return named.group(1) if named and named.group(1).startswith(f"{key}.") else key
+
+
+def keyed(error: ConfigError, node: DictConfig | None, key: str) -> ConfigError:
+    """`error` with the settings it names written as the key paths of the user's config (`setting_key`)."""
+    return error.renamed(lambda name: setting_key(node, key, name), final=True)
+
+
+INTERPOLATION = re.compile(r"\$\{([\w.]+)\}")  # a value that is another key's (`seed: ${seed}`)
+
+
+def setting_key(node: DictConfig | None, key: str, name: str) -> str:
+    """The key path that the user sets the argument `name` (`seed`, or `split.seed` for an argument's own) of the object
+    built from `node` at `key` by: `<key>.<name>`, or, where a value on the way is an interpolation (`split:
+    ${data.split}`), the key it takes its value from (`data.split.seed`)."""
+    for part in name.split("."):
+        if isinstance(node, DictConfig) and part in node and OmegaConf.is_interpolation(node, part):
+            target = INTERPOLATION.fullmatch(str(node._get_node(part)._value()))
+            if target:
+                key = target.group(1)
+                node = OmegaConf.select(node._get_root(), key, throw_on_missing=False)
+                continue
+        key = f"{key}.{part}"
+        node = node._get_node(part) if isinstance(node, DictConfig) and part in node else None
+    return key
 
 
 # The config group that says where things are (the launch directory, the log, store and run folders), not what a run

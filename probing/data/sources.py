@@ -22,7 +22,7 @@ from probing.data.streusle import STREUSLE_FILES, read_streusle, streusle_classe
 from probing.data.text import note_data_files
 from probing.data.types import TypeLevelData, types_from_records, wikipse_types
 from probing.data.wikipse import read_corpus, read_disjoint_lists, read_sclasses
-from probing.errors import ConfigError, DataFormatError
+from probing.errors import ConfigError, DataFormatError, settings_under
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +109,8 @@ class StreusleSource:
     ):
         self.paths = path_list("data.source.paths", paths) if paths is not None else packaged_streusle_paths()
         self.include_verbs = require_bool("data.source.include_verbs", include_verbs)
-        self.split = SplitConfig.from_any(split)
+        with settings_under("split"):
+            self.split = SplitConfig.from_any(split)
 
     def load(self) -> WordInContextData:
         read = read_streusle(self.paths, self.include_verbs, config_key="data.source.paths")
@@ -145,7 +146,8 @@ class Conll2003Source:
         self.data_dir = optional_path("data.data_dir", data_dir)
         self.files = path_list("data.source.files", files)
         self.hub_name = hub_name
-        self.split = SplitConfig.from_any(split)
+        with settings_under("split"):
+            self.split = SplitConfig.from_any(split)
 
     def load(self) -> WordInContextData:
         if self.data_dir is None:
@@ -176,7 +178,8 @@ class WikiPseSource:
     def __init__(self, corpus: str | None, lists_dir: str | None, split: SplitConfig | Mapping | None = None):
         self.corpus = optional_path("data.corpus", corpus)
         self.lists_dir = required("data.lists_dir", optional_path("data.lists_dir", lists_dir))
-        self.split = SplitConfig.from_any(split)
+        with settings_under("split"):
+            self.split = SplitConfig.from_any(split)
 
     def load_types(self) -> TypeLevelData:
         """Type-level probing on the word lists alone (no corpus needed): Wiki-PSE's test words, and a seeded

@@ -1,0 +1,62 @@
+"""A ConfigError names the settings it refuses by argument name; `probing.config.build` writes the user's key path."""
+
+from __future__ import annotations
+
+import pytest
+from omegaconf import OmegaConf
+
+from probing.config import build, setting_key
+from probing.data.splits import SplitConfig
+from probing.errors import ConfigError, setting, settings_under
+
+
+def refuse(seed: object = 0) -> None:
+    raise ConfigError(f"{setting('seed')}={seed!r} is not an integer. Fix: {setting('seed')}=0")
+
+
+def split_of(split: dict) -> SplitConfig:
+    with settings_under("split"):
+        return SplitConfig.from_any(split)
+
+
+def test_built_in_python_the_message_names_the_argument():
+    with pytest.raises(ConfigError) as raised:
+        SplitConfig(seed="x")
+    assert str(raised.value) == "seed must be an integer, got 'x'. Fix: seed=0"
+    assert raised.value.settings == ("seed",)
+
+
+def test_an_object_built_from_an_argument_names_it_under_that_argument():
+    with pytest.raises(ConfigError) as raised:
+        split_of({"seed": "x"})
+    assert str(raised.value) == "split.seed must be an integer, got 'x'. Fix: split.seed=0"
+
+
+def test_build_writes_the_key_path_of_the_node():
+    node = OmegaConf.create({"source": {"_target_": f"{__name__}.refuse", "seed": "x"}})
+    with pytest.raises(ConfigError) as raised:
+        build(node.source, "source")
+    assert str(raised.value) == "source.seed='x' is not an integer. Fix: source.seed=0"
+    assert raised.value.settings == ()
+
+
+def test_build_follows_an_interpolation_to_the_key_the_user_sets():
+    source = {"_target_": f"{__name__}.split_of", "split": "${data.split}"}
+    node = OmegaConf.create({"seed": "x", "data": {"split": {"seed": "x"}, "source": source},
+                             "other": {"_target_": f"{__name__}.refuse", "seed": "${seed}"}})
+    expected = r"^data\.split\.seed must be an integer, got 'x'\. Fix: data\.split\.seed=0$"
+    with pytest.raises(ConfigError, match=expected):
+        build(node.data.source, "data.source")
+    with pytest.raises(ConfigError, match=r"^seed='x' is not an integer\. Fix: seed=0$"):
+        build(node.other, "other")
+
+
+def test_build_names_the_nested_node_that_refused():
+    node = OmegaConf.create({"outer": {"_target_": "builtins.dict", "inner": {"_target_": f"{__name__}.refuse",
+                                                                                "seed": "x"}}})
+    with pytest.raises(ConfigError, match=r"^outer\.inner\.seed='x'"):
+        build(node.outer, "outer")
+
+
+def test_setting_key_without_a_node_is_the_key_and_the_name():
+    assert setting_key(None, "erase.eraser", "rank") == "erase.eraser.rank"
