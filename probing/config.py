@@ -30,9 +30,7 @@ def build(node: DictConfig, key: str, **kwargs: Any) -> Any:
         while isinstance(cause, InstantiationException):
             cause = cause.__cause__
         if isinstance(cause, ConfigError):
-            inner = nested_key(error, key)
-            at = OmegaConf.select(node, inner[len(key) + 1:]) if inner != key else node
-            raise keyed(cause, at if isinstance(at, DictConfig) else None, inner) from None
+            raise keyed(cause, node, key, inner_path(error, node)) from None
         if isinstance(cause, ProbingError):
             raise cause from None
         first_line = str(cause or error).strip().splitlines()[-1]
@@ -48,12 +46,26 @@ def nested_key(error: InstantiationException, key: str) -> str:
     return named.group(1) if named and named.group(1).startswith(f"{key}.") else key
 
 
-def keyed(error: ConfigError, node: DictConfig | None, key: str) -> ConfigError:
-    """`error` with the settings it names written as the key paths of the user's config (`setting_key`)."""
-    return error.renamed(lambda name: setting_key(node, key, name), final=True)
+def inner_path(error: InstantiationException, node: DictConfig) -> str:
+    """The path inside `node` of the node that failed to build (Hydra names its `full_key` in its message: the key
+    from the root of `node`'s config), "" for `node` itself."""
+    named = re.search(r"full_key: (\S+)", str(error))
+    own = node._get_full_key(None)
+    if not named or named.group(1) == own:
+        return ""
+    if not own:
+        return named.group(1)
+    return named.group(1)[len(own) + 1:] if named.group(1).startswith(f"{own}.") else ""
 
 
-INTERPOLATION = re.compile(r"\$\{([\w.]+)\}")  # a value that is another key's (`seed: ${seed}`)
+def keyed(error: ConfigError, node: DictConfig | None, key: str, inner: str = "") -> ConfigError:
+    """`error`, raised by the object built from the node at path `inner` under `node` (the node at `key`), with the
+    settings it names written as the key paths of the user's config (`setting_key`)."""
+    return error.renamed(lambda name: setting_key(node, key, f"{inner}.{name}" if inner else name), final=True)
+
+
+# A value that is another key's (`seed: ${seed}`, or `erase: ${oc.select:erase,null}`): the key.
+INTERPOLATION = re.compile(r"\$\{(?:oc\.select:)?([\w.]+)(?:,[^{}]*)?\}")
 
 
 def setting_key(node: DictConfig | None, key: str, name: str) -> str:
