@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import pytest
+from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from probing.config import build, setting_key
 from probing.data.splits import SplitConfig
 from probing.errors import ConfigError, setting, settings_under
+from tests.helpers import CONFIG_DIR
 
 
 def refuse(seed: object = 0) -> None:
@@ -60,3 +62,26 @@ def test_build_names_the_nested_node_that_refused():
 
 def test_setting_key_without_a_node_is_the_key_and_the_name():
     assert setting_key(None, "erase.eraser", "rank") == "erase.eraser.rank"
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["data.split.seed=x"], "data.split.seed must be an integer, got 'x'. Fix: data.split.seed=0"),
+    (["data=conll2003", "data.split.dev_fraction=2"], "data.split.dev_fraction must be in [0, 1), got 2. Fix: "
+                                                      "data.split.dev_fraction=0.2"),
+    (["task=feats", "task.feature=null"], "task.feature=None is not a feature name, and column=feats needs one. Fix: "
+                                          "task.feature=Number (a name of the FEATS column)"),
+    (["task=feats", "data.source.column=upos"], "task.feature='Number' only applies to data.source.column=feats, not "
+                                                "'upos'. Fix: data.source.column=feats, or task.feature=null"),
+    (["task=jsonl"], "task.path is not set. Fix: task.path=/path/to/folder (train.jsonl, dev.jsonl, test.jsonl) or "
+                     "task.path=/path/to/task.jsonl (a \"split\" on every line)"),
+    (["task=pos", "data.source.format=ptb"], "data.source.paths is not set for format=ptb. Fix: "
+                                             "data.source.paths=[DIR_OR_ZIP], e.g. nltk_data/corpora/treebank.zip"),
+    (["task=ner", "+data.source.hub_name=''"], "data.source.hub_name='' is not a dataset name. "
+                                               "Fix: data.source.hub_name=conll2003"),
+])
+def test_a_source_built_from_probe_py_names_the_keys_the_user_sets(overrides, message):
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        cfg = compose("probe", overrides=overrides)
+    with pytest.raises(ConfigError) as raised:
+        build(cfg.data.source, "data.source")
+    assert str(raised.value) == message

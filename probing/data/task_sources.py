@@ -31,7 +31,7 @@ from probing.data.task_records import (
     TaskData,
 )
 from probing.data.text import hashable_files
-from probing.errors import ConfigError, DataFormatError
+from probing.errors import ConfigError, DataFormatError, setting
 
 POS_FORMATS = ("conllu", "ptb")
 # Which files go to which split, as file-name patterns (fnmatch). CoNLL-U: UD's naming, <corpus>-<split>.conllu.
@@ -124,7 +124,7 @@ class PosSource:
     ):
         self.format = choose("data.source.format", format, POS_FORMATS)
         if paths is None and self.format == "ptb":
-            raise ConfigError("data.source.paths is not set for format=ptb. Fix: data.source.paths=[DIR_OR_ZIP], "
+            raise ConfigError(f"{setting('paths')} is not set for format=ptb. Fix: {setting('paths')}=[DIR_OR_ZIP], "
                               "e.g. nltk_data/corpora/treebank.zip")
         self.paths = path_list("data.source.paths", paths) if paths is not None else bundled_pos_paths()
         default = CONLLU_SPLITS if self.format == "conllu" else PTB_SPLITS

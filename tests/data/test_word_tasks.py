@@ -277,8 +277,8 @@ def test_a_column_with_one_label_in_training_is_refused(tmp_path):
     "task, kwargs, message",
     [
         (ConlluWordTask, {"column": "lemma"}, r"data\.source\.column='lemma' is not one of upos, xpos, deprel, feats"),
-        (ConlluWordTask, {"column": "feats"}, r"task\.feature=None .* Fix: task\.feature=Number"),
-        (ConlluWordTask, {"column": "upos", "feature": "Number"}, r"task\.feature='Number' only applies"),
+        (ConlluWordTask, {"column": "feats"}, r"^feature=None .* Fix: feature=Number"),
+        (ConlluWordTask, {"column": "upos", "feature": "Number"}, r"^feature='Number' only applies to column=feats"),
         (ConlluWordTask, {"dev_fraction": 0}, r"data\.source\.dev_fraction=0 leaves its split empty"),
         (ConlluWordTask, {"dev_fraction": 1.5}, r"data\.source\.dev_fraction=1\.5 is not a number in \[0, 1\)"),
         (ConlluWordTask, {"seed": "1"}, r"data\.source\.seed='1' is not an integer"),
@@ -287,10 +287,12 @@ def test_a_column_with_one_label_in_training_is_refused(tmp_path):
         (StreusleWordTask, {"dev_fraction": 0.5, "test_fraction": 0.5}, r"leaves no training data"),
         (StreusleWordTask, {"include_verbs": "no"}, r"data\.source\.include_verbs must be true or false"),
         (Conll2003WordTask, {"files": ["train.txt"]}, r"data\.source\.files must map splits"),
-        (JsonlWordTask, {}, r"task\.path is not set"),
+        (JsonlWordTask, {}, r"^path is not set"),
     ],
 )
 def test_config_errors(task, kwargs, message):
+    """Built in Python, a source names its own arguments where it marks them; from the config, the keys the user sets
+    (tests/test_setting_keys.py)."""
     with pytest.raises(ConfigError, match=message):
         task(**kwargs)
 
