@@ -5,6 +5,7 @@ checkpoints, also in a folder that was moved."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -22,9 +23,11 @@ def build(node: DictConfig, key: str, **kwargs: Any) -> Any:
     """`hydra.utils.instantiate(node, **kwargs)` (plain containers for the arguments), with the errors a user can fix
     kept as they are: Hydra wraps whatever a constructor raises, which would turn a one-line ProbingError into a
     traceback. The settings a ConfigError names by argument name (`probing.errors.setting`) are named by the user's
-    key path (`setting_key`). Any other failure to build is a ConfigError naming the config key `key`."""
+    key path (`setting_key`), also when a `_partial_` node's object is made later, from the partial. Any other
+    failure to build is a ConfigError naming the config key `key`."""
     try:
-        return instantiate(node, _convert_="all", **kwargs)
+        built = instantiate(node, _convert_="all", **kwargs)
+        return functools.partial(call_keyed, built, node, key) if isinstance(built, functools.partial) else built
     except InstantiationException as error:
         cause = error.__cause__
         while isinstance(cause, InstantiationException):
@@ -44,6 +47,14 @@ def nested_key(error: InstantiationException, key: str) -> str:
     in its message), or `key` itself."""
     named = re.search(r"full_key: (\S+)", str(error))
     return named.group(1) if named and named.group(1).startswith(f"{key}.") else key
+
+
+def call_keyed(make: Callable[..., Any], node: DictConfig, key: str, *args: Any, **kwargs: Any) -> Any:
+    """`make(*args, **kwargs)`, a ConfigError of it naming the key paths of the node at `key` (`keyed`)."""
+    try:
+        return make(*args, **kwargs)
+    except ConfigError as error:
+        raise keyed(error, node, key) from None
 
 
 def inner_path(error: InstantiationException, node: DictConfig) -> str:

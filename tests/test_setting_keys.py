@@ -85,3 +85,27 @@ def test_a_source_built_from_probe_py_names_the_keys_the_user_sets(overrides, me
     with pytest.raises(ConfigError) as raised:
         build(cfg.data.source, "data.source")
     assert str(raised.value) == message
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["+erase.path=README.md"], "erase.path=README.md: analysis=amnesic fits its eraser on the analysed model's own "
+                                "hidden state. Fix: erase.path=null"),
+    (["analysis.control_seeds=3"], "analysis.control_seeds=3 is not a list of seeds. Fix: "
+                                   "analysis.control_seeds=[0,1,2]"),
+    (["analysis.control_seeds=[a]"], "analysis.control_seeds='a' is not an integer. Fix: set analysis.control_seeds to "
+                                     "an integer"),
+])
+def test_the_amnesic_analysis_names_the_keys_of_analyze_py(overrides, message):
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        cfg = compose("analyze", overrides=["analysis=amnesic", *overrides])
+    with pytest.raises(ConfigError) as raised:
+        build(cfg.analysis, "analysis", _recursive_=False)
+    assert str(raised.value) == message
+
+
+def test_a_partial_names_the_keys_when_its_object_is_made():
+    node = OmegaConf.create({"window": "x", "module": {"_target_": f"{__name__}.refuse", "_partial_": True,
+                                                       "seed": "${window}"}})
+    make = build(node.module, "module")
+    with pytest.raises(ConfigError, match=r"^window='x' is not an integer\. Fix: window=0$"):
+        make()
