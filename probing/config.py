@@ -49,7 +49,7 @@ def nested_key(error: InstantiationException, key: str) -> str:
     return named.group(1) if named and named.group(1).startswith(f"{key}.") else key
 
 
-def call_keyed(make: Callable[..., Any], node: DictConfig, key: str, *args: Any, **kwargs: Any) -> Any:
+def call_keyed(make: Callable[..., Any], node: Any, key: str, *args: Any, **kwargs: Any) -> Any:
     """`make(*args, **kwargs)`, a ConfigError of it naming the key paths of the node at `key` (`keyed`)."""
     try:
         return make(*args, **kwargs)
@@ -57,11 +57,11 @@ def call_keyed(make: Callable[..., Any], node: DictConfig, key: str, *args: Any,
         raise keyed(error, node, key) from None
 
 
-def inner_path(error: InstantiationException, node: DictConfig) -> str:
+def inner_path(error: InstantiationException, node: Any) -> str:
     """The path inside `node` of the node that failed to build (Hydra names its `full_key` in its message: the key
     from the root of `node`'s config), "" for `node` itself."""
     named = re.search(r"full_key: (\S+)", str(error))
-    own = node._get_full_key(None)
+    own = node._get_full_key(None) if isinstance(node, DictConfig) else ""  # a plain dict is a config's root
     if not named or named.group(1) == own:
         return ""
     if not own:
@@ -69,7 +69,7 @@ def inner_path(error: InstantiationException, node: DictConfig) -> str:
     return named.group(1)[len(own) + 1:] if named.group(1).startswith(f"{own}.") else ""
 
 
-def keyed(error: ConfigError, node: DictConfig | None, key: str, inner: str = "") -> ConfigError:
+def keyed(error: ConfigError, node: Any, key: str, inner: str = "") -> ConfigError:
     """`error`, raised by the object built from the node at path `inner` under `node` (the node at `key`), with the
     settings it names written as the key paths of the user's config (`setting_key`)."""
     return error.renamed(lambda name: setting_key(node, key, f"{inner}.{name}" if inner else name), final=True)
@@ -79,7 +79,7 @@ def keyed(error: ConfigError, node: DictConfig | None, key: str, inner: str = ""
 INTERPOLATION = re.compile(r"\$\{(?:oc\.select:)?([\w.]+)(?:,[^{}]*)?\}")
 
 
-def setting_key(node: DictConfig | None, key: str, name: str) -> str:
+def setting_key(node: Any, key: str, name: str) -> str:
     """The key path that the user sets the argument `name` (`seed`, or `split.seed` for an argument's own) of the object
     built from `node` at `key` by: `<key>.<name>`, or, where a value on the way is an interpolation (`split:
     ${data.split}`), the key it takes its value from (`data.split.seed`)."""

@@ -88,16 +88,23 @@ def test_a_source_built_from_probe_py_names_the_keys_the_user_sets(overrides, me
 
 
 @pytest.mark.parametrize("overrides, message", [
-    (["+erase.path=README.md"], "erase.path=README.md: analysis=amnesic fits its eraser on the analysed model's own "
-                                "hidden state. Fix: erase.path=null"),
-    (["analysis.control_seeds=3"], "analysis.control_seeds=3 is not a list of seeds. Fix: "
-                                   "analysis.control_seeds=[0,1,2]"),
-    (["analysis.control_seeds=[a]"], "analysis.control_seeds='a' is not an integer. Fix: set analysis.control_seeds to "
-                                     "an integer"),
+    (["analysis=amnesic", "+erase.path=README.md"],
+     "erase.path=README.md: analysis=amnesic fits its eraser on the analysed model's own hidden state. Fix: "
+     "erase.path=null"),
+    (["analysis=amnesic", "analysis.control_seeds=3"],
+     "analysis.control_seeds=3 is not a list of seeds. Fix: analysis.control_seeds=[0,1,2]"),
+    (["analysis=amnesic", "analysis.control_seeds=[a]"],
+     "analysis.control_seeds='a' is not an integer. Fix: set analysis.control_seeds to an integer"),
+    (["analysis=contextuality", "analysis/sentences=sts", "analysis.sentences.data_dir=null"],
+     "analysis.sentences.data_dir is not set: the STS data is not bundled (per-source licences). Fix: "
+     "analysis.sentences.data_dir=/path/to/sts (or STS_DIR), or the bundled sentences with analysis/sentences=pos"),
+    (["analysis=isotropy", "analysis.name=contextuality"], "analysis.name='contextuality' is no analysis of Isotropy, "
+     "whose runs are named 'isotropy' in results and reports. Fix: choose an analysis with analysis=<name> "
+     "(conf/analysis/<name>.yaml) and leave analysis.name as it is"),
 ])
-def test_the_amnesic_analysis_names_the_keys_of_analyze_py(overrides, message):
+def test_an_analysis_names_the_keys_of_analyze_py(overrides, message):
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
-        cfg = compose("analyze", overrides=["analysis=amnesic", *overrides])
+        cfg = compose("analyze", overrides=overrides)
     with pytest.raises(ConfigError) as raised:
         build(cfg.analysis, "analysis", _recursive_=False)
     assert str(raised.value) == message
