@@ -34,7 +34,7 @@ class ConfigError(ProbingError):
 
     Library code names the settings it refuses by its own argument names, each written `setting("seed")` in the
     message: the message reads them bare (`seed=0`) where the object was built in Python, and `probing.config.build`
-    writes the key path of the config node it built instead (`data.split.seed=0`)."""
+    writes the key path of the config node it built instead (`data.split.seed`)."""
 
     @property
     def settings(self) -> tuple[str, ...]:

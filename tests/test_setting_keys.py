@@ -78,6 +78,9 @@ def test_setting_key_without_a_node_is_the_key_and_the_name():
                                              "data.source.paths=[DIR_OR_ZIP], e.g. nltk_data/corpora/treebank.zip"),
     (["task=ner", "+data.source.hub_name=''"], "data.source.hub_name='' is not a dataset name. "
                                                "Fix: data.source.hub_name=conll2003"),
+    (["task=supersense", "data.source.dev_fraction=0.5", "data.source.test_fraction=0.5"],
+     "data.source.dev_fraction + data.source.test_fraction = 1 leaves no training data. Fix: "
+     "data.source.dev_fraction=0.2 data.source.test_fraction=0.2"),
 ])
 def test_a_source_built_from_probe_py_names_the_keys_the_user_sets(overrides, message):
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):

@@ -19,7 +19,7 @@ from probing.data.word_tasks.records import (
     build_word_task,
     require_fraction,
 )
-from probing.errors import ConfigError, DataFormatError
+from probing.errors import ConfigError, DataFormatError, setting
 
 
 class StreusleWordTask:
@@ -49,8 +49,8 @@ class StreusleWordTask:
         self.test_fraction = require_fraction("data.source.test_fraction", test_fraction)
         if self.dev_fraction + self.test_fraction >= 1.0:
             total = self.dev_fraction + self.test_fraction
-            raise ConfigError(f"data.source.dev_fraction + data.source.test_fraction = {total:g} leaves no training "
-                              "data. Fix: data.source.dev_fraction=0.2 data.source.test_fraction=0.2")
+            dev, test = setting("dev_fraction"), setting("test_fraction")
+            raise ConfigError(f"{dev} + {test} = {total:g} leaves no training data. Fix: {dev}=0.2 {test}=0.2")
         self.seed = require_int("data.source.seed", seed)
 
     def load_word_task(self) -> WordTaskData:
