@@ -77,7 +77,7 @@ class Analysis(ABC):
             raise ConfigError(f"{setting('name')}={name!r} is no analysis of {type(self).__name__}, whose runs are "
                               f"named {self.name!r} in results and reports. Fix: choose an analysis with "
                               f"analysis=<name> (conf/analysis/<name>.yaml) and leave {setting('name')} as it is")
-        self.max_sentences = optional_int("analysis.max_sentences", max_sentences, minimum=1,
+        self.max_sentences = optional_int(setting("max_sentences"), max_sentences, minimum=1,
                                           null="every sentence of the split")
         self.sentences = build(sentences, "analysis.sentences")
         self.split = split

@@ -22,7 +22,7 @@ from probing.data.streusle import STREUSLE_FILES, read_streusle, streusle_classe
 from probing.data.text import note_data_files
 from probing.data.types import TypeLevelData, types_from_records, wikipse_types
 from probing.data.wikipse import read_corpus, read_disjoint_lists, read_sclasses
-from probing.errors import ConfigError, DataFormatError, settings_under
+from probing.errors import ConfigError, DataFormatError, setting, settings_under
 
 log = logging.getLogger(__name__)
 
@@ -107,8 +107,8 @@ class StreusleSource:
         include_verbs: bool = False,
         split: SplitConfig | Mapping | None = None,
     ):
-        self.paths = path_list("data.source.paths", paths) if paths is not None else packaged_streusle_paths()
-        self.include_verbs = require_bool("data.source.include_verbs", include_verbs)
+        self.paths = path_list(setting("paths"), paths) if paths is not None else packaged_streusle_paths()
+        self.include_verbs = require_bool(setting("include_verbs"), include_verbs)
         with settings_under("split"):
             self.split = SplitConfig.from_any(split)
 
@@ -143,8 +143,8 @@ class Conll2003Source:
         hub_name: str = "conll2003",
         split: SplitConfig | Mapping | None = None,
     ):
-        self.data_dir = optional_path("data.data_dir", data_dir)
-        self.files = path_list("data.source.files", files)
+        self.data_dir = optional_path(setting("data_dir"), data_dir)
+        self.files = path_list(setting("files"), files)
         self.hub_name = hub_name
         with settings_under("split"):
             self.split = SplitConfig.from_any(split)
@@ -176,8 +176,8 @@ class WikiPseSource:
     LIST_FILES = ("semantic_classes.txt", "train.tsv", "test.tsv")
 
     def __init__(self, corpus: str | None, lists_dir: str | None, split: SplitConfig | Mapping | None = None):
-        self.corpus = optional_path("data.corpus", corpus)
-        self.lists_dir = required("data.lists_dir", optional_path("data.lists_dir", lists_dir))
+        self.corpus = optional_path(setting("corpus"), corpus)
+        self.lists_dir = required("data.lists_dir", optional_path(setting("lists_dir"), lists_dir))
         with settings_under("split"):
             self.split = SplitConfig.from_any(split)
 

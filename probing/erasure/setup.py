@@ -33,8 +33,8 @@ class ErasureSetup:
                               "(or null: the probed task's own labels)")
         self.eraser, self.concept = eraser, concept
         self.path = None if path is None else saved_eraser_file(Path(path))
-        self.control_seed = require_int("erase.control_seed", control_seed)
-        self.fresh_probe_epochs = require_int("erase.fresh_probe_epochs", fresh_probe_epochs, minimum=1)
+        self.control_seed = require_int(setting("control_seed"), control_seed)
+        self.fresh_probe_epochs = require_int(setting("fresh_probe_epochs"), fresh_probe_epochs, minimum=1)
         self.device = analysis_device(device, key="erase.device")
 
     @property

@@ -71,8 +71,8 @@ class Amnesic(Analysis):
         self.concept_source = None if self.setup.concept is None else concept_task(self.setup.concept,
                                                                                       concept_paths)
         self.control_seeds = control_seed_list(control_seeds)
-        self.batch_size = require_int("analysis.batch_size", batch_size, minimum=1)
-        self.max_length = require_int("analysis.max_length", max_length, minimum=3)
+        self.batch_size = require_int(setting("batch_size"), batch_size, minimum=1)
+        self.max_length = require_int(setting("max_length"), max_length, minimum=3)
         self.device = device
 
     def check_inputs(self, inputs: AnalysisInputs) -> None:

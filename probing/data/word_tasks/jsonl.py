@@ -34,13 +34,13 @@ class JsonlWordTask:
     name = "jsonl"
 
     def __init__(self, path: str | None = None, dev_fraction: float = 0.2, seed: int = 0):
-        self.path = optional_path("task.path", path)
+        self.path = optional_path(setting("path"), path)
         if self.path is None:
             key = setting("path")
             raise ConfigError(f"{key} is not set. Fix: {key}=/path/to/folder (train.jsonl, dev.jsonl, "
                               f"test.jsonl) or {key}=/path/to/task.jsonl (a \"split\" on every line)")
-        self.dev_fraction = require_fraction("data.source.dev_fraction", dev_fraction)
-        self.seed = require_int("data.source.seed", seed)
+        self.dev_fraction = require_fraction(setting("dev_fraction"), dev_fraction)
+        self.seed = require_int(setting("seed"), seed)
 
     def load_word_task(self) -> WordTaskData:
         shape = _PairShape()

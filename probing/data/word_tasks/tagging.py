@@ -41,14 +41,14 @@ class Conll2003WordTask:
         dev_fraction: float = 0.2,
         seed: int = 0,
     ):
-        self.data_dir = optional_path("data.data_dir", data_dir)
-        self.files = None if files is None else split_map("data.source.files", files)  # None: the official names
+        self.data_dir = optional_path(setting("data_dir"), data_dir)
+        self.files = None if files is None else split_map(setting("files"), files)  # None: the official names
         if not isinstance(hub_name, str) or not hub_name:
             raise ConfigError(f"{setting('hub_name')}={hub_name!r} is not a dataset name. "
                               f"Fix: {setting('hub_name')}=conll2003")
         self.hub_name = hub_name
-        self.dev_fraction = require_fraction("data.source.dev_fraction", dev_fraction)
-        self.seed = require_int("data.source.seed", seed)
+        self.dev_fraction = require_fraction(setting("dev_fraction"), dev_fraction)
+        self.seed = require_int(setting("seed"), seed)
 
     def load_word_task(self) -> WordTaskData:
         skips = SkipCounter()

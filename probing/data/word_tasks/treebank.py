@@ -70,7 +70,7 @@ class ConlluWordTask:
         dev_fraction: float = 0.2,
         seed: int = 0,
     ):
-        self.column = choose("data.source.column", column, CONLLU_COLUMNS)
+        self.column = choose(setting("column"), column, CONLLU_COLUMNS)
         if self.column == "feats":
             if not isinstance(feature, str) or not feature or any(char in feature for char in "=|\t "):
                 raise ConfigError(f"{setting('feature')}={feature!r} is not a feature name, and column=feats needs "
@@ -81,10 +81,10 @@ class ConlluWordTask:
         self.feature = feature
         self.name = f"feats-{feature}" if self.column == "feats" else self.column
         self.pair = self.column == "deprel"
-        self.paths = path_list("data.source.paths", paths) if paths is not None else bundled_pos_paths()
+        self.paths = path_list(setting("paths"), paths) if paths is not None else bundled_pos_paths()
         self.splits = split_map("data.source.splits", CONLLU_SPLITS if splits is None else splits)
-        self.dev_fraction = require_fraction("data.source.dev_fraction", dev_fraction)
-        self.seed = require_int("data.source.seed", seed)
+        self.dev_fraction = require_fraction(setting("dev_fraction"), dev_fraction)
+        self.seed = require_int(setting("seed"), seed)
 
     def load_word_task(self) -> WordTaskData:
         skips = SkipCounter()
