@@ -40,13 +40,13 @@ import numpy as np
 import torch
 from hydra import compose, initialize_config_dir
 
-from probing.config import build
 from probing.data.files import write_json_atomically
 from probing.devices import cpu_description, synchronized_clock, timed
 from probing.erasure.leace import LeaceEraser
 from probing.erasure.mean_projection import MeanProjectionEraser
 from probing.features.store import FeatureStore
 from probing.probes.datamodule import read_every_word_store
+from probing.tasks.probe import built_probing, chosen_representation
 from probing.tasks.settings import store_settings
 
 CONFIG_DIR = str(Path(__file__).resolve().parents[1] / "conf")
@@ -95,9 +95,9 @@ def training_store(args: argparse.Namespace) -> tuple[Path, np.ndarray, np.ndarr
     number of labels."""
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
         cfg = compose(config_name="probe", overrides=config_overrides(args))
-    probing = build(cfg.probing, "probing", source=build(cfg.data.source, "data.source"))
+    probing = built_probing(cfg)
     probing.load()
-    stores, _ = build(cfg.representation, "representation").word_stores(probing.data, store_settings(cfg.features))
+    stores, _ = chosen_representation(cfg)().word_stores(probing.data, store_settings(cfg.features))
     split = probing.data.splits["train"]
     _, row_of_word = read_every_word_store(stores["train"], args.layer, sum(len(words) for words in split.sentences))
     rows = row_of_word[split.every_word_rows()]

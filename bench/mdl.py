@@ -2,7 +2,7 @@
 against S-1 probes trained one by one, each on its own prefix.
 
 Synthetic data: N rows of D features (standard normal), K labels given by a random linear teacher (argmax of
-x @ T), cut into S blocks at the paper's shares (`probing.probes.mdl.DEFAULT_FRACTIONS`, S=11 for N=8000). Both
+x @ T), cut into S blocks at the paper's shares (`probing.probes.bits.mdl.DEFAULT_FRACTIONS`, S=11 for N=8000). Both
 sides start from the same weights (the batched heads' `as_sequential(i)`) and train E epochs at batch size B with
 Adam (lr 1e-3, fused as the probes' default), all tensors on the device before timing:
 
@@ -40,7 +40,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from probing.devices import cpu_description, timed
-from probing.probes import mdl
+from probing.probes.bits import mdl
 from probing.probes.word_probe import WordProbe
 
 
@@ -113,8 +113,8 @@ def main() -> None:
             "order": torch.randperm(args.rows)}
     data = {key: value.to(device) for key, value in data.items()}
     ends = mdl.block_ends(args.rows)
-    module = WordProbe(input_dim=args.input_dim, labels=[str(k) for k in range(args.labels)], family=args.family,
-                       hidden_dim=args.hidden_dim, mdl_block_ends=ends).to(device)
+    module = WordProbe.from_settings(input_dim=args.input_dim, labels=[str(k) for k in range(args.labels)],
+                                     family=args.family, hidden_dim=args.hidden_dim, mdl_block_ends=ends).to(device)
     probes = [head.probes.as_sequential(0) for head in module.mdl_probes.heads]
     load_before = os.getloadavg()[0]
     batched_s = timed(lambda: batched_epochs(module, data, args.epochs, args.batch_size,

@@ -44,9 +44,10 @@ from torch.nn import functional as F
 
 from probing.devices import cpu_description, timed
 from probing.probes.components.batched_probes import BatchedProbes
+from probing.probes.components.families import linear, mlp1
 from probing.probes.datamodule import ProbingDataModule, TensorSplit
-from probing.probes.neuron_probes import NeuronProbes, fit, head_losses
-from probing.probes.neurons import k_values, selection_masks
+from probing.probes.neurons.probes import NeuronProbes, fit, head_losses
+from probing.probes.neurons.rankings import k_values, selection_masks
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -81,9 +82,8 @@ def batched_heads(input_dim: int, labels: int, rankings: int, hidden_dim: int, s
     rng = np.random.default_rng(seed)
     masks = selection_masks([rng.permutation(input_dim) for _ in range(rankings)], k_values(input_dim), input_dim)
     torch.manual_seed(seed)
-    return {"retrained": BatchedProbes(len(masks), input_dim, labels, "linear", input_mask=masks),
-            "cross_check": BatchedProbes(len(masks), input_dim, labels, "mlp1", hidden_dim=hidden_dim,
-                                         input_mask=masks)}
+    return {"retrained": BatchedProbes(len(masks), input_dim, labels, linear(), input_mask=masks),
+            "cross_check": BatchedProbes(len(masks), input_dim, labels, mlp1(hidden_dim=hidden_dim), input_mask=masks)}
 
 
 def separate_probes(groups: dict[str, BatchedProbes]) -> list[tuple[nn.Sequential, torch.Tensor]]:
@@ -124,8 +124,8 @@ def separate_fits(probes: list[tuple[nn.Sequential, torch.Tensor]], splits: dict
                   batch_size: int) -> None:
     """One Lightning fit per probe, on a datamodule of its own columns (a one-head `NeuronProbes`)."""
     for probe, columns in probes:
-        alone = BatchedProbes(1, len(columns), probe[-1].out_features, "linear" if len(probe) == 1 else "mlp1",
-                              hidden_dim=probe[0].out_features)
+        family = (linear if len(probe) == 1 else mlp1)(hidden_dim=probe[0].out_features)
+        alone = BatchedProbes(1, len(columns), probe[-1].out_features, family)
         selected = {name: TensorSplit({"features": split.tensors["features"][:, columns],
                                        "label": split.tensors["label"]}) for name, split in splits.items()}
         fit(NeuronProbes({"probe": alone}), ProbingDataModule(selected, batch_size), epochs, torch.device("cpu"))

@@ -76,13 +76,13 @@ from hydra import compose, initialize_config_dir
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from probing.config import build
 from probing.data.files import write_json_atomically
 from probing.devices import cpu_description, keep_freed_memory, timed
 from probing.probes.components.batched_probes import first_layer_products
 from probing.probes.metrics import SClassMetrics
 from probing.probes.sclass_probe import SClassProbe
 from probing.tasks.loggers import build_loggers
+from probing.tasks.probe import built_probing, chosen_representation
 from probing.tasks.settings import store_settings
 from probing.tasks.trainer import build_trainer
 
@@ -139,8 +139,8 @@ class Split:
 def probe_inputs(cfg):
     """The inputs of probe.py's s-class run of `cfg` (its stores filled, its datamodule built), as the pipeline makes
     them."""
-    probing = build(cfg.probing, "probing", source=build(cfg.data.source, "data.source"))
-    return probing.inputs(build(cfg.representation, "representation"), store_settings(cfg.features))
+    probing = built_probing(cfg)
+    return probing.inputs(chosen_representation(cfg)(), store_settings(cfg.features))
 
 
 def probe_config(args: argparse.Namespace, control: bool = False):
@@ -259,8 +259,8 @@ def compare(splits: dict[str, Split], class_names: list[str], batch_size: int, a
     """Train both models from the same initial weights on the same batches; their epoch times and F1."""
     train = splits["train"]
     torch.manual_seed(args.seed)
-    module = SClassProbe(labels=class_names, input_dim=train.features.shape[1],
-                         hidden_dim=args.hidden_dim).to(train.features.device)
+    module = SClassProbe.from_settings(labels=class_names, input_dim=train.features.shape[1],
+                                       hidden_dim=args.hidden_dim).to(train.features.device)
     probes = [module.probes.mlps.as_sequential(k) for k in range(len(class_names))]
     epochs = epoch_orders(len(train.labels), batch_size, args.epochs, args.seed, train.features.device)
     steps = len(epochs[0])
@@ -387,8 +387,8 @@ def benchmark_trainer(args: argparse.Namespace) -> None:
     cfg = probe_config(args, control=True)
     inputs = probe_inputs(cfg)
     torch.manual_seed(args.seed)
-    template = SClassProbe(labels=list(inputs.classes), input_dim=inputs.datamodule.feature_dim,
-                           hidden_dim=args.hidden_dim, control=True)
+    template = SClassProbe.from_settings(labels=list(inputs.classes), input_dim=inputs.datamodule.feature_dim,
+                                         hidden_dim=args.hidden_dim, control=True)
     lightning_seconds, bare_seconds = [], []
     for _ in range(args.rounds):
         lightning_seconds += lightning_epochs(cfg, copy.deepcopy(template), inputs.datamodule)[1:]

@@ -42,7 +42,8 @@ import torch
 
 from probing.data.files import write_json_atomically
 from probing.devices import cpu_description, keep_freed_memory, timed
-from probing.probes.components.batched_probes import first_layer_products, layer_sizes
+from probing.probes.components.batched_probes import first_layer_products
+from probing.probes.components.families import from_record
 
 PRECISIONS = {"32": ("32-true", torch.float32), "bf16": ("bf16-mixed", torch.bfloat16)}
 REPO = Path(__file__).resolve().parents[1]
@@ -95,12 +96,12 @@ def probe_layers(results: dict) -> tuple[list[int], int]:
     """(the layer sizes of one probe, input first; the probes of one task) of the run: C binary probes of the
     s-class task (results written before they recorded their family were MLP-1s), one K-way probe of a word task."""
     probe, dim = results["config"]["probe"], feature_dim(results)
-    hidden = probe["module"]["hidden_dim"]
+    family = from_record({"family": results.get("probe_family", "mlp1"), "hidden_dim": probe["module"]["hidden_dim"],
+                          "rank": results.get("rank")})
     if "classes" in results:
-        return layer_sizes(results.get("probe_family", "mlp1"), dim, 2, hidden, results.get("rank")), \
-            len(results["classes"])
+        return family.layer_sizes(dim, 2), len(results["classes"])
     dim *= 3 if results.get("pair_product") else 2 if results.get("pair") else 1
-    return layer_sizes(results["probe_family"], dim, len(results["labels"]), hidden, results["rank"]), 1
+    return family.layer_sizes(dim, len(results["labels"])), 1
 
 
 def run_flops(results: dict) -> dict:

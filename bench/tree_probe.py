@@ -37,7 +37,7 @@ from torch import Tensor
 from probing.data.files import write_json_atomically
 from probing.data.trees import TreeSource
 from probing.devices import cpu_description, timed
-from probing.probes.tree_probe import TreeProbe
+from probing.probes.trees.probe import TreeProbe
 
 TARGET = 1.5  # step / bare products, per epoch, on a CPU
 
@@ -104,7 +104,7 @@ def main() -> None:
     lengths = [len(words) for words in trees.sentences]
     epoch = batches(lengths, args, device)
     torch.manual_seed(args.seed)
-    module = TreeProbe(args.kind, labels=[], input_dim=args.input_dim, family="linear", rank=args.rank).to(device)
+    module = TreeProbe.from_settings(args.kind, input_dim=args.input_dim, family="linear", rank=args.rank).to(device)
     module.train()
     optimizer = module.configure_optimizers()["optimizer"]
     weight = module.probes.proj.detach().clone()

@@ -7,7 +7,8 @@ from probing.cli.compose import HYDRA_VERSION_BASE, app_config_loader
 from probing.cli.exits import exit_with, probing_cause, user_errors_exit_cleanly
 from probing.cli.launchers import own_launcher_configs
 from probing.cli.logs import process_rank
-from probing.cli.sweep_check import SweepCheck
+from probing.cli.sweep_check import JOB_CHECKS, SweepCheck
 
-__all__ = ["HYDRA_VERSION_BASE", "SweepCheck", "app_config_loader", "check_command_line", "command_line_checked",
-           "exit_with", "own_launcher_configs", "probing_cause", "process_rank", "user_errors_exit_cleanly"]
+__all__ = ["HYDRA_VERSION_BASE", "JOB_CHECKS", "SweepCheck", "app_config_loader", "check_command_line",
+           "command_line_checked", "exit_with", "own_launcher_configs", "probing_cause", "process_rank",
+           "user_errors_exit_cleanly"]

@@ -4,7 +4,7 @@ for any job is one `error:` line before any job runs."""
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.core.override_parser.types import IntervalSweep
@@ -15,10 +15,27 @@ from omegaconf.errors import OmegaConfBaseException
 from probing.cli.exits import exit_with, probing_cause
 from probing.errors import ProbingError
 
+# The check each job makes of its config before any work, by the job's `task_name` (the job modules register their
+# own: probing.tasks); SweepCheck makes it for every job of a sweep.
+JOB_CHECKS: dict[str, Callable[[DictConfig], object]] = {}
+
+
+def job_error_in(config: DictConfig) -> ProbingError | None:
+    """The ProbingError that the check of `config`'s job (JOB_CHECKS) raises, if any; other failures are left to the
+    job, which reports them as it would."""
+    check = JOB_CHECKS.get(OmegaConf.select(config, "task_name", default=None))
+    try:
+        if check is not None:
+            check(config)
+    except Exception as error:  # only a user's error is reported here
+        return probing_cause(error)
+    return None
+
 
 class SweepCheck(Callback):
-    """Hydra callback: resolve the sweep before the first job, so that a ProbingError raised by a resolver (e.g.
-    `finetuned=` naming a folder without a fine-tuned model) is one `error:` line and exit status 2 rather than
+    """Hydra callback: resolve the sweep and check each job's config (JOB_CHECKS) before the first job, so that a
+    ProbingError raised by a resolver (e.g. `finetuned=` naming a folder without a fine-tuned model) or by the check
+    (`layer=abc`) is one `error:` line and exit status 2 rather than
     Hydra's report of an interpolation failure, or a failure of a late job. (SystemExit passes through Hydra's error
     handler.)
 
@@ -31,7 +48,7 @@ class SweepCheck(Callback):
 
     def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
         for setting, variant in sweep_variants(config):
-            cause = user_error_in(variant)
+            cause = user_error_in(variant) or job_error_in(variant)
             if cause is not None:
                 exit_with(cause if setting is None else type(cause)(f"the job with {setting}: {cause}"))
 

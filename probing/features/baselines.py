@@ -1,22 +1,6 @@
 """The bag-of-embeddings baselines of Zhao et al. 2020 §4.2.1, stored and probed exactly like encoder layers.
 
-Each baseline turns a word in context into one vector, the mean of rows of a fixed embedding matrix:
-
-    pbert    P-BERT: the encoder's wordpiece input embeddings (no position or segment embeddings) of every
-             wordpiece of the context window, special tokens ([CLS], [SEP], ...) left out but [UNK] kept; the
-             window is the encoder's own (the `context_size` words on each side, cut to `max_length` wordpieces
-             around the target).
-    bertw    BERTw: the same input embeddings of the target word's wordpieces only: no context at all, so
-             every context of a word gets the same vector.
-    prand    P-Rand: one N(0, I_dim) vector per (lower-cased) word type, fixed by (seed, word), averaged over
-             the words of the context window.
-    pstatic  P-static (Zhao's P-fastText): a static embedding file's vectors averaged over the words of the
-             context window; words missing from the file get N(0, I) vectors fixed by (oov_seed, word),
-             counted and reported.
-
-The word-level baselines (prand, pstatic) count words, not wordpieces: the window is `context_size` words
-left and right of the target (the whole sentence when None), with no length cap. Their features form a
-one-layer store (layers = 1), so they run through the same probe, metric and report as the encoder layers.
+See docs/probing.md, 'What is probed: layers, the scalar mix, baselines'.
 """
 
 from __future__ import annotations
@@ -61,7 +45,7 @@ def mean_rows(matrix: torch.Tensor, id_lists: Sequence[Sequence[int]]) -> torch.
 
 class WordpieceBaseline:
     """P-BERT / BERTw over an encoder's input embedding matrix, with the encoder's own tokenisation and window
-    (built by Hydra from `baselines.pbert` / `baselines.bertw`, whose `encoder` is `features.encoder`)."""
+    (`baseline=pbert` / `baseline=bertw`, over the encoder of `features.encoder`)."""
 
     def __init__(self, kind: str, encoder: WordEncoder):
         if kind not in WORDPIECE_BASELINES:
@@ -172,8 +156,8 @@ class WordBaseline:
 
 
 def rand_baseline(dim: int, seed: int, context_size: int | str | None) -> WordBaseline:
-    """P-Rand: N(0, I_dim) per lower-cased word type (Hydra: `baselines.prand`)."""
-    dim, seed = require_int("baselines.prand.dim", dim, minimum=1), require_int("baselines.prand.seed", seed)
+    """P-Rand: N(0, I_dim) per lower-cased word type (`baseline=prand`; `representation.rand_dim`, `rand_seed`)."""
+    dim, seed = require_int("representation.rand_dim", dim, minimum=1), require_int("representation.rand_seed", seed)
     identity = {"vectors": f"rand-d{dim}-seed{seed}", "rand_dim": dim, "rand_seed": seed}
     return WordBaseline("prand", lambda words: seeded_normal_vectors(words, dim, seed), dim, identity,
                         context_size, lower=True)
@@ -181,8 +165,8 @@ def rand_baseline(dim: int, seed: int, context_size: int | str | None) -> WordBa
 
 def static_file_baseline(path: str | None, name: str | None, oov_seed: int,
                          context_size: int | str | None) -> WordBaseline:
-    """P-static from the file `path` (Hydra: `baselines.pstatic`, whose path and name come from `embeddings=...`)."""
-    require_int("baselines.pstatic.oov_seed", oov_seed)
+    """P-static from the file `path` (`baseline=pstatic`, whose path and name come from `embeddings=...`)."""
+    require_int("representation.oov_seed", oov_seed)
     if not path:
         raise ConfigError("baseline=pstatic needs a static embedding file. Fix: add embeddings=glove (or fasttext, "
                           "word2vec, static) embeddings.path=/path/to/vectors.txt")

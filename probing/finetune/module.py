@@ -1,18 +1,6 @@
 """The fine-tuning LightningModule: a Hugging Face encoder plus a linear head, every parameter trained.
 
-Choices (Zhao et al. 2020 §4.4.1, appendix B and Table 4, after Devlin et al. 2019):
-- Token tasks (POS, NER) classify each word from the top layer's vector of its **last wordpiece** (Liu et al. 2019);
-  sentence tasks (SST-2, MRPC) from the first token ([CLS] for BERT-like models).
-- Dropout (0.1, as Devlin et al.'s classifier) on the vector before the linear head; plain Adam, lr 5e-5, no warm-up,
-  no layer-wise rates by default; the optimizer and an optional scheduler come as `_partial_` configs.
-- `attention_window=k` restricts every layer's attention to the wordpieces of words at most k words away
-  (probing.features.attention, appendix C; token tasks only, as in the paper); None is full attention.
-  `attention_policy` says what the special tokens see and are seen by under a window: `sink` (every word sees
-  [CLS]/[SEP], they see only themselves; the default), `positional` ([CLS]/[SEP] are words at positions -1 and n) or
-  `blocked` (no word sees them).
-- `isotropy_reg=γ` adds γ × the mean pairwise cosine of the input embedding matrix (Gao et al. 2019; Bis et al. 2021
-  appendix A; probing.finetune.isotropy), and with `isotropy_on_context` also of the batch's contextual vectors fed
-  to the head. It is logged apart from the task loss (`train/task_loss`, `train/isotropy`).
+See docs/finetuning.md, 'What it does'.
 """
 
 from __future__ import annotations

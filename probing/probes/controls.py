@@ -1,21 +1,6 @@
 """The control task of Hewitt & Liang (2019), adapted to s-class probing.
 
-Every word type gets one random s-class, drawn from the empirical class distribution of the training data
-and fixed by (seed, word): all contexts of a word share its control class, in every split. The same probe is
-trained on these labels, and selectivity = score on the real task - score on the control task is reported
-(on the probe's own measure, Zhao's micro-F1, and on context accuracy).
-
-What it measures here. Hewitt & Liang evaluate on words seen in training, so a probe that memorises word
-identities scores high on their control task. Zhao's splits are word-disjoint: a dev/test word's control class
-was never seen, cannot be inferred from any representation, and the control score is what a probe reaches by
-guessing from the class prior (plus noise). Selectivity is then the real score above that floor: it says how
-much of the score needs the representation rather than the label distribution, not how much the probe could
-memorise.
-
-Hewitt & Liang's own reading needs words seen in training: `seen_rows` holds out some training contexts whose
-words keep other contexts in training (the `seen` split, `probe.control_task.seen_fraction`). There a probe can
-only beat the prior on the control task by memorising word identities, so seen-split selectivity is their
-measure: high when the probe has to read the property from the representation, low when it can memorise.
+See docs/probing.md, 'Controls'.
 """
 
 from __future__ import annotations
@@ -72,15 +57,15 @@ def seen_rows(word_ids: np.ndarray, fraction: float, seed: int) -> np.ndarray:
 
 class ControlTask:
     """`probe.control_task`, built once: `seed` is the control classes' seed (None when the task is off) and
-    `seen_fraction` the share of training contexts held out as the seen split (0 = none)."""
+    `seen_fraction` the share of training contexts held out as the seen split (0 = none; `check_level` refuses it
+    where no word has several contexts)."""
 
-    def __init__(self, enabled: bool = True, seed: int = 0, seen_fraction: float | None = 0.0,
-                 level: str = "context"):
+    def __init__(self, enabled: bool = True, seed: int = 0, seen_fraction: float | None = 0.0):
         enabled = require_bool("probe.control_task.enabled", enabled)
         self.seed = require_int("probe.control_task.seed", seed) if enabled else None
-        self.seen_fraction = self._checked_fraction(float(seen_fraction or 0.0), level)
+        self.seen_fraction = self._checked_fraction(float(seen_fraction or 0.0))
 
-    def _checked_fraction(self, fraction: float, level: str) -> float:
+    def _checked_fraction(self, fraction: float) -> float:
         if not fraction:
             return 0.0
         key = f"probe.control_task.seen_fraction={fraction}"
@@ -89,10 +74,14 @@ class ControlTask:
         if self.seed is None:
             raise ConfigError(f"{key} holds out contexts to score the control task on, but the control task is off. "
                               "Fix: probe.control_task.enabled=true, or seen_fraction=0")
-        if level != "context":
-            raise ConfigError(f"{key} needs several contexts per word; at probe.level=type each word is one training "
-                              "row, so no word can be both trained on and held out. Fix: seen_fraction=0")
         return fraction
+
+    def check_level(self, level: str) -> None:
+        """A seen split needs several contexts per word: refused at the type level (`probe.level`)."""
+        if self.seen_fraction and level != "context":
+            raise ConfigError(f"probe.control_task.seen_fraction={self.seen_fraction} needs several contexts per "
+                              "word; at probe.level=type each word is one training row, so no word can be both trained "
+                              "on and held out. Fix: seen_fraction=0")
 
 
 NO_CONTROL_TASK = ControlTask(enabled=False)

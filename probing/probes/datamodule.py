@@ -1,16 +1,6 @@
 """Serve the train/dev/test features of a probing run to a Lightning Trainer.
 
-A split is a `TensorSplit`: equal-length tensors by name, indexed a whole batch at a time. Context-level runs
-read them from the feature stores (`StoreDataModule`: one layer, or every layer for the scalar mix); type-level
-runs build them in memory (`ProbingDataModule` directly). Batch keys:
-
-    features            (B, D), or (B, num_layers, D) for the scalar mix; float32
-    label, combination  (B,) context-level: gold class and word-s-class combination id (Zhao's metric)
-    targets             (B, C) bool, type-level: the word's s-classes
-    control_label, control_combination / control_targets: the same for the control task (probing.probes.controls)
-
-Splits: train, dev (Lightning's validation set) and test; with `seen_fraction`, also `seen`: training contexts
-held out from training whose words keep other training contexts (Hewitt & Liang's selectivity needs them).
+See docs/development.md, 'Inside a probe run'.
 """
 
 from __future__ import annotations
@@ -26,8 +16,8 @@ from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, S
 from probing.data.splits import SEEN, TEST_SPLITS
 from probing.errors import ConfigError
 from probing.features.store import FeatureStore
+from probing.probes.bits.mdl import OnlineCode
 from probing.probes.controls import class_distribution, control_classes, seen_rows
-from probing.probes.mdl import OnlineCode
 
 ALL_LAYERS = "all"
 
@@ -101,8 +91,8 @@ class StoreDataModule(ProbingDataModule):
     `seen_fraction` (> 0, with the control task) moves that share of the training contexts, drawn by
     `probing.probes.controls.seen_rows` from `control_seed`, into a `seen` split scored after training.
     `expected_layers`: the number of layers the run needs in every store (the scalar mix needs all of them).
-    With `online_code` (probing.probes.mdl.OnlineCode), the training contexts get their position in its seeded order
-    (`order`), which cuts them into the blocks of the MDL online code.
+    With `online_code` (probing.probes.bits.mdl.OnlineCode), the training contexts get their position in its seeded
+    order (`order`), which cuts them into the blocks of the MDL online code.
     """
 
     def __init__(self, stores: Mapping[str, str | Path], layer: int | str, batch_size: int = 256,

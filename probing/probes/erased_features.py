@@ -17,9 +17,10 @@ from probing.erasure.applied import ConceptSplits
 from probing.erasure.fitted import FittedEraser
 from probing.erasure.guardedness import converged_linear_accuracy, guardedness
 from probing.errors import ConfigError
+from probing.probes.bits.information import majority_rates
 from probing.probes.callbacks import KeepBestWeights
+from probing.probes.components.families import ProbeFamily, mlp1
 from probing.probes.datamodule import ALL_LAYERS, ProbingDataModule, TensorSplit
-from probing.probes.information import majority_rates
 from probing.probes.word_data import WordTaskDataModule
 from probing.probes.word_probe import WordProbe
 
@@ -60,12 +61,12 @@ def guardedness_report(fitted: FittedEraser, control: FittedEraser, concept: Con
         splits = {split: (transform(x), y) for split, (x, y) in concept.items()}
         probes[f"linear_{version}"] = converged_linear_accuracy(splits, num_classes)
         if version == "erased":
-            probes["mlp1_erased"] = fresh_probe_accuracy("mlp1", splits, labels, seed, epochs)
+            probes["mlp1_erased"] = fresh_probe_accuracy(mlp1(hidden_dim=1000), splits, labels, seed, epochs)
     report["fresh_probes"] = probes
     return report
 
 
-def fresh_probe_accuracy(family: str, splits: ConceptSplits, labels: list[str], seed: int,
+def fresh_probe_accuracy(family: ProbeFamily, splits: ConceptSplits, labels: list[str], seed: int,
                          epochs: int) -> dict[str, float]:
     """Dev and test accuracy of a fresh `family` probe of the concept, trained on `splits["train"]` for `epochs`,
     its best dev epoch's weights kept."""
@@ -73,13 +74,13 @@ def fresh_probe_accuracy(family: str, splits: ConceptSplits, labels: list[str], 
         return _fresh_probe_accuracy(family, splits, labels, seed, epochs)
 
 
-def _fresh_probe_accuracy(family: str, splits: ConceptSplits, labels: list[str], seed: int,
+def _fresh_probe_accuracy(family: ProbeFamily, splits: ConceptSplits, labels: list[str], seed: int,
                           epochs: int) -> dict[str, float]:
     L.seed_everything(seed, workers=True, verbose=False)
     datamodule = ProbingDataModule({split: TensorSplit({"features": x, "label": y}) for split, (x, y) in
                                     splits.items()}, batch_size=256)
     module = WordProbe(labels=labels, input_dim=splits["train"][0].shape[1], num_layers=None, level="context",
-                       control=False, mdl_block_ends=None, family=family, hidden_dim=1000, rank=None, dropout=0.0)
+                       control=False, mdl_block_ends=None, family=family)
     trainer = L.Trainer(max_epochs=epochs, accelerator="auto", devices=1, logger=False, enable_checkpointing=False,
                         enable_progress_bar=False, enable_model_summary=False,
                         callbacks=[KeepBestWeights(monitor="dev/accuracy", mode="max")])

@@ -1,19 +1,6 @@
-"""What a probe run reads: one representation of the words, built once from conf/probe.yaml's `representation`.
+"""What a probe run reads: one representation of the words (which one, `probing.probes.representation_choice`).
 
-The user's shorthand (`layer=3`, `layer=-1`, `layer=mix`, `baseline=pbert` or `layer=pbert`, and at
-`probe.level=type` `layer=l` (AVG-l), `layer=rand`, `layer=bertw` or `embeddings=glove`) is resolved at
-composition into the `kind` of conf/probe.yaml's `representation` (`representation_of` below, which refuses a
-shorthand that names none), and `built_representation` builds that kind, with what it reads, and nothing else. Each
-representation validates its own settings (a `ConfigError` with the fix), knows what fills its stores (a
-Featurizer) and which of their layers it reads, its `layer` and `representation` label for results.json and the
-report, what its features are (`described`: the model they come from, pooling, context size, attention window, from
-the featurizer's own metadata; saved probes record it and a reuse must match it), and builds the datamodule the probes
-train on.
-
-- context level (Zhao et al. 2020 §3.2.2): `EncoderLayer`, `LayerMix` (the ELMo scalar mix of every layer, Peters et
-  al. 2018, learned with the probes), `Baseline` (P-BERT, BERTw, P-Rand, P-static: one vector per context);
-- type level (§3.2.1, Fig. 1): `TypeSpace` (one vector per word: Rand, BERTw, a static file) and `AvgSpaceOfLayer`
-  (AVG-l, the mean of the word's contextual vectors at layer l over the data's contexts).
+See docs/development.md, 'Inside a probe run'.
 """
 
 from __future__ import annotations
@@ -27,13 +14,10 @@ from typing import Any
 import numpy as np
 import torch
 
-from probing.config import build
 from probing.data.every_word import every_word_data
-from probing.data.settings import choose
 from probing.data.sources import WordInContextData, read_contexts
 from probing.data.splits import SEEN, split_summary
 from probing.data.types import TypeLevelData, type_summary
-from probing.errors import ConfigError
 from probing.features.baselines import check_baseline, oov_summary
 from probing.features.featurizer import Featurizer
 from probing.features.identity import FeatureIdentity
@@ -41,114 +25,13 @@ from probing.features.layers import resolve_layer
 from probing.features.provision import ensure_features
 from probing.features.sentence_store import sentence_encoder_of
 from probing.features.store import FeatureStore
+from probing.probes.bits.mdl import OnlineCode
 from probing.probes.controls import ControlTask, class_distribution, control_classes
 from probing.probes.datamodule import ALL_LAYERS, ProbingDataModule, StoreDataModule, TensorSplit
-from probing.probes.mdl import OnlineCode
 from probing.probes.word_data import ConcatenatedSplit, WordTaskDataModule
-from probing.vocabulary import BASELINE_LABELS, LEVELS, MIX
+from probing.vocabulary import BASELINE_LABELS, MIX
 
 log = logging.getLogger(__name__)
-
-# At type level, `layer=` names a space of `type_spaces`: an integer l is AVG-l, these are spaces of their own.
-NAMED_TYPE_SPACES = ("rand", "bertw")
-
-
-def representation_of(layer: Any, baseline: str | None, level: str, embeddings: str | None) -> str:
-    """The kind of representation that the shorthand names (the resolver `representation_of` of conf/probe.yaml's
-    `representation`). A shorthand that names none (an unknown probe.level or baseline, a baseline with layer=mix, a
-    layer that is neither an index nor a name) is a ConfigError here, when the config is resolved: a single run
-    stops before it loads anything, and a sweep before its first job (`probing.cli.SweepCheck` resolves every job's
-    config first)."""
-    choose("probe.level", level, LEVELS)
-    if level == "type":
-        if embeddings is not None:
-            return "static"
-        if layer in NAMED_TYPE_SPACES:
-            return f"type_{layer}"
-        if isinstance(layer, bool) or not isinstance(layer, int):
-            raise ConfigError(f"probe.level=type needs a word space, and layer={layer} names none. Fix: layer=l "
-                              "(AVG-l), layer=rand, layer=bertw, or a static file: embeddings=glove "
-                              "embeddings.path=/path/to/glove.6B.300d.txt")
-        return "avg"
-    if baseline is not None:
-        check_baseline(str(baseline))
-        if layer == MIX:
-            raise ConfigError(f"layer={layer} mixes the encoder's layers, but baseline={baseline} has a single vector "
-                              "per context. Fix: drop one of the two settings")
-        return str(baseline)
-    if layer == MIX or layer in BASELINE_LABELS:
-        return str(layer)
-    if isinstance(layer, bool) or not isinstance(layer, int):  # the model's range is checked once it is loaded
-        raise ConfigError(f"layer={layer!r} is not a layer. Fix: an integer (0 = embeddings, -1 = the top layer), "
-                          f"{MIX}, or a baseline ({', '.join(BASELINE_LABELS)})")
-    return "layer"
-
-
-# What `probe.condition_on` may name beside a layer: the bag-of-embeddings baselines, one vector per word in context.
-CONDITIONING_BASELINES = ("pbert", "bertw", "prand")
-
-
-def conditioning_of(condition_on: Any, layer: Any = None) -> str:
-    """The kind of representation that `probe.condition_on` names (the resolver `conditioning_of` of conf/probe.yaml's
-    `conditioning`, refused when the config is resolved): "none" without conditioning, "layer" for a layer of the same
-    model, or a baseline. The scalar mix is refused as X and as R (`layer`): it is
-    learned by each probe, so the probes on X and on [X; R] would not share one X, or one R."""
-    if condition_on is None:
-        return "none"
-    if layer == MIX:
-        raise ConfigError(f"probe.condition_on={condition_on} with layer={MIX}: the scalar mix is learned by each "
-                          "probe, so the probe on [X; R] would mix R its own way. Fix: probe a layer (layer=3) or "
-                          "probe.condition_on=null")
-    if condition_on in CONDITIONING_BASELINES:
-        return str(condition_on)
-    if condition_on == MIX:
-        raise ConfigError(f"probe.condition_on={MIX}: the scalar mix is learned by each probe, so the probe on X and "
-                          "the probe on [X; R] would condition on different mixes. Fix: condition on a layer "
-                          f"(probe.condition_on=0) or a baseline ({', '.join(CONDITIONING_BASELINES)})")
-    if isinstance(condition_on, bool) or not isinstance(condition_on, int):
-        raise ConfigError(f"probe.condition_on={condition_on!r} names no representation. Fix: a layer (0 = the "
-                          f"embeddings) or a baseline ({', '.join(CONDITIONING_BASELINES)}), or null")
-    return "layer"
-
-
-def built_representation(kind: str, layer: Any, encoder: Mapping[str, Any], baselines: Mapping[str, Any],
-                         type_spaces: Mapping[str, Any] | None = None, embeddings: Mapping[str, Any] | None = None,
-                         configured_layers: int | None = None, setting: str = "layer") -> Any:
-    """The representation of `kind` (`representation_of`, `conditioning_of`) at `layer`, with what it reads built from
-    the plain `_target_` configs given (conf/probe.yaml's `representation`): the encoder of `encoder`, a baseline's
-    featurizer of `baselines`, a word space of `type_spaces` or the static file of `embeddings`, only those of that
-    kind. `setting` is the one named when the layer is out of range."""
-    if kind == "layer":
-        return EncoderLayer(build(encoder, "features.encoder"), layer, configured_layers, setting=setting)
-    if kind == MIX:
-        return LayerMix(build(encoder, "features.encoder"), configured_layers)
-    if kind == "pstatic":
-        named = embeddings or {}
-        return StaticFileBaseline(build(baselines[kind], "baselines.pstatic"), named.get("name"), named.get("label"))
-    if kind in BASELINE_LABELS:
-        return Baseline(kind, build(baselines[kind], f"baselines.{kind}"))
-    if kind == "avg":
-        return AvgSpaceOfLayer(build(type_spaces["avg"], "type_spaces.avg"), build(encoder, "features.encoder"), layer)
-    if kind == "static":
-        return TypeSpace(build(embeddings, "embeddings"))
-    space = kind.removeprefix("type_")
-    return TypeSpace(build(type_spaces[space], f"type_spaces.{space}"))
-
-
-class Conditioning:
-    """The representation X of `probe.condition_on` (conf/probe.yaml's `conditioning`, whose `kind` `conditioning_of`
-    names), built when called: what it reads (the encoder of `encoder`, or the baseline's featurizer of `baselines`,
-    plain `_target_` configs) is built then, and only then."""
-
-    def __init__(self, kind: str, layer: Any, encoder: Mapping[str, Any], baselines: Mapping[str, Any],
-                 configured_layers: int | None = None):
-        self.kind, self.layer, self.configured_layers = kind, layer, configured_layers
-        self.encoder, self.baselines = encoder, baselines
-
-    def __call__(self) -> ContextRepresentation:
-        return built_representation(self.kind, self.layer, self.encoder, self.baselines,
-                                    configured_layers=self.configured_layers, setting="probe.condition_on")
-
 
 def warn_if_num_layers_differ(configured: int | None, encoder: Featurizer) -> None:
     """The presets sweep `model.num_layers` layers: say so when the config disagrees with the model loaded."""
@@ -278,7 +161,7 @@ class ConditionedRepresentation:
 
     level = "context"
 
-    def __init__(self, probed: ContextRepresentation, conditioning: Conditioning):
+    def __init__(self, probed: ContextRepresentation, conditioning: Callable[[], ContextRepresentation]):
         self.probed, self.conditioning = probed, conditioning
         self.store_layer, self.expected_layers = probed.store_layer, probed.expected_layers
 
@@ -331,7 +214,7 @@ def word_task_summary(data: Any, dropped: Mapping[str, int]) -> dict[str, dict[s
 
 class Baseline(ContextRepresentation):
     """A bag-of-embeddings baseline of Zhao et al. 2020 §4.2.1 (`baseline=pbert|bertw|prand`): one vector per
-    context, filled by `featurizer` (conf/probe.yaml `baselines.<name>`)."""
+    context, filled by `featurizer`."""
 
     def __init__(self, name: str, featurizer: Featurizer):
         super().__init__(featurizer, 0, check_baseline(name), BASELINE_LABELS[name])
@@ -371,7 +254,7 @@ class TypeSpace:
     def inputs(self, source: Any, store_settings: Mapping[str, Any], batch_size: int,
                control: ControlTask, online_code: OnlineCode | None = None) -> ProbeInputs:
         """The word vectors and multi-hot targets of the type-level word splits (no online code: it is refused at
-        type level, `probing.probes.mdl.online_code`)."""
+        type level, `probing.probes.bits.mdl.online_code`)."""
         types = source.load_types()
         space = self.built_space(source, store_settings)
         data, vectors, about = space.vectors(types)

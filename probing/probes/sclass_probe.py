@@ -9,12 +9,13 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from probing.data.splits import EVAL_SPLITS, TEST_SPLITS
+from probing.probes.classifier_probe import ClassifierProbe
 from probing.probes.components.probe_head import ProbeHead
 from probing.probes.metrics import SClassMetrics, TypeLevelMetrics
-from probing.probes.probe_module import CONTROL, ProbeModule
+from probing.probes.probe_module import CONTROL
 
 
-class SClassProbe(ProbeModule):
+class SClassProbe(ClassifierProbe):
     """One binary probe per s-class on frozen features (Zhao et al. 2020 §3.2, §4.1, A.2/A.5), built with the keyword
     contract of `ProbeModule`. Zhao's probe is the default family: MLP-1 with 1024 hidden units (`probe=sclass_mlp`);
     `probe=linear`, `mlp1` and `mlp2` give C binary probes of Hewitt & Liang's families instead (ablations).

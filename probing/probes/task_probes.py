@@ -1,24 +1,13 @@
 """What probe.py does with each kind of task: the one probe pipeline (`probing.tasks.probe`) builds the object that
 probe.py's config holds for the task (`probing`, conf/probings/<task>.yaml) and asks it for each step.
 
-    SClassProbing   Zhao et al.'s s-class task: the word-in-context data of `data=` (context level) or its word types
-                    (probe.level=type); C binary probes, saved with what they were trained on (probes.safetensors),
-                    and saved probes scored on other features (probe.reuse, Zhao et al. 2020 §4.4.2 setup (a))
-    WordProbing     a word or word-pair task (task=upos, deprel, feats, ner, pos, supersense, jsonl): the labelled
-                    words of the task's sentences, read from the every-word stores; one multi-class probe
-
-Each is built from its settings and refuses, in its constructor, what its task cannot do (ConfigError naming the
-setting): before any model loads or any store fills. The steps: `load` (the task's data, read before the model),
-`inputs` (a representation turns the data into stores and a datamodule), `build_module` (the probe module of
-`module`, a `ProbeModule` built with the keyword contract, or the saved one), `keepers` (the best-weights keepers of
-the control head), `fit` (train and save, or nothing for saved probes) and `results` (what the task's results.json
-records beyond every run's keys).
+See docs/development.md, 'Inside a probe run'.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +22,7 @@ from probing.erasure.file import ERASER_FILE
 from probing.erasure.setup import ErasureSetup
 from probing.errors import ConfigError, settings_named
 from probing.probes import erased_features
+from probing.probes.bits.mdl import DEFAULT_FRACTIONS, online_code
 from probing.probes.callbacks import (
     KeepBestWeights,
     best_epochs,
@@ -40,8 +30,8 @@ from probing.probes.callbacks import (
     control_keeper,
     training_warnings,
 )
+from probing.probes.components.families import ProbeFamily
 from probing.probes.controls import NO_CONTROL_TASK, ControlTask
-from probing.probes.mdl import OnlineCode
 from probing.probes.probe_module import ProbeModule
 from probing.probes.representations import ProbeInputs, features_about
 from probing.probes.saved import (
@@ -55,9 +45,9 @@ from probing.probes.saved import (
     save_probes,
     storage_dtype,
 )
-from probing.probes.tree_data import TreeDataModule, tree_split_summary
-from probing.probes.tree_probe import refuse_what_a_structural_probe_does_not_honour
-from probing.probes.tree_results import linear_baseline_scores, tree_examples
+from probing.probes.trees.data import TreeDataModule, tree_split_summary
+from probing.probes.trees.results import linear_baseline_scores, tree_examples
+from probing.probes.trees.structural import structural_map
 from probing.results.kinds import SClassProbeResults, TreeProbeResults, WordProbeResults
 from probing.vocabulary import SCLASS_TASK
 
@@ -65,22 +55,30 @@ log = logging.getLogger(__name__)
 
 
 class TaskProbing:
-    """The settings every task's probing shares: `name` (the task's), `source` (its data source), `module` (the probe
-    module's class, partial: the contract's values come from the data), `settings` (the probe family's settings,
-    `probe.module`), `control` (the control task), `online_code` (MDL, or None), `batch_size`, the run's `seed` and
-    `erase` (a concept erased from the features first, `probing.erasure.applied`; not for trees) and
-    `condition_on` (`probe.condition_on`: the representation the probes are conditioned on, a word task's only)."""
+    """What every task's probing is built with: from its config, `module` (the probe module's class, partial: the
+    contract's values come from the data); from probe.py, the task's `name` and data `source`, the run's `seed`,
+    `erase` (a concept erased from the features first, `probing.erasure.applied`; not for trees) and the probe's
+    settings (conf/probe/): `family` (the built probe family, `probe.module`), `mix` (the scalar mix's options),
+    `control` (the control task), `mdl` and `mdl_fractions` (the online code, built here: `online_code`, or None),
+    `batch_size`, `level`, `reuse` (saved probes, the s-class task's), `pair_product` (a word-pair task's) and
+    `condition_on` (the representation the probes are conditioned on, a word task's only)."""
 
-    def __init__(self, name: str, source: Any, module: Callable[..., ProbeModule], settings: Mapping[str, Any],
-                 control: ControlTask | None, online_code: OnlineCode | None, batch_size: int, seed: int,
+    def __init__(self, name: str, source: Any, module: Callable[..., ProbeModule] | None, seed: int,
+                 family: ProbeFamily | None = None, mix: Mapping[str, Any] | None = None,
+                 control: ControlTask | None = None, mdl: bool = False,
+                 mdl_fractions: Sequence[float] | None = DEFAULT_FRACTIONS, batch_size: int = 256,
+                 level: str = "context", reuse: str | None = None, pair_product: bool = False,
                  erase: ErasureSetup | None = None, condition_on: Any = None):
-        self.name, self.source, self.module, self.settings = str(name), source, module, dict(settings)
+        self.name, self.source, self.module, self.family = str(name), source, module, family
+        self.mix = dict(mix or {})
         self.erase, self.condition_on = erase, condition_on
         self.erasure: applied.Erasure | None = None  # what `erase` did, once the inputs are built
         self.control = control or NO_CONTROL_TASK
-        self.online_code = online_code
-        self.batch_size = require_int("probe.batch_size", batch_size, minimum=1)
+        self.control.check_level(level)
         self.seed = require_int("seed", seed)
+        self.online_code = online_code(mdl, mdl_fractions, self.seed, level, reuse)
+        self.batch_size = require_int("probe.batch_size", batch_size, minimum=1)
+        self.level, self.reuse, self.pair_product = level, reuse, require_bool("probe.pair_product", pair_product)
 
     def load(self) -> None:
         """Read what can be read before the model loads (a task the data cannot serve is refused first)."""
@@ -89,14 +87,14 @@ class TaskProbing:
         raise NotImplementedError
 
     def new_module(self, inputs: ProbeInputs) -> ProbeModule:
-        """Untrained probes for `inputs`: the task's probe module built with the keyword contract."""
+        """Untrained probes for `inputs`: the task's classifier built with the keyword contract."""
         datamodule = inputs.datamodule
         train_examples = len(datamodule.splits["train"])
         conditioning_dim = inputs.conditioning_dim
         return self.module(labels=list(inputs.classes), input_dim=datamodule.feature_dim - (conditioning_dim or 0),
                            num_layers=datamodule.num_layers, level=inputs.level, control=self.control.seed is not None,
                            mdl_block_ends=self.online_code.block_ends(train_examples) if self.online_code else None,
-                           conditioning_dim=conditioning_dim, **self.settings)
+                           conditioning_dim=conditioning_dim, family=self.family, mix=self.mix)
 
     def build_module(self, inputs: ProbeInputs) -> ProbeModule:
         """The probe module this run scores: new probes (or saved ones, for a task that reuses them)."""
@@ -131,11 +129,10 @@ class TaskProbing:
         record["guardedness"] = erased_features.guardedness_report(fitted, control, concept, labels, self.seed,
                                                                    self.erase.fresh_probe_epochs)
         log.info("%s", applied.describe(record))
-        family = self.settings.get("family")
-        if family != "linear" and fitted.method != "random":
+        if not self.family.linear and fitted.method != "random":
             log.warning("probe family %s after %s: the erasure guards against linear probes only, so this probe may "
                         "still read %s (the guardedness report's MLP-1: test accuracy %.3f). probe=linear tests the "
-                        "erasure itself", family, fitted.method, concept_name,
+                        "erasure itself", self.family.name, fitted.method, concept_name,
                         record["guardedness"]["fresh_probes"]["mlp1_erased"].get("test", float("nan")))
         self.erasure = applied.Erasure(fitted, record, inputs.features, labels)
 
@@ -147,13 +144,11 @@ class SClassProbing(TaskProbing):
 
     RESULTS_KIND = SClassProbeResults.KIND  # the kind of its results.json
 
-    def __init__(self, level: str = "context", reuse: str | None = None, pair_product: bool = False, **shared: Any):
+    def __init__(self, **shared: Any):
         super().__init__(**shared)
         refuse_conditioning(self.name, self.condition_on)
-        refuse_pair_product(self.name, pair_product)
-        self.level = level
-        self.saved: list[SavedProbes] = [load_probes(path) for path in probe_files(reuse)] if reuse else []
-        self.reuse = reuse
+        refuse_pair_product(self.name, self.pair_product)
+        self.saved: list[SavedProbes] = [load_probes(path) for path in probe_files(self.reuse)] if self.reuse else []
 
     def inputs(self, representation: Any, store_settings: Mapping[str, Any]) -> ProbeInputs:
         if self.erase is not None:
@@ -212,14 +207,13 @@ class WordProbing(TaskProbing):
 
     RESULTS_KIND = WordProbeResults.KIND  # the kind of its results.json
 
-    def __init__(self, data_name: str, pair_product: bool = False, level: str = "context", reuse: str | None = None,
-                 **shared: Any):
+    def __init__(self, data_name: str, **shared: Any):
         super().__init__(**shared)
-        refuse_settings_of_sclass(self.name, level, reuse, self.control)
+        refuse_settings_of_sclass(self.name, self.level, self.reuse, self.control)
         if self.erase is not None and self.condition_on is not None:
             raise ConfigError(f"erase= and probe.condition_on={self.condition_on} together: an eraser is fitted on "
                               "one representation, not on a concatenation. Fix: erase=none or probe.condition_on=null")
-        self.data_name, self.pair_product = str(data_name), require_bool("probe.pair_product", pair_product)
+        self.data_name = str(data_name)
         self.data = None
 
     def load(self) -> None:
@@ -263,7 +257,7 @@ class WordProbing(TaskProbing):
 class TreeProbing(TaskProbing):
     """A tree task (task=tree_distance, tree_depth; Hewitt & Manning 2019): the dependency trees of the task's
     sentences (`probing.data.trees`), read from the every-word stores a sentence at a time; the structural probe of
-    `kind` ("distance" or "depth", `probing.probes.tree_probe`). Refused as for a word task: the type level, saved
+    `kind` ("distance" or "depth", `probing.probes.trees.probe`). Refused as for a word task: the type level, saved
     probes, a seen split; and what a structural probe does not honour (another family, dropout, the online code).
     Its results add the paper's LINEAR baseline (each word attached to the next; depth = position) scored by the same
     metrics on the same sentences, B's rank, and a few test sentences' gold and predicted trees (the report draws
@@ -271,16 +265,23 @@ class TreeProbing(TaskProbing):
 
     RESULTS_KIND = TreeProbeResults.KIND  # the kind of its results.json
 
-    def __init__(self, kind: str, level: str = "context", reuse: str | None = None, pair_product: bool = False,
-                 **shared: Any):
+    def __init__(self, kind: str, **shared: Any):
         super().__init__(**shared)
-        refuse_settings_of_sclass(self.name, level, reuse, self.control)
-        refuse_pair_product(self.name, pair_product)
+        refuse_settings_of_sclass(self.name, self.level, self.reuse, self.control)
+        refuse_pair_product(self.name, self.pair_product)
         refuse_erasure(self.name, self.erase)
         refuse_conditioning(self.name, self.condition_on)
-        refuse_what_a_structural_probe_does_not_honour(
-            {**self.settings, "mdl_block_ends": [] if self.online_code is not None else None})
+        self.network = structural_map(self.family, kind)
+        if self.online_code is not None:
+            raise ConfigError("probe.mdl=true sends labels with the online code; a tree probe predicts distances. "
+                              "Fix: probe.mdl=false")
         self.kind, self.data = kind, None
+
+    def new_module(self, inputs: ProbeInputs) -> ProbeModule:
+        """An untrained structural probe for `inputs` (no labels: no online code, conditioning or bits)."""
+        datamodule = inputs.datamodule
+        return self.module(family=self.network, input_dim=datamodule.feature_dim, num_layers=datamodule.num_layers,
+                           level=inputs.level, control=self.control.seed is not None, mix=self.mix)
 
     def load(self) -> None:
         with settings_named({"data.source.paths": "data.data_dir"}):  # a tree task's files (conf/task/tree_*.yaml)

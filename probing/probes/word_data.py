@@ -1,18 +1,6 @@
 """Serve a word or word-pair task to a Lightning Trainer, its vectors gathered from the every-word stores.
 
-A word task's examples point at words of sentences (`probing.data.word_tasks.WordTaskSplit`); the vectors of those
-words are the rows of an every-word store (`probing.data.every_word`): one row per word of every sentence of the
-split, whole sentence as context.
-
-A split keeps the store's layer (or all its layers, for the scalar mix) once, in its stored dtype, and each example
-as a row index: a batch gathers its rows, and for a pair task joins the two words' vectors as [a; b] or, with
-`pair_product`, [a; b; a * b] (Tenney et al. 2019 edge probing concatenates the spans; Liu et al. 2019 add the
-elementwise product for arcs). Batch keys:
-
-    features        (B, D) or (B, num_layers, D) (for pairs 2D or 3D), float32
-    label           (B,) the gold label
-    control_label   (B,) with a control seed: the label drawn for the example's word type (Hewitt & Liang 2019)
-    order           (B,) training split with MDL: the example's position in the seeded order that cuts the blocks
+See docs/word_tasks.md, 'Probes'.
 """
 
 from __future__ import annotations
@@ -24,9 +12,9 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
+from probing.probes.bits.mdl import OnlineCode
 from probing.probes.controls import class_distribution, control_classes
 from probing.probes.datamodule import ProbingDataModule, read_every_word_store
-from probing.probes.mdl import OnlineCode
 
 
 class GatheredSplit(Dataset):
@@ -64,7 +52,7 @@ class GatheredSplit(Dataset):
 
 class ConcatenatedSplit(Dataset):
     """The examples of two `GatheredSplit`s of the same words, their features joined as [X; R] (conditional probing,
-    `probing.probes.information`): read from the parts' own vectors, no new matrix. The parts must hold the same
+    `probing.probes.bits.information`): read from the parts' own vectors, no new matrix. The parts must hold the same
     examples with the same labels (a ValueError otherwise); the batch keys but `features` are R's."""
 
     def __init__(self, conditioning: GatheredSplit, probed: GatheredSplit):
@@ -97,8 +85,9 @@ class WordTaskDataModule(ProbingDataModule):
     Examples whose word (or, for pairs, either word) the featurizer could not represent (flagged in the store, e.g.
     a word without wordpieces) are left out and counted in `dropped`. With `control_seed`, every example gets the
     control label of its word type: one label per type, drawn from the label distribution of the training examples
-    (probing.probes.controls), unseen words by the same rule. With `online_code` (probing.probes.mdl.OnlineCode), the
-    training examples get their position in its seeded order (`order`), which cuts them into the MDL blocks.
+    (probing.probes.controls), unseen words by the same rule. With `online_code`
+    (probing.probes.bits.mdl.OnlineCode), the training examples get their position in its seeded order (`order`), which
+    cuts them into the MDL blocks.
     """
 
     def __init__(self, stores: Mapping[str, str | Path], data, layer: int | str, batch_size: int = 256,

@@ -11,16 +11,17 @@ from torch.nn import functional as F
 from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score, MulticlassStatScores
 
 from probing.data.splits import EVAL_SPLITS, TEST_SPLITS
-from probing.probes.probe_module import CONTROL, ProbeModule
+from probing.probes.classifier_probe import ClassifierProbe
+from probing.probes.probe_module import CONTROL
 
 
-class WordProbe(ProbeModule):
+class WordProbe(ClassifierProbe):
     """One multi-class probe on frozen word (or word-pair) vectors, its control task, and the MDL prefix probes, built
-    with the keyword contract of `ProbeModule` (a family of Hewitt & Liang: probe=linear, mlp1, mlp2).
+    with the keyword contract of `ClassifierProbe` (a family of Hewitt & Liang: probe=linear, mlp1, mlp2).
 
     Batches: `features` (B, D) or (B, num_layers, D) float32, `label` (B,) int64; with `control=True` also
     `control_label` (B,) (Hewitt & Liang's control task: a label per word type); with `mdl_block_ends` the training
-    batches also carry `order` (B,) int64, the example's position in the seeded MDL order (`probing.probes.mdl`).
+    batches also carry `order` (B,) int64, the example's position in the seeded MDL order (`probing.probes.bits.mdl`).
 
     Heads: `probes` (the task's probe, a `ProbeHead` of one K-way probe), `control_probes` (the same, for the
     control task) and `mdl_probes` (with MDL): the `PrefixProbes` of the online code, one target column for the task's

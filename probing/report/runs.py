@@ -18,14 +18,31 @@ from typing import Any
 from probing.config import location_free
 from probing.results import load
 
-# Config nodes made only of other settings (conf/probe.yaml's representation and conditioning, named by the
-# shorthand; its probing, chosen by the task): a value that differs there differs at its own key too.
-DERIVED = ("representation.", "probing.", "conditioning")
+# Config nodes made only of other settings (the representation and conditioning of earlier configs, copies of the
+# shorthand's values; the probing, chosen by the task; what fills the stores and the fine-tuning module, whose earlier
+# configs copied the model's, the features' and the task's settings; the factory of the probe family, chosen by
+# probe=): a value that differs there differs at its own key too.
+DERIVED = ("representation.", "probing.", "conditioning", "features.encoder.", "probe.module._target_",
+           *(f"finetune.module.{key}" for key in ("name_or_path", "revision", "metric", "attention_window",
+                                                  "attention_policy", "isotropy_reg", "isotropy_on_context")))
+# ... but for the settings of conf/probe.yaml's `representation`, whose earlier home was the `baselines` menu.
+REPRESENTATION_SETTINGS = {"representation.rand_dim": "baselines.prand.dim",
+                           "representation.rand_seed": "baselines.prand.seed",
+                           "representation.oov_seed": "baselines.pstatic.oov_seed"}
 # What the configs of earlier versions held beside: every representation and every probing a run could do
-# (`representations`, `probings`), and the task's name of its own (`task.probing`); their runs compare with later
-# ones without them. (Their `conditionings`, every representation a run could condition on, begin as DERIVED's
-# `conditioning` does.)
-RETIRED = (("representations",), ("probings",), ("task", "probing"))
+# (`representations`, `probings`), the task's name of its own (`task.probing`), and every baseline's featurizer and
+# type-level space (`baselines`, `type_spaces`); their runs compare with later ones without them. (Their
+# `conditionings`, every representation a run could condition on, begin as DERIVED's `conditioning` does.) So did the
+# copies of the probe's settings that its probe family and online code read (`probe.family`, `probe.module.family`,
+# `probe.module.mix`, `probe.online_code`, `probe.control_task.level`, `task.probe_family`), which probe.py now passes
+# when it builds them.
+RETIRED = (("representations",), ("probings",), ("task", "probing"), ("baselines",), ("type_spaces",),
+           ("probe", "family"), ("probe", "module", "family"), ("probe", "module", "mix"), ("probe", "online_code"),
+           ("probe", "control_task", "level"), ("task", "probe_family"))
+# ... and, in the configs of one job (their `task_name`), what only another job reads: probe.py's earlier configs held
+# train.py's settings of the task (conf/finetune/task/ now, composed by train.py alone).
+RETIRED_IN_JOB = {"probe": tuple(("task", key) for key in ("batch_size", "lr", "table4_batch_size", "max_length",
+                                                           "metric", "monitor"))}
 # Names made of other settings (conf/probe.yaml's run_name: model, data, layer, probe, seed) for the run's folder,
 # logger and W&B run: they tell runs apart only through those settings, never on their own.
 RUN_LABELS = ("run_name", "run_group", "logger.wandb.name", "logger.wandb.group")
@@ -56,22 +73,27 @@ def located_values(result: dict[str, Any]) -> dict[str, Any]:
 
 def compared_values(result: dict[str, Any]) -> dict[str, Any]:
     """The config values that make the run what it computed: `located_values` without the copies of other settings
-    (DERIVED), what earlier versions' configs held beside (RETIRED), the names made of other settings (RUN_LABELS)
+    (DERIVED; the settings of the representation read at their key of today, REPRESENTATION_SETTINGS), what earlier
+    versions' configs held beside (RETIRED), null values (a key that a config lacks is null there: earlier configs
+    held settings that later ones leave to an experiment, `finetuned`), the names made of other settings (RUN_LABELS)
     and, where a baseline was probed (`baseline=bertw`), the layer= that it does not read (a sweep `layer=0,3
     baseline=null,bertw` runs the same baseline once per layer)."""
-    values = {key: value for key, value in located_values(result).items()
-              if key not in RUN_LABELS and not key.startswith(DERIVED) and not retired(key)}
+    located = located_values(result)
+    for key, earlier in REPRESENTATION_SETTINGS.items():
+        if key not in located and earlier in located:
+            located[key] = located[earlier]
+    job = located.get("task_name")
+    values = {key: value for key, value in located.items() if key not in RUN_LABELS and not retired(key, job)
+              and (key in REPRESENTATION_SETTINGS or not key.startswith(DERIVED)) and value is not None}
     if (load(result).config or {}).get("baseline") is not None:
         values.pop("layer", None)
     return values
 
 
-
-def retired(key: str) -> bool:
-    """Whether a config value's key is at or below one of RETIRED."""
+def retired(key: str, job: str | None = None) -> bool:
+    """Whether a config value's key is at or below one of RETIRED (or of RETIRED_IN_JOB for the config's `job`)."""
     path = tuple(key.split("."))
-    return any(path[:len(node)] == node for node in RETIRED)
-
+    return any(path[:len(node)] == node for node in (*RETIRED, *RETIRED_IN_JOB.get(job, ())))
 
 
 def run_identity(result: dict[str, Any]) -> str:

@@ -1,12 +1,6 @@
 """extract.py: fill the HDF5 feature store of every split of a data set (resumable).
 
-By default one process extracts, with no Trainer. With `trainer=ddp trainer.devices=N` (or more than one device or
-node under `trainer`), Lightning Fabric starts N processes (one per GPU, or CPU processes over gloo) that share each
-split in disjoint shards and merge them into the same store a single process writes (`probing.features.sharded`).
-
-With `export_elmo=DIR` (a word task's stores), the stores are then exported as one unit in the ELMo HDF5 layout,
-`DIR/<split>.hdf5` and a manifest (`probing.features.elmo_export`), by the first process only. DIR is checked before any
-extraction: it is created and written to, and may hold no file that the export would replace but did not write.
+See docs/features.md, 'Several GPUs', and docs/word_tasks.md, 'Features computed elsewhere'.
 """
 
 from __future__ import annotations
@@ -18,7 +12,7 @@ from typing import Any
 
 from lightning.fabric import Fabric
 from lightning.fabric.strategies import DDPStrategy
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from probing.config import build
 from probing.data.every_word import EVERY_WORD_DATA, every_word_data
@@ -29,6 +23,7 @@ from probing.data.trees import read_trees
 from probing.data.word_tasks import read_word_task
 from probing.errors import ConfigError
 from probing.features.elmo_export import check_export_folder, export_every_word_stores
+from probing.features.featurizers import featurizer_config
 from probing.features.provision import ensure_features
 from probing.features.sentence_store import sentence_encoder_of
 from probing.features.sharded import SHARD_WAIT, extract_split_sharded
@@ -93,8 +88,9 @@ def extract(cfg: DictConfig, splits: list[str], fabric: Fabric | None = None) ->
     """Load the data and the featurizer, then fill the stores: in this process alone, or as one of `fabric`'s
     processes (the featurizer on that process's device)."""
     data = task_data(cfg.get("task"), cfg.data)
-    on_device = {"device": str(fabric.device)} if fabric is not None and "device" in cfg.features.encoder else {}
-    featurizer = build(cfg.features.encoder, "features.encoder", **on_device)
+    on_device = {"device": str(fabric.device)} if fabric is not None else {}
+    featurizer = build(OmegaConf.create(featurizer_config(cfg.features, cfg.model, cfg.get("context_size"),
+                                                          **on_device)), "features.encoder")
     if data.name == EVERY_WORD_DATA:
         featurizer = sentence_encoder_of(featurizer)
     if fabric is None:

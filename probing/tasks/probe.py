@@ -1,14 +1,7 @@
-"""probe.py: one pipeline for every kind of probing. The config holds what probe.py does with the task (`probing`,
-conf/probings/<task>.yaml: the s-class probes of Zhao et al. 2020, or one multi-class probe of a word or word-pair task,
-Hewitt & Liang 2019 §4), built with hydra.utils.instantiate; it checks its own settings before anything is
-read, then the pipeline builds the representation (`representation`, probing/probes/representations.py),
-fills or reuses its stores, builds the probe module (the keyword contract of probing/probes/probe_module.py), fits it
-(or scores saved probes), scores dev and test, and writes results.json. The control task trains beside; with
-`probe.mdl=true` the prefix probes of the online code too (Voita & Titov 2020 §2.2).
+"""probe.py: one pipeline for every kind of probing: build the task's probing and representation, fill or
+reuse their stores, fit the probe module (or score saved probes), score dev and test, write results.json.
 
-A job whose run folder already holds the results of the same configuration is not run again, so a sweep relaunched
-into its folder (`hydra.sweep.dir=...`) only runs the jobs that had not finished; a job is refused while another runs
-in its folder.
+See docs/development.md, 'Inside a probe run'.
 """
 
 from __future__ import annotations
@@ -24,11 +17,13 @@ from omegaconf import DictConfig
 
 from probing.config import build
 from probing.data.splits import EVAL_SPLITS
+from probing.features.featurizers import featurizer_config
 from probing.features.finetuned import finetuned_task
 from probing.features.identity import FeatureIdentity
-from probing.probes import information
-from probing.probes import mdl as online_code
-from probing.probes.representations import ConditionedRepresentation, ProbeInputs
+from probing.probes.bits import information
+from probing.probes.bits import mdl as online_code
+from probing.probes.representation_choice import RepresentationChoice
+from probing.probes.representations import ProbeInputs
 from probing.probes.task_probes import TaskProbing, check_probing_task
 from probing.tasks.loggers import closing_loggers, summarise_in_wandb
 from probing.tasks.results_file import running_job, write_results
@@ -37,33 +32,45 @@ from probing.tasks.trainer import build_trainer, check_trainer
 
 log = logging.getLogger(__name__)
 
+# The probe's settings (conf/probe/) that every task's probing takes as they are.
+PROBE_SETTINGS = ("mix", "mdl", "mdl_fractions", "batch_size", "level", "reuse", "pair_product", "condition_on")
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
     """Probe the representation of `layer=`/`baseline=` on the task of `task=`, write and return results.json; bad
     settings are refused before any model loads or store fills."""
     check_config(cfg)
+    representation = chosen_representation(cfg)
     with running_job(cfg) as (out, config, previous):
         if previous is not None:
             return previous
         check_trainer(cfg.trainer)
         check_probing_task(cfg.task.name, cfg.get("probing"))
-        probing = build(cfg.probing, "probing", source=build(cfg.data.source, "data.source"))
+        probing = built_probing(cfg)
         with closing_loggers(cfg.get("logger")) as loggers:
-            results = probe(cfg, probing, config, out.parent, loggers)
+            results = probe(cfg, probing, representation, config, out.parent, loggers)
         results = write_results(out, results, probing.RESULTS_KIND)
     log.info("%s", summary_line(results, out))
     return results
 
 
-def probe(cfg: DictConfig, probing: TaskProbing, config: dict[str, Any], run_dir: Path,
-          loggers: list[Logger]) -> dict[str, Any]:
+def built_probing(cfg: DictConfig) -> TaskProbing:
+    """The task's probing (conf/probings/<task>.yaml) built with what this run knows: the task's name and data source,
+    the seed, the erasure and the probe's settings (conf/probe/; `probe.module` builds the probe family)."""
+    probe = cfg.probe
+    settings = {key: probe[key] for key in PROBE_SETTINGS}
+    return build(cfg.probing, "probing", name=cfg.task.name, source=build(cfg.data.source, "data.source"),
+                 seed=cfg.seed, erase=cfg.get("erase"), family=probe.module, control=probe.control_task, **settings)
+
+
+def probe(cfg: DictConfig, probing: TaskProbing, representation: RepresentationChoice, config: dict[str, Any],
+          run_dir: Path, loggers: list[Logger]) -> dict[str, Any]:
     """Build, fit, score: the representation's inputs, the probes (new or saved: built before the loggers start, so
     that a bad setting starts no run), the Trainer, the fit, dev and test; the run's results."""
     started = time.time()
     L.seed_everything(cfg.seed, workers=True)
     probing.load()  # the task's data before the model: what the data cannot serve is refused first
-    inputs = probing.inputs(probed_representation(cfg), store_settings(cfg.features))
+    inputs = probing.inputs(representation(), store_settings(cfg.features))
     module = probing.build_module(inputs)
     trainer = build_trainer(cfg, probing.keepers(inputs), loggers=loggers)
     for logger in trainer.loggers:  # the whole resolved config, so runs can be filtered by layer, model, data...
@@ -84,19 +91,21 @@ def probe(cfg: DictConfig, probing: TaskProbing, config: dict[str, Any], run_dir
     return results
 
 
-def probed_representation(cfg: DictConfig) -> Any:
-    """The representation of `layer=`/`baseline=`, joined with the one of `probe.condition_on` when it is set (built
-    once the probed one's stores are filled)."""
-    representation = build(cfg.representation, "representation")
-    conditioning = build(cfg.conditioning, "probe.condition_on")
-    return representation if conditioning.kind == "none" else ConditionedRepresentation(representation, conditioning)
+def chosen_representation(cfg: DictConfig) -> RepresentationChoice:
+    """The representation that `layer=`, `baseline=`, `probe.level` and `embeddings=` name, and the one of
+    `probe.condition_on`: decided and checked from those values, nothing loaded yet (built when called)."""
+    return build(cfg.representation, "representation", _recursive_=False, layer=cfg.layer, baseline=cfg.baseline,
+                 level=cfg.probe.level, embeddings=cfg.get("embeddings"), condition_on=cfg.probe.condition_on,
+                 encoder=featurizer_config(cfg.features, cfg.model, cfg.context_size), context_size=cfg.context_size,
+                 configured_layers=cfg.model.get("num_layers"))
 
 
 def about_run(cfg: DictConfig, probing: TaskProbing, module: Any, inputs: ProbeInputs) -> dict[str, Any]:
     """What every probe run records of what it probed: the task and probe, the model and features, the data."""
     features = inputs.features
-    return {"task": probing.name, "probe": cfg.probe.name, "probe_family": module.hparams.family,
-            "rank": module.hparams.rank, "model": cfg.model.name,
+    settings = module.settings()
+    return {"task": probing.name, "probe": cfg.probe.name, "probe_family": settings["family"],
+            "rank": settings["rank"], "model": cfg.model.name,
             "finetuned_task": finetuned_task(features["model_name_or_path"]),
             "random_init": bool(cfg.model.get("random_init", False)), "data": cfg.data.name, "level": inputs.level,
             "embeddings": None, **{key: features[key] for key in FeatureIdentity.of_the_featurizer()}, **inputs.about,

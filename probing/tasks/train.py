@@ -1,13 +1,7 @@
 """train.py: fine-tune an encoder on a task, keep the best dev epoch, export it as a Hugging Face folder, write
 results.json.
 
-A run relaunched into its folder resumes from its newest checkpoint (the best one is kept apart), exactly: the same
-weights as a run never interrupted (`finetune.resume` chooses: auto, best or restart; see
-probing.finetune.checkpoints.ResumePolicy). Checkpoints are verified against the SHA-256 recorded when they were
-written. A run whose results.json holds the same configuration is not run again, and none runs while another job
-runs in its folder. A run folder moved elsewhere is still the same run: relaunched into its new place it resumes, or
-is found finished (configurations are compared without where the run was written: probing.config.location_free).
-With DDP (trainer=ddp), the results and the exported model are written by the process of rank 0 only.
+See docs/finetuning.md, 'Checkpoints and resuming' under 'What it does'.
 """
 
 from __future__ import annotations
@@ -75,13 +69,19 @@ def check_finetuning_task(task: DictConfig) -> None:
                           f"on a tagging or sentence task. Fix: task={', '.join(FINETUNING_TASKS)}")
 
 
+# The settings of `finetune` that its module takes (the others are the run's: checkpoints, resume).
+MODULE_SETTINGS = ("attention_window", "attention_policy", "isotropy_reg", "isotropy_on_context")
+
+
 def finetune(cfg: DictConfig, config: dict[str, Any], resume: ResumePolicy,
              loggers: list[Logger]) -> tuple[dict[str, Any], bool]:
     started = time.time()
     L.seed_everything(cfg.seed, workers=True)
     data = load_task_data(build(cfg.data.source, "data.source"), cfg.task.name)
-    module = build(cfg.finetune.module, "finetune.module")(labels=data.labels,
-                                                           kind="token" if data.token_level else "sentence")
+    module = build(cfg.finetune.module, "finetune.module", name_or_path=cfg.model.name_or_path,
+                   revision=cfg.model.revision, metric=cfg.task.metric,
+                   **{key: cfg.finetune[key] for key in MODULE_SETTINGS})
+    module = module(labels=data.labels, kind="token" if data.token_level else "sentence")
     datamodule = TaskDataModule(data, module.tokenizer, max_length=cfg.task.max_length,
                                 batch_size=cfg.task.batch_size, seed=cfg.seed, max_positions=module.max_positions)
     csv_log = ContinuedCSVLog(loggers)  # before anything opens the CSV log, which Lightning would empty

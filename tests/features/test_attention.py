@@ -10,7 +10,6 @@ import pytest
 import torch
 from transformers import AutoModel, BertConfig, BertModel, GPT2Config, GPT2Model, RobertaConfig, RobertaModel
 
-from probing.config import build
 from probing.data.records import WordInContext
 from probing.errors import ConfigError, ModelLoadError, StoreMismatchError
 from probing.features.attention import (
@@ -26,6 +25,7 @@ from probing.features.attention import (
 )
 from probing.features.encoder import WordEncoder
 from probing.features.extraction import extract_split
+from probing.features.featurizers import built_featurizer
 from probing.features.store import store_path
 from tests.helpers.runs import compose_job, tiny_model
 
@@ -531,21 +531,21 @@ def test_a_windowed_store_written_before_the_policies_is_refused(encoders, tmp_p
 
 def test_config_passes_the_window_to_the_encoder(tiny_bert_path, tmp_path):
     cfg = compose_job("probe", tmp_path, *tiny_model(tiny_bert_path), "features.attention_window=1")
-    assert build(cfg.features.encoder, "features.encoder").attention_window == 1
+    assert built_featurizer(cfg.features, cfg.model).attention_window == 1
     default = compose_job("probe", tmp_path, *tiny_model(tiny_bert_path))
     assert default.features.attention_window is None
     bad = compose_job("probe", tmp_path, *tiny_model(tiny_bert_path), "features.attention_window=-2")
     with pytest.raises(ConfigError, match="features.attention_window=-2"):
-        build(bad.features.encoder, "features.encoder")
+        built_featurizer(bad.features, bad.model)
 
 
 def test_config_passes_the_policy_to_the_encoder(tiny_bert_path, tmp_path):
     cfg = compose_job("probe", tmp_path, *tiny_model(tiny_bert_path), "features.attention_window=1",
                       "features.attention_policy=positional")
-    assert build(cfg.features.encoder, "features.encoder").attention_policy == "positional"
+    assert built_featurizer(cfg.features, cfg.model).attention_policy == "positional"
     default = compose_job("probe", tmp_path, *tiny_model(tiny_bert_path), "features.attention_window=1")
     assert default.features.attention_policy == "sink"
-    assert build(default.features.encoder, "features.encoder").attention_policy == "sink"
+    assert built_featurizer(default.features, default.model).attention_policy == "sink"
     bad = compose_job("probe", tmp_path, *tiny_model(tiny_bert_path), "features.attention_policy=bogus")
     with pytest.raises(ConfigError, match="features.attention_policy='bogus' is not an attention policy. Fix: "):
-        build(bad.features.encoder, "features.encoder")
+        built_featurizer(bad.features, bad.model)

@@ -181,9 +181,9 @@ def test_window_words_are_lower_cased_for_prand_and_counted_in_words():
 
 
 @pytest.mark.parametrize("dim, seed, message", [
-    (0, 0, "baselines.prand.dim=0 is not an integer >= 1"),   # was a ValueError once the first batch was drawn
-    (2.5, 0, "baselines.prand.dim=2.5 is not an integer >= 1"),
-    (4, 0.5, "baselines.prand.seed=0.5 is not an integer"),
+    (0, 0, "representation.rand_dim=0 is not an integer >= 1"),   # was a ValueError once the first batch was drawn
+    (2.5, 0, "representation.rand_dim=2.5 is not an integer >= 1"),
+    (4, 0.5, "representation.rand_seed=0.5 is not an integer"),
 ])
 def test_prand_refuses_a_dimension_or_seed_that_is_no_count(dim, seed, message):
     with pytest.raises(ConfigError, match=rf"^{re.escape(message)}\. Fix:"):
@@ -191,7 +191,7 @@ def test_prand_refuses_a_dimension_or_seed_that_is_no_count(dim, seed, message):
 
 
 def test_pstatic_refuses_an_oov_seed_that_is_no_integer(tmp_path):
-    with pytest.raises(ConfigError, match=r"^baselines\.pstatic\.oov_seed=1\.5 is not an integer\. Fix:"):
+    with pytest.raises(ConfigError, match=r"^representation\.oov_seed=1\.5 is not an integer\. Fix:"):
         static_file_baseline(str(tmp_path / "vectors.txt"), "glove", 1.5, None)
 
 

@@ -8,11 +8,12 @@ import torch
 from torch import nn
 
 from probing.probes.components import BatchedProbes
+from probing.probes.components.families import mlp1
 
 
 def binary_mlps(num_probes: int, input_dim: int, hidden_dim: int, dropout: float = 0.0) -> BatchedProbes:
     """C binary MLP-1 probes (Zhao et al.'s s-class probes) as `BatchedProbes` builds them."""
-    return BatchedProbes(num_probes, input_dim, 2, "mlp1", hidden_dim, dropout=dropout)
+    return BatchedProbes(num_probes, input_dim, 2, mlp1(hidden_dim=hidden_dim, dropout=dropout))
 
 
 def test_batched_logits_equal_standalone_probes():

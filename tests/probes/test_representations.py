@@ -1,5 +1,6 @@
-"""probing/probes/representations.py: the shorthand (`layer=`, `baseline=`, `probe.level`, `embeddings=`) resolved
-once at composition into the kind of the one representation the config holds, and each representation built."""
+"""probing/probes/representation_choice.py and representations.py: the shorthand (`layer=`, `baseline=`,
+`probe.level`, `embeddings=`, `probe.condition_on`) read once, into the kind of the one representation a run builds,
+and each representation built."""
 
 from __future__ import annotations
 
@@ -7,27 +8,26 @@ from types import SimpleNamespace
 
 import pytest
 from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
 
-from probing.cli import probing_cause
 from probing.errors import ConfigError
+from probing.probes import representation_choice
 from probing.probes.controls import NO_CONTROL_TASK, ControlTask
 from probing.probes.datamodule import ALL_LAYERS
+from probing.probes.representation_choice import conditioning_kind, representation_kind
 from probing.probes.representations import (
     AvgSpaceOfLayer,
     Baseline,
+    ConditionedRepresentation,
     EncoderLayer,
     LayerMix,
     StaticFileBaseline,
     TypeSpace,
-    built_representation,
-    representation_of,
 )
-from probing.vocabulary import BASELINE_LABELS
+from probing.tasks.probe import chosen_representation
 from tests.helpers import CONFIG_DIR
 
 
-def fake_encoder(num_layers: int = 7) -> SimpleNamespace:
+def fake_encoder(num_layers: int = 7, **settings) -> SimpleNamespace:
     return SimpleNamespace(info=SimpleNamespace(num_layers=num_layers, model_name="fake"))
 
 
@@ -37,9 +37,17 @@ def fake_encoder(num_layers: int = 7) -> SimpleNamespace:
     (3, "pbert", "context", None, "pbert"), (-1, "pstatic", "context", "glove", "pstatic"),
     (3, None, "type", None, "avg"), ("rand", None, "type", None, "type_rand"),
     ("bertw", None, "type", None, "type_bertw"), (3, None, "type", "glove", "static"),
+    (2, None, "type", "avg", "avg"),
 ])
 def test_the_shorthand_names_one_representation(layer, baseline, level, embeddings, expected):
-    assert representation_of(layer, baseline, level, embeddings) == expected
+    assert representation_kind(layer, baseline, level, embeddings) == expected
+
+
+@pytest.mark.parametrize("condition_on,layer,expected", [
+    (None, 3, "none"), (0, 3, "layer"), ("pbert", 3, "pbert"), ("prand", "prand", "prand"),
+])
+def test_the_conditioning_names_one_representation(condition_on, layer, expected):
+    assert conditioning_kind(condition_on, layer) == expected
 
 
 def composed(*overrides: str):
@@ -47,16 +55,16 @@ def composed(*overrides: str):
         return compose("probe", overrides=list(overrides))
 
 
-def space(name: str, label: str) -> dict:
-    return {"_target_": "types.SimpleNamespace", "name": name, "label": label}
+@pytest.fixture
+def fake_featurizers(monkeypatch):
+    """The baselines' featurizers as fakes that name their kind (what each reads is tested in tests/features)."""
+    monkeypatch.setattr(representation_choice, "WordpieceBaseline", lambda kind, encoder: SimpleNamespace(kind=kind))
+    monkeypatch.setattr(representation_choice, "static_file_baseline",
+                        lambda path, name, oov_seed, context_size: SimpleNamespace(kind="pstatic", path=path))
 
 
-# What the representations read, as plain `_target_` configs of fakes: an encoder of 7 hidden states, each baseline's
-# featurizer, the word spaces, a static file.
-PARTS = {"encoder": {"_target_": f"{__name__}.fake_encoder"},
-         "baselines": {name: {"_target_": "types.SimpleNamespace", "kind": name} for name in BASELINE_LABELS},
-         "type_spaces": {"avg": space("avg", "AVG"), "rand": space("rand", "Rand"), "bertw": space("bertw", "BERTw")},
-         "embeddings": space("glove", "GloVe")}
+# The encoder of 7 hidden states and the static file's space as fakes, in the config that probe.py composes.
+FAKES = (f"features.encoder._target_={__name__}.fake_encoder",)
 
 
 @pytest.mark.parametrize("overrides,built,label", [
@@ -65,19 +73,27 @@ PARTS = {"encoder": {"_target_": f"{__name__}.fake_encoder"},
     (["baseline=bertw", "layer=3"], Baseline, "BERTw"),
     (["baseline=pstatic", "embeddings=glove"], StaticFileBaseline, "P-GloVe"),
     (["probe.level=type", "layer=2"], AvgSpaceOfLayer, "AVG-2"),
+    (["probe.level=type", "embeddings=avg", "layer=3"], AvgSpaceOfLayer, "AVG-3"),
     (["probe.level=type", "layer=rand"], TypeSpace, "Rand"), (["probe.level=type", "layer=bertw"], TypeSpace, "BERTw"),
-    (["probe.level=type", "embeddings=glove"], TypeSpace, "GloVe"),
+    (["probe.level=type", "embeddings=glove", "embeddings._target_=types.SimpleNamespace"], TypeSpace, "GloVe"),
 ])
-def test_the_composed_config_holds_the_one_representation_chosen(overrides, built, label):
-    cfg = composed(*overrides)
-    assert set(cfg) >= {"representation"} and "representations" not in cfg
-    representation = built_representation(cfg.representation.kind, cfg.layer, **PARTS)
+def test_the_representation_chosen_is_the_one_built(fake_featurizers, overrides, built, label):
+    cfg = composed(*overrides, *FAKES)
+    assert set(cfg) >= {"representation"} and not set(cfg) & {"representations", "baselines", "type_spaces"}
+    representation = chosen_representation(cfg)()
     assert type(representation) is built and representation.label == label
 
 
 def test_a_baseline_builds_its_own_featurizer_only():
-    representation = built_representation("prand", -1, **{**PARTS, "encoder": {"_target_": "no.such.encoder"}})
-    assert representation.featurizer.kind == "prand"
+    representation = chosen_representation(composed("baseline=prand", "features.encoder._target_=no.such.encoder"))()
+    assert representation.featurizer.kind == "prand" and representation.featurizer.identity["rand_dim"] == 300
+
+
+def test_the_conditioning_representation_is_built_when_called_only(fake_featurizers):
+    representation = chosen_representation(composed("layer=2", "probe.condition_on=pbert", *FAKES))()
+    assert type(representation) is ConditionedRepresentation and representation.probed.label == "2"
+    assert representation.conditioning().label == "P-BERT"
+    assert type(chosen_representation(composed("probe.condition_on=0", *FAKES))()) is ConditionedRepresentation
 
 
 @pytest.mark.parametrize("layer,baseline,level,message", [
@@ -90,14 +106,18 @@ def test_a_baseline_builds_its_own_featurizer_only():
 ])
 def test_a_shorthand_that_names_no_representation_is_refused(layer, baseline, level, message):
     with pytest.raises(ConfigError, match=message):
-        representation_of(layer, baseline, level, None)
+        representation_kind(layer, baseline, level, None)
 
 
-def test_the_refusal_of_a_shorthand_comes_when_the_config_is_resolved():
-    cfg = composed("layer=abc")
-    with pytest.raises(Exception) as resolving:
-        OmegaConf.select(cfg, "representation.kind")
-    assert isinstance(probing_cause(resolving.value), ConfigError)  # what the entry scripts print as one line
+@pytest.mark.parametrize("overrides,message", [
+    (["layer=abc"], "layer='abc' is not a layer"),
+    (["probe.condition_on=mix"], "probe.condition_on=mix: the scalar mix is learned by each probe"),
+    (["layer=mix", "probe.condition_on=0"], "probe.condition_on=0 with layer=mix"),
+    (["representation.rand_dim=0"], "representation.rand_dim=0 is not an integer >= 1"),
+])
+def test_the_refusal_of_a_shorthand_comes_when_the_choice_is_built_before_anything_loads(overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        chosen_representation(composed(*overrides, "features.encoder._target_=no.such.encoder"))
 
 
 def test_a_layer_knows_its_store_layer_and_label():
@@ -133,7 +153,7 @@ def test_the_control_task_is_computed_once_from_its_settings():
     with pytest.raises(ConfigError, match="the control task is off"):
         ControlTask(enabled=False, seen_fraction=0.2)
     with pytest.raises(ConfigError, match="at probe.level=type each word is one training row"):
-        ControlTask(seen_fraction=0.2, level="type")
+        ControlTask(seen_fraction=0.2).check_level("type")
     with pytest.raises(ConfigError, match="is not a fraction"):
         ControlTask(seen_fraction=1.5)
     with pytest.raises(ConfigError, match="probe.control_task.enabled must be true or false"):

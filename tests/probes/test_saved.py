@@ -68,7 +68,7 @@ def format_2_metadata(tensors, tensors_hashed=True):
 
 def saved_run(folder, control=True, **changes):
     torch.manual_seed(changes.get("seed", 0))
-    module = SClassProbe(input_dim=8, labels=CLASSES, hidden_dim=4, control=control)
+    module = SClassProbe.from_settings(input_dim=8, labels=CLASSES, hidden_dim=4, control=control)
     folder.mkdir(parents=True, exist_ok=True)
     save_probes(module, folder / PROBES_FILE, about(**changes))
     return module
@@ -90,7 +90,7 @@ def test_a_format_1_file_with_transposed_weights_loads_into_the_same_probes(tmp_
     old_layout = {name: tensor.transpose(-1, -2).contiguous() if name.endswith(("w1", "w2")) else tensor
                   for name, tensor in module.state_dict().items() if name.startswith("probes.")}
     save_file(old_layout, tmp_path / PROBES_FILE, metadata={METADATA_KEY: json.dumps({"format": 1, **about()})})
-    loaded = SClassProbe(input_dim=8, labels=CLASSES, hidden_dim=4)
+    loaded = SClassProbe.from_settings(input_dim=8, labels=CLASSES, hidden_dim=4)
     loaded.load_state_dict(load_probes(tmp_path / PROBES_FILE).state_dict)
     features = torch.randn(5, 8)
     torch.testing.assert_close(loaded(features), module(features), rtol=0, atol=0)
@@ -249,14 +249,14 @@ def test_weights_of_other_shapes_than_the_module_expects_are_one_error(tmp_path)
     del tensors["probes.mlps.b2"]
     saved = load_probes(rewritten(path, tensors, {METADATA_KEY: json.dumps({"format": 2, **about()})}))
     with pytest.raises(ProbingError) as error:
-        load_into(SClassProbe(input_dim=8, labels=CLASSES, hidden_dim=4), saved)
+        load_into(SClassProbe.from_settings(input_dim=8, labels=CLASSES, hidden_dim=4), saved)
     assert_one_line_error(error.value, str(path), "probes.mlps.w1 (3, 100, 8) (expected (3, 4, 8))",
                           "probes.mlps.b2 missing (expected (3, 2))")
 
 
 def test_saved_weights_load_into_a_module_of_the_same_settings(tmp_path):
     module = saved_run(tmp_path / "run")
-    loaded = SClassProbe(input_dim=8, labels=CLASSES, hidden_dim=4)  # no control head: it is left out
+    loaded = SClassProbe.from_settings(input_dim=8, labels=CLASSES, hidden_dim=4)  # no control head: it is left out
     load_into(loaded, load_probes(tmp_path / "run" / PROBES_FILE))
     features = torch.randn(5, 8)
     torch.testing.assert_close(loaded(features), module(features), rtol=0, atol=0)
@@ -271,7 +271,7 @@ def test_the_storage_dtype_follows_the_training_precision(precision, dtype):
 
 def test_probes_stored_in_bf16_take_half_the_bytes_and_load_as_their_rounded_weights(tmp_path):
     torch.manual_seed(0)
-    module = SClassProbe(input_dim=8, labels=CLASSES, hidden_dim=4, control=True)
+    module = SClassProbe.from_settings(input_dim=8, labels=CLASSES, hidden_dim=4, control=True)
     full = save_probes(module, tmp_path / "full.safetensors", about())
     half = save_probes(module, tmp_path / "half.safetensors", about(), dtype=torch.bfloat16)
     saved = load_probes(half)  # its hash is checked on load
@@ -282,7 +282,7 @@ def test_probes_stored_in_bf16_take_half_the_bytes_and_load_as_their_rounded_wei
 
     assert 2 * tensor_bytes(saved) == tensor_bytes(load_probes(full))
     assert full.stat().st_mode & 0o777 == half.stat().st_mode & 0o777 == file_mode()  # not safetensors' 0600
-    loaded = SClassProbe(input_dim=8, labels=CLASSES, hidden_dim=4, control=True)
+    loaded = SClassProbe.from_settings(input_dim=8, labels=CLASSES, hidden_dim=4, control=True)
     load_into(loaded, saved)
     for name, tensor in loaded.state_dict().items():
         if name.startswith(("probes.", "control_probes.")):

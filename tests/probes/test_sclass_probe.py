@@ -69,7 +69,7 @@ def splits():
 
 def test_probe_separates_word_disjoint_toy_classes(splits):
     lightning.seed_everything(0, verbose=False)
-    model = SClassProbe(input_dim=DIM, labels=CLASSES, hidden_dim=32, optimizer=adam(lr=1e-2))
+    model = SClassProbe.from_settings(input_dim=DIM, labels=CLASSES, hidden_dim=32, optimizer=adam(lr=1e-2))
     run = trainer(max_epochs=10)
 
     run.validate(model, loader(splits["dev"]), verbose=False)
@@ -94,7 +94,7 @@ def test_bf16_mixed_trains_in_bf16_and_scores_like_float32(splits, monkeypatch, 
     monkeypatch.setattr("probing.probes.probe_module.has_native_bf16", lambda device: False)
     for precision in ("32-true", "bf16-mixed"):
         lightning.seed_everything(0, verbose=False)
-        model = SClassProbe(input_dim=DIM, labels=CLASSES, hidden_dim=32, optimizer=adam(lr=1e-2))
+        model = SClassProbe.from_settings(input_dim=DIM, labels=CLASSES, hidden_dim=32, optimizer=adam(lr=1e-2))
         if precision == "bf16-mixed":
             model.probes.mlps.register_forward_hook(lambda module, args, output: dtypes.add(output.dtype))
         run = trainer(max_epochs=10, precision=precision)
@@ -110,7 +110,7 @@ def test_bf16_mixed_trains_in_bf16_and_scores_like_float32(splits, monkeypatch, 
 
 def test_loss_is_sum_of_each_probes_own_mean_cross_entropy():
     torch.manual_seed(0)
-    model = SClassProbe(input_dim=DIM, labels=CLASSES, hidden_dim=8)
+    model = SClassProbe.from_settings(input_dim=DIM, labels=CLASSES, hidden_dim=8)
     features, labels = torch.randn(5, DIM), torch.tensor([0, 2, 2, 3, 1])
     by_hand = sum(
         F.cross_entropy(model.probes.mlps.as_sequential(k)(features), (labels == k).long()) for k in range(len(CLASSES))
@@ -120,7 +120,7 @@ def test_loss_is_sum_of_each_probes_own_mean_cross_entropy():
 
 def test_predict_positive_prob_is_softmax_of_positive_logit():
     torch.manual_seed(0)
-    model = SClassProbe(input_dim=DIM, labels=CLASSES, hidden_dim=8)
+    model = SClassProbe.from_settings(input_dim=DIM, labels=CLASSES, hidden_dim=8)
     features = torch.randn(3, DIM)
     prob = model.predict_positive_prob(features)
     logits = model(features)
@@ -144,7 +144,8 @@ def with_control(contexts: list[dict], seed: int) -> list[dict]:
 def test_control_head_learns_alongside_and_selectivity_is_the_difference(splits):
     lightning.seed_everything(0, verbose=False)
     data = {name: with_control(contexts, seed) for seed, (name, contexts) in enumerate(splits.items())}
-    model = SClassProbe(input_dim=DIM, labels=CLASSES, hidden_dim=32, optimizer=adam(lr=1e-2), control=True)
+    model = SClassProbe.from_settings(input_dim=DIM, labels=CLASSES, hidden_dim=32, optimizer=adam(lr=1e-2),
+                                      control=True)
     run = trainer(max_epochs=10)
     run.fit(model, loader(data["train"], shuffle=True), loader(data["dev"]))
     assert {"dev/control_micro_f1", "dev/selectivity"} <= set(run.callback_metrics)
@@ -182,8 +183,8 @@ def test_seen_split_selectivity_exposes_a_probe_that_memorises_words(splits):
     held = controls.seen_rows(np.array([c["combination"] for c in data["train"]]), fraction=0.5, seed=0)
     train = [c for c, out in zip(data["train"], held) if not out]
     seen = [c for c, out in zip(data["train"], held) if out]
-    model = SClassProbe(input_dim=DIM + num_words, labels=CLASSES, hidden_dim=64, optimizer=adam(lr=1e-2),
-                        control=True)
+    model = SClassProbe.from_settings(input_dim=DIM + num_words, labels=CLASSES, hidden_dim=64, optimizer=adam(lr=1e-2),
+                                      control=True)
     run = trainer(max_epochs=40)
     run.fit(model, loader(train, shuffle=True), loader(data["dev"]))
     run.test(model, [loader(data["test"]), loader(seen)], verbose=False)  # dataloader 1 is the seen split
@@ -211,8 +212,8 @@ def test_mix_learns_to_weight_the_informative_layer(splits):
     lightning.seed_everything(0, verbose=False)
     data = {name: layered(contexts, 2, 4, seed) for seed, (name, contexts) in enumerate(splits.items())}
     mix = {"l2_lambda": 0.0, "lr": 0.05}
-    model = SClassProbe(input_dim=DIM, labels=CLASSES, hidden_dim=32, optimizer=adam(lr=1e-2), num_layers=4,
-                        mix=mix)
+    model = SClassProbe.from_settings(input_dim=DIM, labels=CLASSES, hidden_dim=32, optimizer=adam(lr=1e-2),
+                                      num_layers=4, mix=mix)
     assert model.mix_summary()["mix_weights"] == pytest.approx([0.25] * 4)  # uniform before training
     run = trainer(max_epochs=15)
     run.fit(model, loader(data["train"], shuffle=True), loader(data["dev"]))
@@ -223,8 +224,9 @@ def test_mix_learns_to_weight_the_informative_layer(splits):
 
 
 def test_mix_parameters_form_their_own_group_without_weight_decay():
-    model = SClassProbe(input_dim=DIM, labels=CLASSES, hidden_dim=8, optimizer=adam(lr=1e-3, weight_decay=0.1),
-                        num_layers=3, mix={"lr": 0.05, "l2_lambda": 0.5})
+    model = SClassProbe.from_settings(input_dim=DIM, labels=CLASSES, hidden_dim=8,
+                                      optimizer=adam(lr=1e-3, weight_decay=0.1), num_layers=3,
+                                      mix={"lr": 0.05, "l2_lambda": 0.5})
     groups = model.configure_optimizers().param_groups
     mix_group = next(g for g in groups if any(p is model.probes.mix.weights for p in g["params"]))
     assert mix_group["lr"] == 0.05 and mix_group["weight_decay"] == 0.0
@@ -248,7 +250,8 @@ def test_type_level_probe_scores_every_word_class_decision():
             out.append({"features": features, "targets": targets})
         return out
 
-    model = SClassProbe(input_dim=DIM, labels=CLASSES, hidden_dim=32, optimizer=adam(lr=1e-2), level="type")
+    model = SClassProbe.from_settings(input_dim=DIM, labels=CLASSES, hidden_dim=32, optimizer=adam(lr=1e-2),
+                                      level="type")
     run = trainer(max_epochs=20)
     run.fit(model, loader(words(400), shuffle=True), loader(words(100)))
     test_words = words(100)
@@ -263,7 +266,7 @@ def test_a_non_finite_loss_stops_training_with_a_clear_error(splits):
     broken = [dict(context) for context in splits["train"]]
     broken[3]["features"] = broken[3]["features"].clone()
     broken[3]["features"][0] = float("nan")
-    model = SClassProbe(input_dim=DIM, labels=CLASSES, hidden_dim=8)
+    model = SClassProbe.from_settings(input_dim=DIM, labels=CLASSES, hidden_dim=8)
     with pytest.raises(ProbingError, match="the training loss became nan at epoch 0"):
         trainer(max_epochs=2).fit(model, loader(broken), loader(splits["dev"]))
     assert "test" not in model.split_metrics
@@ -277,14 +280,14 @@ def test_a_non_finite_loss_stops_training_with_a_clear_error(splits):
 ])
 def test_the_constructor_refuses_bad_settings_naming_the_config_key(settings, message):
     with pytest.raises(ConfigError, match=message):
-        SClassProbe(input_dim=4, labels=["a", "b"], **settings)
+        SClassProbe.from_settings(input_dim=4, labels=["a", "b"], **settings)
 
 
 def test_repeated_validation_passes_score_alike_and_keep_the_metric_state_size(splits):
     """Evaluation keeps no per-batch tensor: the dev metric's state is as large after three passes as after one."""
     lightning.seed_everything(0, verbose=False)
     data = with_control(splits["dev"], seed=1)
-    model = SClassProbe(input_dim=DIM, labels=CLASSES, hidden_dim=8, control=True)
+    model = SClassProbe.from_settings(input_dim=DIM, labels=CLASSES, hidden_dim=8, control=True)
     run = trainer(max_epochs=1)
     scores, sizes = [], []
     for _ in range(3):
@@ -299,7 +302,8 @@ def test_the_online_code_of_the_sclass_task_sends_c_binary_decisions_per_context
     # prefix probes whose output layer gives p(no) = 3/4, p(yes) = 1/4 whatever the input: a context of class k costs
     # -log2(1/4) for probe k and -log2(3/4) for each other probe; the first block costs one bit per decision
     c, n = 3, 8
-    module = SClassProbe(input_dim=DIM, labels=CLASSES[:c], hidden_dim=4, control=True, mdl_block_ends=[2, 4, 8])
+    module = SClassProbe.from_settings(input_dim=DIM, labels=CLASSES[:c], hidden_dim=4, control=True,
+                                       mdl_block_ends=[2, 4, 8])
     with torch.no_grad():
         for head in module.mdl_probes.heads:  # C task probes, then C control probes, of each prefix
             head.probes.w2.zero_()
@@ -319,7 +323,7 @@ def test_the_online_code_of_the_sclass_task_sends_c_binary_decisions_per_context
 
 def test_mdl_prefix_probes_train_beside_the_probes_and_are_not_saved(tmp_path):
     torch.manual_seed(0)
-    module = SClassProbe(input_dim=DIM, labels=CLASSES, hidden_dim=8, mdl_block_ends=[1, 3, 6])
+    module = SClassProbe.from_settings(input_dim=DIM, labels=CLASSES, hidden_dim=8, mdl_block_ends=[1, 3, 6])
     batch = {"features": torch.randn(6, DIM), "label": torch.tensor([0, 1, 2, 3, 0, 1]),
              "combination": torch.arange(6), "order": torch.arange(6)}
     module.training_step(batch, 0).backward()

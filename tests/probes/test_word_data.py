@@ -15,8 +15,8 @@ from probing.data.every_word import every_word_data
 from probing.data.word_tasks import ConlluWordTask, JsonlWordTask
 from probing.features.elmo_hdf5 import ElmoFileFeaturizer
 from probing.features.provision import ensure_features
+from probing.probes.bits.mdl import OnlineCode
 from probing.probes.controls import class_distribution
-from probing.probes.mdl import OnlineCode
 from probing.probes.word_data import WordTaskDataModule
 from tests.data.test_word_tasks import treebank  # noqa: F401  (the fixture)
 from tests.features.test_elmo_hdf5 import write_elmo

@@ -14,9 +14,10 @@ from torch.nn import functional as F
 from torch.utils.data import DataLoader
 
 from probing.errors import ConfigError, ProbingError
+from probing.probes.bits.mdl import block_ends
+from probing.probes.bits.prefix_probes import PrefixHead
+from probing.probes.components import families
 from probing.probes.components.batched_probes import BatchedProbes, first_layer_products
-from probing.probes.components.prefix_probes import PrefixHead
-from probing.probes.mdl import block_ends
 from probing.probes.word_probe import WordProbe
 
 FAMILIES = [("linear", None), ("linear", 3), ("mlp1", None), ("mlp2", None)]
@@ -25,7 +26,7 @@ FAMILIES = [("linear", None), ("linear", 3), ("mlp1", None), ("mlp2", None)]
 @pytest.mark.parametrize(("family", "rank"), FAMILIES)
 def test_each_head_equals_a_standalone_sequential(family, rank):
     torch.manual_seed(0)
-    probes = BatchedProbes(num_heads=3, input_dim=12, num_labels=5, family=family, hidden_dim=16, rank=rank)
+    probes = BatchedProbes(3, 12, 5, families.FACTORIES[family](hidden_dim=16, rank=rank))
     x = torch.randn(7, 12)
     logits = probes(x)
     assert logits.shape == (7, 3, 5)
@@ -43,7 +44,7 @@ def test_under_bf16_autocast_each_head_computes_and_learns_as_a_standalone_seque
     """bf16-mixed adds the biases after the product (not as its addend, as in float32): same logits and float32
     gradients as each head's own nn.Sequential under the same autocast, up to bf16 rounding."""
     torch.manual_seed(0)
-    probes = BatchedProbes(num_heads=3, input_dim=12, num_labels=5, family=family, hidden_dim=16, rank=rank)
+    probes = BatchedProbes(3, 12, 5, families.FACTORIES[family](hidden_dim=16, rank=rank))
     with torch.no_grad():
         for _, bias in probes.layers():
             # |bias| near 1 and small inputs: no hidden unit near 0, where bf16 rounding may flip its ReLU
@@ -67,7 +68,7 @@ def test_under_bf16_autocast_each_head_computes_and_learns_as_a_standalone_seque
 
 def test_a_bf16_module_computes_as_its_standalone_bf16_sequentials():
     torch.manual_seed(0)
-    probes = BatchedProbes(num_heads=2, input_dim=12, num_labels=5, family="mlp2", hidden_dim=16)
+    probes = BatchedProbes(num_heads=2, input_dim=12, num_labels=5, family=families.mlp2(hidden_dim=16))
     with torch.no_grad():
         for _, bias in probes.layers():
             bias.add_(torch.randn_like(bias).sign())
@@ -83,7 +84,7 @@ def test_first_layer_products_are_those_of_the_module():
     """The products the benches time as the limit are the module's own: its first layer's output (bias zero) and the
     weight gradient autograd computes for it from a given output gradient."""
     torch.manual_seed(0)
-    probes = BatchedProbes(3, 5, 4, family="linear")
+    probes = BatchedProbes(3, 5, 4, families.linear())
     with torch.no_grad():
         probes.b1.zero_()
     x, output_grad = torch.randn(6, 5), torch.randn(3, 4, 6)  # (B, D); (P, K, B), the layout of the products
@@ -96,7 +97,7 @@ def test_first_layer_products_are_those_of_the_module():
 
 def test_standalone_layers_of_each_family():
     def kinds(family, rank=None, dropout=0.0):
-        probes = BatchedProbes(1, 4, 3, family=family, hidden_dim=5, rank=rank, dropout=dropout)
+        probes = BatchedProbes(1, 4, 3, families.FACTORIES[family](hidden_dim=5, rank=rank, dropout=dropout))
         return [type(m) for m in probes.as_sequential(0)]
 
     assert kinds("linear") == [nn.Linear]
@@ -108,7 +109,7 @@ def test_standalone_layers_of_each_family():
 @pytest.mark.parametrize(("family", "rank"), FAMILIES)
 def test_initialisation_matches_fresh_linear_layers_per_head(family, rank):
     torch.manual_seed(3)
-    probes = BatchedProbes(num_heads=2, input_dim=6, num_labels=4, family=family, hidden_dim=5, rank=rank)
+    probes = BatchedProbes(2, 6, 4, families.FACTORIES[family](hidden_dim=5, rank=rank))
     torch.manual_seed(3)
     sizes = {"linear": [6, 4] if rank is None else [6, rank, 4], "mlp1": [6, 5, 4], "mlp2": [6, 5, 5, 4]}[family]
     for head in range(2):
@@ -120,18 +121,18 @@ def test_initialisation_matches_fresh_linear_layers_per_head(family, rank):
 
 def test_rank_constrained_linear_probe_has_rank_at_most_r():
     torch.manual_seed(1)
-    probes = BatchedProbes(num_heads=2, input_dim=20, num_labels=10, family="linear", rank=3)
+    probes = BatchedProbes(num_heads=2, input_dim=20, num_labels=10, family=families.linear(rank=3))
     for head in range(2):
         # the affine map x -> logits: its linear part from the identity minus the offset at 0
         linear_part = probes(torch.eye(20))[:, head] - probes(torch.zeros(1, 20))[:, head]
         assert torch.linalg.matrix_rank(linear_part) <= 3
-    full = BatchedProbes(num_heads=1, input_dim=20, num_labels=10, family="linear")
+    full = BatchedProbes(num_heads=1, input_dim=20, num_labels=10, family=families.linear())
     assert torch.linalg.matrix_rank(full(torch.eye(20))[:, 0] - full(torch.zeros(1, 20))[:, 0]) == 10
 
 
 def test_loss_on_one_head_leaves_the_others_without_gradient():
     torch.manual_seed(2)
-    probes = BatchedProbes(num_heads=4, input_dim=8, num_labels=3, family="mlp2", hidden_dim=6)
+    probes = BatchedProbes(num_heads=4, input_dim=8, num_labels=3, family=families.mlp2(hidden_dim=6))
     probes(torch.randn(5, 8))[:, 2].sum().backward()
     for name, parameter in probes.named_parameters():
         assert parameter.grad[2].abs().sum() > 0, name
@@ -140,7 +141,7 @@ def test_loss_on_one_head_leaves_the_others_without_gradient():
 
 def test_linear_input_dropout_is_drawn_per_head():
     torch.manual_seed(4)
-    probes = BatchedProbes(num_heads=2, input_dim=50, num_labels=3, family="linear", dropout=0.5)
+    probes = BatchedProbes(num_heads=2, input_dim=50, num_labels=3, family=families.linear(dropout=0.5))
     with torch.no_grad():
         probes.w1.copy_(probes.w1[:1].expand_as(probes.w1))
         probes.b1.copy_(probes.b1[:1].expand_as(probes.b1))
@@ -152,7 +153,7 @@ def test_linear_input_dropout_is_drawn_per_head():
 
 
 @pytest.mark.parametrize(("settings", "key"), [
-    ({"family": "mlp3"}, "probe.family"),
+    ({"family": "mlp3"}, "family='mlp3' is not one of linear, mlp1, mlp2"),
     ({"family": "mlp1", "rank": 4}, "probe.rank"),
     ({"family": "linear", "rank": 0}, "probe.rank"),
     ({"hidden_dim": 0}, "probe.module.hidden_dim"),
@@ -160,22 +161,22 @@ def test_linear_input_dropout_is_drawn_per_head():
 ])
 def test_bad_settings_name_the_config_key(settings, key):
     with pytest.raises(ConfigError, match=key):
-        BatchedProbes(1, 4, 3, **settings)
+        families.from_record(settings, default="linear")
 
 
 @pytest.mark.parametrize("num_layers", [None, 3])
 def test_a_rank_above_the_feature_dimension_is_refused(num_layers):
     with pytest.raises(ConfigError) as caught:
-        WordProbe(input_dim=8, labels=["a", "b"], family="linear", rank=9, num_layers=num_layers)
+        WordProbe.from_settings(input_dim=8, labels=["a", "b"], family="linear", rank=9, num_layers=num_layers)
     assert str(caught.value) == ("probe.rank=9 exceeds the feature dimension 8 of this representation; a rank of 8 or "
                                  "more constrains nothing. Fix: probe.rank<=8, or probe.rank=null")
-    probe = WordProbe(input_dim=8, labels=["a", "b"], family="linear", rank=8, num_layers=num_layers)
+    probe = WordProbe.from_settings(input_dim=8, labels=["a", "b"], family="linear", rank=8, num_layers=num_layers)
     assert probe.probes.mlps.sizes == [8, 8, 2]
 
 
 def test_heads_with_a_mix_each_mix_their_own_layers():
     torch.manual_seed(5)
-    head = PrefixHead(2, input_dim=6, num_labels=3, family="mlp1", hidden_dim=4, num_layers=3)
+    head = PrefixHead(2, input_dim=6, num_labels=3, family=families.mlp1(hidden_dim=4), num_layers=3)
     with torch.no_grad():
         head.mixes[1].weights.copy_(torch.tensor([5.0, 0.0, -5.0]))
     features = torch.randn(4, 3, 6)
@@ -219,8 +220,8 @@ def prefix_gradients(module: WordProbe, batch: dict) -> list[dict[str, torch.Ten
 def test_prefix_probe_learns_only_from_its_prefix():
     torch.manual_seed(6)
     ends = [2, 5, 9, 12]
-    module = WordProbe(input_dim=6, labels=["a", "b", "c"], family="mlp1", hidden_dim=8, control=True,
-                       mdl_block_ends=ends)
+    module = WordProbe.from_settings(input_dim=6, labels=["a", "b", "c"], family="mlp1", hidden_dim=8, control=True,
+                                     mdl_block_ends=ends)
     assert [head.num_heads for head in module.mdl_probes.heads] == [2, 2, 2]  # 3 prefixes x (task, control)
     batch = mdl_batch()
     grads = prefix_gradients(module, batch)
@@ -238,7 +239,7 @@ def test_prefix_probe_learns_only_from_its_prefix():
 
 
 def test_prefix_loss_is_zero_without_rows_of_the_prefix():
-    module = WordProbe(input_dim=6, labels=["a", "b", "c"], family="linear", mdl_block_ends=[2, 5, 12])
+    module = WordProbe.from_settings(input_dim=6, labels=["a", "b", "c"], family="linear", mdl_block_ends=[2, 5, 12])
     batch = mdl_batch()
     late = {key: value[batch["order"] >= 2] for key, value in batch.items()}
     losses = prefix_losses(module, late)  # (prefixes, 1)
@@ -246,7 +247,7 @@ def test_prefix_loss_is_zero_without_rows_of_the_prefix():
 
 
 def test_kept_prefix_weights_are_those_of_each_heads_best_dev_epoch():
-    module = WordProbe(input_dim=4, labels=["a", "b"], family="linear", mdl_block_ends=[1, 2, 4])
+    module = WordProbe.from_settings(input_dim=4, labels=["a", "b"], family="linear", mdl_block_ends=[1, 2, 4])
     prefixes = module.mdl_probes
     first = prefixes.state_of_heads()
     prefixes._keep_best(torch.tensor([1.0, 1.0]), epoch=0)
@@ -269,7 +270,8 @@ def test_codelength_of_a_probe_giving_half_to_the_right_label():
     # one-hot features of the label and logits log(K-1) * x: p(right label) = 3 / (3 + 3) = 1/2, one bit per label
     labels, n = 4, 40
     ends = block_ends(n, [0.1, 0.5, 1.0])  # [4, 20, 40]
-    module = WordProbe(input_dim=labels, labels=list("abcd"), family="linear", control=True, mdl_block_ends=ends)
+    module = WordProbe.from_settings(input_dim=labels, labels=list("abcd"), family="linear", control=True,
+                                     mdl_block_ends=ends)
     with torch.no_grad():
         for head in module.mdl_probes.heads:  # task and control probe of each prefix
             head.probes.w1.copy_(math.log(labels - 1) * torch.eye(labels).expand(2, -1, -1))
@@ -306,8 +308,8 @@ def test_fit_learns_the_task_not_the_control_and_compresses_the_labels():
     train, dev = synthetic_words(300, 10, 3, seed=1), synthetic_words(90, 10, 3, seed=2)
     dev = [{key: value for key, value in row.items() if key != "order"} for row in dev]
     ends = block_ends(len(train))
-    module = WordProbe(input_dim=10, labels=labels, family="linear", control=True, mdl_block_ends=ends,
-                       optimizer=lambda groups: torch.optim.Adam(groups, lr=0.02))
+    module = WordProbe.from_settings(input_dim=10, labels=labels, family="linear", control=True, mdl_block_ends=ends,
+                                     optimizer=lambda groups: torch.optim.Adam(groups, lr=0.02))
     trainer = lightning.Trainer(max_epochs=25, logger=False, enable_checkpointing=False, enable_progress_bar=False,
                                 enable_model_summary=False, accelerator="cpu")
     trainer.fit(module, DataLoader(train, batch_size=32, shuffle=True), DataLoader(dev, batch_size=64))
@@ -327,15 +329,16 @@ def test_fit_learns_the_task_not_the_control_and_compresses_the_labels():
 
 
 def test_training_step_refuses_a_non_finite_loss():
-    module = WordProbe(input_dim=4, labels=["a", "b"], family="linear")
+    module = WordProbe.from_settings(input_dim=4, labels=["a", "b"], family="linear")
     batch = {"features": torch.full((2, 4), float("nan")), "label": torch.tensor([0, 1])}
     with pytest.raises(ProbingError, match="training loss"):
         module.training_step(batch, 0)
 
 
 def test_optimizer_gets_every_probe_and_the_mix_as_its_own_group():
-    module = WordProbe(input_dim=4, labels=["a", "b"], family="linear", control=True, mdl_block_ends=[1, 3],
-                       num_layers=2, mix={"lr": 0.5}, optimizer=lambda groups: torch.optim.SGD(groups, lr=0.1))
+    module = WordProbe.from_settings(input_dim=4, labels=["a", "b"], family="linear", control=True,
+                                     mdl_block_ends=[1, 3], num_layers=2, mix={"lr": 0.5},
+                                     optimizer=lambda groups: torch.optim.SGD(groups, lr=0.1))
     optimizer = module.configure_optimizers()
     optimized = {id(p) for group in optimizer.param_groups for p in group["params"]}
     assert optimized == {id(p) for p in module.parameters()}

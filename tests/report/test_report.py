@@ -426,19 +426,50 @@ def test_one_layer_per_class_plot_fits_long_class_names(tmp_path):
 
 def test_runs_written_before_the_config_held_only_what_runs_group_with_later_ones():
     """Earlier configs also held every representation and probing a run could do (`representations`, `probings`), the
-    task's name of its own (`task.probing`) and every representation it could condition on (`conditionings`, and
-    `conditioning: null`):
-    they tell no run of theirs apart from a later run of the same setting."""
+    task's name of its own (`task.probing`), every representation it could condition on (`conditionings`, and
+    `conditioning: null`), every baseline's featurizer and type-level space (`baselines`, `type_spaces`, whose settings
+    are the representation's now), the encoder's copies of the model's and the features' settings, train.py's
+    settings of the task and the fine-tuned comparison's (null): they tell no run of theirs apart from a later run of
+    the same setting."""
     def earlier(seed, task="upos"):
-        return {**run_config(seed, run_dir=f"/runs/{seed}"), "task": {"name": task, "probing": "words"},
+        return {**run_config(seed, run_dir=f"/runs/{seed}"), "task_name": "probe",
+                "task": {"name": task, "probing": "words", "lr": 1e-4, "batch_size": 16, "monitor": "dev/accuracy"},
                 "probings": {"words": {"seed": seed}, "sclass": {"seed": seed}},
                 "conditionings": {"none": None, "layer": {"layer": None}}, "conditioning": None,
-                "representations": {"layer": {"layer": -1}, "mix": {"mix_lr": 0.001}}}
+                "representations": {"layer": {"layer": -1}, "mix": {"mix_lr": 0.001}},
+                "baselines": {"prand": {"dim": 300, "seed": 0, "context_size": None}, "pstatic": {"oov_seed": 0}},
+                "type_spaces": {"rand": {"dim": 300, "seed": 0}}, "finetuned": None, "comparison_setup": None,
+                "features": {"pooling": "mean", "encoder": {"_target_": "probing.features.encoder.WordEncoder",
+                                                            "name_or_path": "minilm", "pooling": "mean"}}}
 
-    later = {**run_config(0, run_dir="/runs/later"), "task": {"name": "upos"},
-             "conditioning": {"kind": "none", "layer": None}}
+    later = {**run_config(0, run_dir="/runs/later"), "task_name": "probe", "task": {"name": "upos"},
+             "representation": {"rand_dim": 300, "rand_seed": 0, "oov_seed": 0},
+             "features": {"pooling": "mean", "encoder": {"_target_": "probing.features.featurizers.word_encoder"}}}
     runs = [result("mix", 0, config=earlier(0)), result("mix", 1, config=earlier(1)), result("mix", 0, config=later)]
     assert variant_keys(runs) == []
     assert distinct_runs([{**run, "_file": f"{job}/results.json"} for job, run in enumerate(runs)])[1] == [
         "2/results.json"]
     assert variant_keys([*runs[:2], result("mix", 0, config={**later, "task": {"name": "pos"}})]) == ["task.name"]
+    other_seed = {**later, "representation": {"rand_dim": 300, "rand_seed": 1, "oov_seed": 0}}
+    assert variant_keys([*runs[:2], result("mix", 0, config=other_seed)]) == ["representation.rand_seed"]
+    trained = [result("mix", seed, config={**earlier(seed), "task_name": "train"}) for seed in (0, 1)]
+    assert variant_keys([*trained, result("mix", 0, config={**later, "task_name": "train"})]) == [
+        "task.batch_size", "task.lr", "task.monitor"]  # train.py reads them: runs without are another setting
+
+
+def test_runs_whose_config_copied_the_probe_settings_group_with_later_ones():
+    """Earlier configs copied the probe's settings into what read them (`probe.family`, `probe.module.family`, its
+    `mix`, `probe.online_code`, `probe.control_task.level`, a tree task's `task.probe_family`); later ones name the
+    family's factory (`probe.module._target_`). Neither tells a run apart from a run of the same setting."""
+    def earlier(seed):
+        config = run_config(seed, run_dir=f"/runs/{seed}")
+        probe = {**config["probe"], "family": "mlp1", "module": {"family": "mlp1", "mix": {"lr": 0.001}},
+                 "online_code": {"seed": seed, "level": "context"},
+                 "control_task": {**config["probe"]["control_task"], "level": "context"}}
+        return {**config, "probe": probe, "task": {"name": "upos", "probe_family": None}}
+
+    later = run_config(0, run_dir="/runs/later")
+    later = {**later, "probe": {**later["probe"], "module": {"_target_": "probing.probes.components.families.mlp1"}},
+             "task": {"name": "upos"}}
+    runs = [result("mix", 0, config=earlier(0)), result("mix", 1, config=earlier(1)), result("mix", 0, config=later)]
+    assert variant_keys(runs) == []

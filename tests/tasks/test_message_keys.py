@@ -16,8 +16,8 @@ from probing.data.task_records import FINETUNING_KINDS
 from tests.helpers import CONFIG_DIR, REPO
 
 # The top-level config nodes a message may name; a dotted word starting with one of them is read as a key.
-NODES = ("analysis", "baselines", "callbacks", "data", "embeddings", "features", "finetune", "hydra", "logger", "model",
-         "paths", "probe", "task", "trainer", "type_spaces")
+NODES = ("analysis", "callbacks", "data", "embeddings", "features", "finetune", "hydra", "logger", "model", "paths",
+         "probe", "representation", "task", "trainer")
 KEY = re.compile(rf"(?<![\w./-])\+{{0,2}}((?:{'|'.join(NODES)})(?:\.\w+)+)")
 # Dotted words that are file or module names, not settings.
 NOT_KEYS = re.compile(r"\.(py|json|yaml|txt|h5|safetensors|ckpt)$|^hydra\.(utils|errors|core)\b")

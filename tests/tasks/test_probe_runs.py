@@ -16,6 +16,7 @@ from probing.errors import ProbingError
 from probing.probes.controls import ControlTask
 from probing.probes.saved import load_probes
 from probing.tasks import probe
+from probing.tasks.probe import chosen_representation
 from tests.helpers import CONFIG_DIR, FIXTURES, run_script
 from tests.helpers.runs import compose_job, probe_in_process, tiny_model
 
@@ -142,7 +143,7 @@ def test_type_level_avg_and_static_spaces(tmp_path, tiny):
 ])
 def test_bad_requests_are_user_errors_with_a_fix(tmp_path, tiny, overrides, message):
     """Refused before anything is written (the entry scripts print a ProbingError as one line: test_probe_faults),
-    some when the config is resolved (a representation_of shorthand names none), where OmegaConf wraps them."""
+    the shorthand that names no representation when its choice is built, before the run's folder is used."""
     with pytest.raises(Exception) as error:
         probe.run(compose_job("probe", tmp_path, *overrides, *tiny))
     refusal = probing_cause(error.value)
@@ -172,7 +173,7 @@ def test_wikipse_type_level_words_follow_the_paper(shared_data, tmp_path):
                  f"paths.output_dir={tmp_path}"]
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
         cfg = compose("probe", overrides=overrides)
-    representation = build(cfg.representation, "representation")
+    representation = chosen_representation(cfg)()
     inputs = representation.inputs(build(cfg.data.source, "data.source"), {}, 256, ControlTask(seed=0))
     sizes = {split: len(data) for split, data in inputs.datamodule.splits.items()}
     assert sizes == {"train": 35399, "dev": 8850, "test": 44250} and len(inputs.classes) == 34

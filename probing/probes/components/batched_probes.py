@@ -1,52 +1,35 @@
-"""The probe families, several independent probes of one family as one batched module (every probe of every task).
+"""Several independent probes of one family as one batched module (every probe of every task): the families of
+Hewitt & Liang (2019) §4 (`probing.probes.components.families`), each reading an example's vector (a word's, or a
+pair's, built upstream as [a; b] or [a; b; a * b]) and giving K logits.
 
-The three families of Hewitt & Liang (2019) §4, each reading an example's vector (a word's, or a pair's, built
-upstream as [a; b] or [a; b; a * b]) and giving K logits:
-
-    linear   D -> K                      (rank=r: D -> r -> K, a rank-constrained linear map, no nonlinearity)
-    mlp1     D -> H ReLU -> K            (Zhao et al. 2020's s-class probe: H = 1024, K = 2)
-    mlp2     D -> H ReLU -> H ReLU -> K  (H = 1000 in Hewitt & Liang)
-
-`num_heads` such probes with the same shape but no shared parameter train side by side (the C binary probes of the
-s-class task, a word task's single probe, the MDL prefix probes, the probes retrained on a few neurons of
-probing.probes.neuron_analysis); each gets exactly the gradient it would get alone.
-
-Two options serve the neuron analyses (Dalvi et al. 2019; Antverg & Belinkov 2022):
-- an elastic-net penalty (`l1`, `l2`): per head, l1 * sum |W| + l2 * ||W||_F over the head's weight matrices (the
-  L2 term is the Frobenius norm itself, not its square, as NeuroX's linear probe has it; biases are not penalised).
-  `penalty()` gives each head's own term, so a head's gradient is the one it would get alone;
-- an input mask (`input_mask`): head h reads only the inputs its mask keeps, as a probe trained on those columns
-  alone would (see `BatchedProbes`).
+See docs/development.md, 'Inside a probe run'.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Protocol
 
 import torch
 from torch import Tensor, nn
 
-from probing.data.settings import choose, require_int, require_number
 from probing.errors import ConfigError
-from probing.vocabulary import PROBE_FAMILIES
-
-FAMILIES = PROBE_FAMILIES
 
 
-def check_family_settings(family: str, hidden_dim: int, rank: int | None, dropout: float, l1: float = 0.0,
-                          l2: float = 0.0) -> None:
-    """The probe family's settings, refused with the config key that sets them."""
-    choose("probe.family", family, FAMILIES)
-    require_int("probe.module.hidden_dim", hidden_dim, minimum=1)
-    require_number("probe.module.dropout", dropout, high=1.0, example="0.1")
-    require_number("probe.module.l1", l1, example="1e-3")
-    require_number("probe.module.l2", l2, example="1e-5")
-    if rank is not None:
-        require_int("probe.rank", rank, minimum=1)
-        if family != "linear":
-            raise ConfigError(f"probe.rank={rank} constrains a linear probe (D -> rank -> K), but probe.family="
-                              f"{family}: an MLP's capacity is set by probe.module.hidden_dim. Fix: probe.rank=null "
-                              "or probe=linear")
+class Family(Protocol):
+    """What batched probes read of their family (`probing.probes.components.families.ProbeFamily`)."""
+
+    name: str
+    hidden_dim: int
+    rank: int | None
+    dropout: float
+    l1: float
+    l2: float
+
+    @property
+    def linear(self) -> bool: ...
+
+    def layer_sizes(self, input_dim: int, num_labels: int) -> list[int]: ...
 
 
 def check_rank_within(rank: int | None, input_dim: int) -> None:
@@ -56,14 +39,6 @@ def check_rank_within(rank: int | None, input_dim: int) -> None:
         raise ConfigError(f"probe.rank={rank} exceeds the feature dimension {input_dim} of this representation; a "
                           f"rank of {input_dim} or more constrains nothing. Fix: probe.rank<={input_dim}, or "
                           "probe.rank=null")
-
-
-def layer_sizes(family: str, input_dim: int, num_labels: int, hidden_dim: int, rank: int | None = None) -> list[int]:
-    """The sizes of one probe's layers, input first: [D, K] for a linear probe ([D, r, K] with rank r), [D, H, K] for
-    mlp1, [D, H, H, K] for mlp2."""
-    if family == "linear":
-        return [input_dim, *([rank] if rank is not None else []), num_labels]
-    return [input_dim, *[hidden_dim] * (1 if family == "mlp1" else 2), num_labels]
 
 
 def first_layer_products(weight: Tensor, x: Tensor, hidden_grad: Tensor) -> tuple[Tensor, Tensor]:
@@ -76,14 +51,15 @@ def first_layer_products(weight: Tensor, x: Tensor, hidden_grad: Tensor) -> tupl
 
 
 class BatchedProbes(nn.Module):
-    """`num_heads` independent multi-class probes of one family with stacked parameters.
+    """`num_heads` independent multi-class probes of one family (a `Family`) with stacked parameters.
 
     Layer j of head h is the `nn.Linear` with weight w{j}[h] (out, in) and bias b{j}[h] (out); all layers have a
     bias, the two factors of a rank-constrained linear probe included (Hewitt & Liang's code: two `nn.Linear`). Each
     head is initialised exactly as fresh `nn.Linear` layers would be, head 0's layers first (`reset_parameters`).
 
-    Dropout (`dropout`, off by default) where Hewitt & Liang's code puts it, except on an MLP's input: on the input of a
-    linear probe (rank-constrained or not; nothing else to drop), on each hidden layer (after the ReLU) of an MLP.
+    Dropout (the family's `dropout`, off by default) where Hewitt & Liang's code puts it, except on an MLP's input: on
+    the input of a linear probe (rank-constrained or not; nothing else to drop), on each hidden layer (after the ReLU)
+    of an MLP.
     Their code drops an MLP's input too; we do not, so that the first layer of all heads stays one shared product.
     Masks are drawn independently per head.
 
@@ -103,24 +79,22 @@ class BatchedProbes(nn.Module):
     of the first layer's FLOPs for 2 logits; bench/probe.py).
     """
 
-    def __init__(self, num_heads: int, input_dim: int, num_labels: int, family: str = "linear",
-                 hidden_dim: int = 1000, rank: int | None = None, dropout: float = 0.0, l1: float = 0.0,
-                 l2: float = 0.0, input_mask: Tensor | None = None):
+    def __init__(self, num_heads: int, input_dim: int, num_labels: int, family: Family,
+                 input_mask: Tensor | None = None):
         super().__init__()
         if num_heads < 1 or input_dim < 1 or num_labels < 1:
             raise ValueError(f"num_heads, input_dim and num_labels must be >= 1, got {num_heads}, {input_dim}, "
                              f"{num_labels}")
-        check_family_settings(family, hidden_dim, rank, dropout, l1, l2)
-        check_rank_within(rank, input_dim)
+        check_rank_within(family.rank, input_dim)
         self.num_heads, self.input_dim, self.num_labels = num_heads, input_dim, num_labels
-        self.family, self.hidden_dim, self.rank = family, hidden_dim, rank
-        self.l1, self.l2 = float(l1), float(l2)
-        self.sizes = layer_sizes(family, input_dim, num_labels, hidden_dim, rank)
+        self.family, self.hidden_dim, self.rank = family, family.hidden_dim, family.rank
+        self.l1, self.l2 = family.l1, family.l2
+        self.sizes = family.layer_sizes(input_dim, num_labels)
         for j, (fan_in, fan_out) in enumerate(zip(self.sizes, self.sizes[1:]), start=1):
             self.register_parameter(f"w{j}", nn.Parameter(torch.empty(num_heads, fan_out, fan_in)))
             self.register_parameter(f"b{j}", nn.Parameter(torch.empty(num_heads, fan_out)))
         self.register_buffer("input_mask", checked_mask(input_mask, num_heads, input_dim))
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = nn.Dropout(family.dropout)
         self.reset_parameters()
 
     @property
@@ -178,14 +152,14 @@ class BatchedProbes(nn.Module):
         if x.dim() not in (2, 3) or tuple(x.shape) != expected:
             raise ValueError(f"expected features of shape (batch, {self.input_dim}) or ({self.num_heads}, batch, "
                              f"{self.input_dim}), got {tuple(x.shape)}")
-        if self.family == "linear" and self.training and self.dropout.p > 0:
+        if self.family.linear and self.training and self.dropout.p > 0:
             x = self.dropout(x if per_head else x.expand(self.num_heads, *x.shape))  # a mask per head
         # examples as columns: (D, B) once for every head, or (heads, D, B)
         hidden = x.T.contiguous().expand(self.num_heads, *x.T.shape) if x.dim() == 2 else x.transpose(1, 2)
         bias_after = x.device.type == "cpu" and (self.w1.dtype in (torch.bfloat16, torch.float16)
                                                  or torch.is_autocast_enabled("cpu"))
         for j, (weight, bias) in enumerate(self.applied_layers()):
-            if j and self.family != "linear":
+            if j and not self.family.linear:
                 # in place: the product before needs its inputs for backward, not its output
                 hidden = self.dropout(hidden.relu_())
             hidden = self.affine(weight, bias, hidden, bias_after)  # (heads, out, B)
@@ -211,12 +185,12 @@ class BatchedProbes(nn.Module):
             raise IndexError(f"head {head} out of range for {self.num_heads} heads")
         modules: list[nn.Module] = []
         drop = [nn.Dropout(self.dropout.p)] if self.dropout.p > 0 else []
-        if self.family == "linear":
+        if self.family.linear:
             modules += drop
         for j, (weight, bias) in enumerate(self.applied_layers()):
             if j == 0 and kept_inputs and self.input_mask is not None:
                 weight = weight[:, :, self.input_mask[head]]
-            if j and self.family != "linear":
+            if j and not self.family.linear:
                 modules += [nn.ReLU(), *drop]
             linear = nn.utils.skip_init(nn.Linear, weight.shape[2], weight.shape[1], device=weight.device,
                                         dtype=weight.dtype)
@@ -241,7 +215,7 @@ class BatchedProbes(nn.Module):
         rank = f", rank={self.rank}" if self.rank is not None else ""
         penalty = f", l1={self.l1}, l2={self.l2}" if self.l1 or self.l2 else ""
         masked = ", input_mask" if self.input_mask is not None else ""
-        return (f"num_heads={self.num_heads}, family={self.family}, sizes={self.sizes}{rank}, "
+        return (f"num_heads={self.num_heads}, family={self.family.name}, sizes={self.sizes}{rank}, "
                 f"dropout={self.dropout.p}{penalty}{masked}")
 
 

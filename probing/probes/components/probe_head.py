@@ -9,27 +9,25 @@ from typing import Any
 import torch
 from torch import nn
 
-from probing.probes.components.batched_probes import BatchedProbes
+from probing.probes.components.batched_probes import BatchedProbes, Family
 from probing.probes.components.scalar_mix import ScalarMix
 
 
 class ProbeHead(nn.Module):
     """The `num_probes` probes of one task (the C binary probes of the s-class task, a word task's one K-way probe)
-    on one layer, or on a scalar mix of all layers; `family`, `hidden_dim`, `rank`, `dropout` and the elastic-net
-    penalty `l1`, `l2` as `BatchedProbes` takes them.
+    on one layer, or on a scalar mix of all layers; the probes of `family` (a `ProbeFamily`: `BatchedProbes`).
 
     With `num_layers` set, features are (B, num_layers, D) and one ScalarMix, shared by the probes of this head, turns
     them into (B, D); `mix` holds its options (layer_norm, dropout, l2_lambda). The mix weights are then one answer for
     the whole task, as in ELMo, where one mix serves one task model. (The MDL prefix probes, independent models, each
-    have their own mix: `probing.probes.components.prefix_probes.PrefixHead`.)
+    have their own mix: `probing.probes.bits.prefix_probes.PrefixHead`.)
     """
 
-    def __init__(self, num_probes: int, input_dim: int, num_labels: int = 2, family: str = "mlp1",
-                 hidden_dim: int = 1024, rank: int | None = None, dropout: float = 0.0, num_layers: int | None = None,
-                 mix: Mapping[str, Any] | None = None, l1: float = 0.0, l2: float = 0.0):
+    def __init__(self, num_probes: int, input_dim: int, num_labels: int, family: Family,
+                 num_layers: int | None = None, mix: Mapping[str, Any] | None = None):
         super().__init__()
         self.mix = ScalarMix(num_layers, **dict(mix or {})) if num_layers is not None else None
-        self.mlps = BatchedProbes(num_probes, input_dim, num_labels, family, hidden_dim, rank, dropout, l1, l2)
+        self.mlps = BatchedProbes(num_probes, input_dim, num_labels, family)
 
     @property
     def num_probes(self) -> int:

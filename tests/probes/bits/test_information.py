@@ -1,4 +1,4 @@
-"""Bits from probes (probing.probes.information): cross-entropies and priors against hand-computed values, the
+"""Bits from probes (probing.probes.bits.information): cross-entropies and priors against hand-computed values, the
 least-dev-cross-entropy selection, and the joined [X; R] splits of conditional probing."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from probing.probes.information import (
+from probing.probes.bits.information import (
     CrossEntropyBits,
     LeastDevCrossEntropy,
     prior_bits,

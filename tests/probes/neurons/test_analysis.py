@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from probing.errors import ConfigError
-from probing.probes.neurons import k_values
+from probing.probes.neurons.rankings import k_values
 from probing.report.neurons import full_accuracy, k_to_reach
 from probing.tasks import analyze
 from tests.helpers import FIXTURES, run_script

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from probing.errors import ConfigError, ProbingError
-from probing.probes import mdl
-from probing.probes.mdl import (
+from probing.probes.bits import mdl
+from probing.probes.bits.mdl import (
     DEFAULT_FRACTIONS,
     OnlineCode,
     block_ends,

@@ -1,19 +1,6 @@
 """The prefix probes of the MDL online code (Voita & Titov 2020 §2.2), all of them one module beside a task's probes.
 
-The n training examples take their positions in a seeded order (`order`, probing.probes.mdl), cut into blocks that
-end at `ends[0] < ... < ends[S-1] = n`. Prefix probe p (p = 0..S-2) trains on the examples at positions < ends[p]
-and encodes block p+1, positions [ends[p], ends[p+1]).
-
-A task may send several labels per example, one per target column: a word task sends one (two with its control
-task), the s-class task C binary decisions (2C with the control task). Every (prefix, target) pair is an independent
-probe: head t of `heads[p]`, a `PrefixHead` of T heads (one batched product for the T probes of a prefix).
-
-Training cost. Each step runs prefix p's probes on the batch rows of its prefix only (gathered): with uniformly
-shuffled batches prefix p gets about B * t_p / n rows, so the products of an epoch cost what the prefixes' own epochs
-cost (sum_p t_p rows, about n at the paper's shares), not S-1 times the batch. The gradient of a probe is that of its
-mean cross-entropy over its prefix's rows of the batch: what it would get alone on them. A prefix without rows in a
-batch does not run, so its parameters get no gradient (None) and the optimizer skips them (torch's optimizers skip
-parameters without a gradient; Lightning zeroes gradients to None): no moment or weight-decay step for them.
+See docs/word_tasks.md, 'MDL probing, online code'.
 """
 
 from __future__ import annotations
@@ -28,8 +15,8 @@ from torch.nn import functional as F
 from torchmetrics import Metric
 
 from probing.errors import ProbingError
-from probing.probes import mdl
-from probing.probes.components.batched_probes import BatchedProbes
+from probing.probes.bits import mdl
+from probing.probes.components.batched_probes import BatchedProbes, Family
 from probing.probes.components.scalar_mix import ScalarMix
 
 
@@ -54,9 +41,7 @@ class PrefixProbes(nn.Module):
     """
 
     def __init__(self, block_ends: Sequence[int], num_targets: int, input_dim: int, num_labels: int,
-                 family: str = "mlp1", hidden_dim: int = 1000, rank: int | None = None, dropout: float = 0.0,
-                 num_layers: int | None = None, mix: Mapping[str, Any] | None = None, l1: float = 0.0,
-                 l2: float = 0.0):
+                 family: Family, num_layers: int | None = None, mix: Mapping[str, Any] | None = None):
         super().__init__()
         ends = check_block_ends(block_ends)
         if num_targets < 1:
@@ -64,8 +49,7 @@ class PrefixProbes(nn.Module):
         self.ends, self.num_targets = ends, num_targets
         self.num_prefixes = len(ends) - 1
         self.heads = nn.ModuleList(
-            PrefixHead(num_targets, input_dim, num_labels, family, hidden_dim, rank, dropout, num_layers, mix, l1, l2)
-            for _ in range(self.num_prefixes))
+            PrefixHead(num_targets, input_dim, num_labels, family, num_layers, mix) for _ in range(self.num_prefixes))
         self.register_buffer("block_ends", torch.tensor(ends, dtype=torch.long), persistent=False)
         self.dev_loss = HeadLoss(self.num_prefixes * num_targets)
         self.best: dict[str, Any] | None = None  # {"state", "loss" (heads,), "epoch" (heads,)}
@@ -210,14 +194,12 @@ class PrefixHead(nn.Module):
     by the head's first layer alone.
     """
 
-    def __init__(self, num_heads: int, input_dim: int, num_labels: int, family: str = "linear",
-                 hidden_dim: int = 1000, rank: int | None = None, dropout: float = 0.0,
-                 num_layers: int | None = None, mix: Mapping[str, Any] | None = None, l1: float = 0.0,
-                 l2: float = 0.0):
+    def __init__(self, num_heads: int, input_dim: int, num_labels: int, family: Family,
+                 num_layers: int | None = None, mix: Mapping[str, Any] | None = None):
         super().__init__()
         self.mixes = (nn.ModuleList(ScalarMix(num_layers, **dict(mix or {})) for _ in range(num_heads))
                       if num_layers is not None else None)
-        self.probes = BatchedProbes(num_heads, input_dim, num_labels, family, hidden_dim, rank, dropout, l1, l2)
+        self.probes = BatchedProbes(num_heads, input_dim, num_labels, family)
 
     @property
     def num_heads(self) -> int:

@@ -1,22 +1,9 @@
 """The structural probes of Hewitt & Manning (2019) as a probe module of the one pipeline: the distance probe (tree
 distances of every word pair of a sentence) and the depth probe (each word's tree depth), trained as the reference
-(john-hewitt/structural-probes: loss.py, regimen.py) trains them, scored by its metrics (`tree_metrics`).
+(john-hewitt/structural-probes: loss.py, regimen.py) trains them, scored by its metrics
+(`probing.probes.trees.metrics`).
 
-Training, as the reference:
-- the L1 distance between predicted and gold distances (depths), summed over the pairs (words) of a sentence and
-  divided by its squared length (its length), then averaged over the sentences of the batch;
-- Adam (probe.module.optimizer: lr 1e-3), the learning rate divided by 10 whenever the dev loss does not fall
-  (ReduceLROnPlateau, factor 0.1, patience 0), early stopping on the dev loss (conf/task/tree_*.yaml: patience 5,
-  min_delta 1e-4) and the weights of the epoch of least dev loss kept (callbacks.keep_best monitors dev/loss there).
-The reference's batches are 20 sentences (probe.batch_size in the tree tasks' configs).
-
-The probe is B of the linear family (D -> rank, `probe.rank`, full rank D when unset); the MLP families, dropout and
-the online code (which sends labels; a tree probe predicts distances) are refused, as they would not be honoured. The
-control task's probe (Hewitt & Liang 2019, adapted to trees: `probing.data.trees.control_heads`) trains beside it on
-the control trees (`control_gold`), and every score gets a control score and a selectivity (score - control score).
-
-Batches (`probing.probes.tree_data`): features (B, T, D) or (B, T, num_layers, D), gold (B, T, T) distances or (B, T)
-depths, lengths (B,), punctuation (B, T) bool, and with the control task control_gold.
+See docs/structural.md, 'Probes and training'.
 """
 
 from __future__ import annotations
@@ -28,13 +15,11 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from probing.data.settings import choose, require_int
 from probing.data.splits import EVAL_SPLITS, TEST_SPLITS
-from probing.errors import ConfigError
-from probing.probes.components.batched_probes import check_rank_within
-from probing.probes.components.structural import KINDS, StructuralHead
+from probing.probes.components import families
 from probing.probes.probe_module import CONTROL, ProbeModule
-from probing.probes.tree_metrics import TreeMetrics
+from probing.probes.trees.metrics import TreeMetrics
+from probing.probes.trees.structural import StructuralMap, structural_map
 from probing.vocabulary import TREE_SCORES, TREE_UNDEFINED
 
 log = logging.getLogger(__name__)
@@ -57,26 +42,27 @@ def tree_loss(predictions: Tensor, gold: Tensor, lengths: Tensor) -> Tensor:
 
 
 class TreeProbe(ProbeModule):
-    """A structural probe (see the module docstring): `kind` "distance" or "depth", and the keyword contract of
-    `ProbeModule` (`labels` are not used: a tree has no classes)."""
+    """A structural probe (see the module docstring): the `ProbeModule` contract, its `family` the `StructuralMap`
+    of kind "distance" or "depth"."""
 
-    MEASURES_BITS = False  # its loss is a distance (or depth) error, not a label's cross-entropy
-
-    def __init__(self, kind: str, **contract: Any):
-        self.kind = choose("kind", kind, KINDS)
-        refuse_what_a_structural_probe_does_not_honour(contract)
-        super().__init__(**contract)
-        self.SCORES = TREE_SCORES[kind]
+    def __init__(self, *, family: StructuralMap, **contract: Any):
+        self.kind = family.kind
+        super().__init__(family=family, **contract)
+        self.SCORES = TREE_SCORES[self.kind]
         names = [*EVAL_SPLITS, *(f"{split}_{CONTROL}" for split in EVAL_SPLITS if self.has_control)]
-        self.metrics = nn.ModuleDict({name: TreeMetrics(kind) for name in names})
+        self.metrics = nn.ModuleDict({name: TreeMetrics(self.kind) for name in names})
         self.dev_loss = {"": [0.0, 0], f"{CONTROL}_": [0.0, 0]}  # sum of sentence losses, sentences
+        self.record_settings()
 
-    def build_head(self, input_dim: int, settings: Mapping[str, Any]) -> StructuralHead:
-        rank = settings["rank"]
-        if rank is not None:
-            require_int("probe.rank", rank, minimum=1)
-            check_rank_within(rank, input_dim)
-        return StructuralHead(input_dim, rank or input_dim, self.kind, settings["num_layers"], settings["mix"])
+    @classmethod
+    def from_settings(cls, kind: str, **settings: Any) -> TreeProbe:
+        """The probe of `kind` from the flat settings of a linear family (family, rank, dropout, l1, l2, optimizer:
+        `probing.probes.components.families.pop_family`) beside the contract."""
+        return cls(family=structural_map(families.pop_family(settings, default="linear"), kind), **settings)
+
+    def probe_shape(self) -> tuple[int, int]:
+        """One map B (its outputs are distances or depths, not logits)."""
+        return 1, 1
 
     def task_loss(self, predictions: Tensor, batch: dict, control: bool) -> Tensor:
         return tree_loss(predictions, batch[f"{CONTROL}_gold" if control else "gold"], batch["lengths"])
@@ -143,28 +129,3 @@ class TreeProbe(ProbeModule):
                     if warning not in self.score_warnings:
                         log.warning("%s", warning)
                         self.score_warnings.append(warning)
-
-    def mdl_targets(self, batch: dict) -> Tensor:
-        raise ConfigError("a tree probe has no labels to send with the online code. Fix: probe.mdl=false")
-
-    def mdl_columns(self) -> tuple[int, slice, slice | None]:
-        raise ConfigError("a tree probe has no labels to send with the online code. Fix: probe.mdl=false")
-
-
-def refuse_what_a_structural_probe_does_not_honour(contract: Mapping[str, Any]) -> None:
-    """A structural probe is one linear map B: another family, dropout, an elastic-net penalty and the online code
-    would not be honoured."""
-    family = contract.get("family", "mlp1")
-    if family != "linear":
-        raise ConfigError(f"probe.family={family}: a structural probe is a linear map B (Hewitt & Manning 2019), of "
-                          "the linear family. Fix: probe=linear (the tree tasks' default), with probe.rank=r for B's "
-                          "rank")
-    if contract.get("dropout", 0.0):
-        raise ConfigError(f"probe.module.dropout={contract['dropout']}: a structural probe is trained without dropout, "
-                          "as the reference. Fix: probe.module.dropout=0")
-    if contract.get("l1") or contract.get("l2"):
-        raise ConfigError(f"probe.module.l1={contract.get('l1')}, probe.module.l2={contract.get('l2')}: a structural "
-                          "probe is trained without an elastic-net penalty. Fix: probe.module.l1=0 probe.module.l2=0")
-    if contract.get("mdl_block_ends") is not None:
-        raise ConfigError("probe.mdl=true sends labels with the online code; a tree probe predicts distances. Fix: "
-                          "probe.mdl=false")

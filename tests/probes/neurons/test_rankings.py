@@ -1,7 +1,7 @@
-"""probing/probes/neurons.py and the probes of the neuron analysis (probing/probes/neuron_probes.py, the input masks of
-BatchedProbes): the probeless score against its closed form, NeuroX's weight-mass rule on weights set by hand,
-ablation that touches only the ablated neurons, masked batched probes that are the probes trained alone on their
-columns, and a planted single-neuron feature that every ranking puts first and the 1-sparse probe finds."""
+"""probing/probes/neurons/rankings.py and the probes of the neuron analysis (probing/probes/neurons/probes.py, the
+input masks of BatchedProbes): the probeless score against its closed form, NeuroX's weight-mass rule on weights set
+by hand, ablation that touches only the ablated neurons, masked batched probes that are the probes trained alone on
+their columns, and a planted single-neuron feature that every ranking puts first and the 1-sparse probe finds."""
 
 from __future__ import annotations
 
@@ -15,11 +15,12 @@ from torch import nn
 from torch.nn import functional as F
 
 from probing.errors import ConfigError
-from probing.probes import neurons
 from probing.probes.components.batched_probes import BatchedProbes
+from probing.probes.components.families import FACTORIES, linear, mlp1
 from probing.probes.datamodule import ProbingDataModule, TensorSplit
-from probing.probes.neuron_analysis import majority
-from probing.probes.neuron_probes import NeuronProbes, accuracies, fit, head_losses
+from probing.probes.neurons import rankings as neurons
+from probing.probes.neurons.analysis import majority
+from probing.probes.neurons.probes import NeuronProbes, accuracies, fit, head_losses
 
 
 def test_the_probeless_score_is_the_sum_over_label_pairs_of_absolute_mean_differences():
@@ -91,7 +92,7 @@ def test_k_values_double_up_to_the_layer_width():
 def test_a_masked_head_is_initialised_as_a_fresh_probe_on_its_columns():
     mask = torch.tensor([[False, True, False, True], [True, True, True, True]])
     torch.manual_seed(5)
-    probes = BatchedProbes(2, 4, 3, "mlp1", hidden_dim=5, input_mask=mask)
+    probes = BatchedProbes(2, 4, 3, mlp1(hidden_dim=5), input_mask=mask)
     torch.manual_seed(5)
     first, second = nn.Linear(2, 5), nn.Linear(5, 3)
     assert torch.equal(probes.w1[0][:, [1, 3]], first.weight) and torch.equal(probes.b1[0], first.bias)
@@ -101,7 +102,7 @@ def test_a_masked_head_is_initialised_as_a_fresh_probe_on_its_columns():
 
 def test_masked_inputs_have_no_influence_and_get_no_gradient():
     mask = torch.tensor([[True, False, True], [False, True, False]])
-    probes = BatchedProbes(2, 3, 4, "linear", input_mask=mask)
+    probes = BatchedProbes(2, 3, 4, linear(), input_mask=mask)
     x = torch.randn(5, 3)
     changed = x.clone()
     changed[:, 1] += 10.0
@@ -118,7 +119,7 @@ def test_batched_masked_probes_train_as_probes_trained_one_by_one_on_their_colum
     mask = torch.zeros(3, 7, dtype=torch.bool)
     for head, kept in enumerate(columns):
         mask[head, kept] = True
-    batched = BatchedProbes(3, 7, 4, family, hidden_dim=6, l1=1e-2, l2=1e-2, input_mask=mask)
+    batched = BatchedProbes(3, 7, 4, FACTORIES[family](hidden_dim=6, l1=1e-2, l2=1e-2), input_mask=mask)
     alone = [batched.as_sequential(head, kept_inputs=True) for head in range(3)]
     x, y = torch.randn(64, 7), torch.randint(0, 4, (64,))
     optimizers = [torch.optim.Adam(batched.parameters(), lr=1e-2)] + [torch.optim.Adam(p.parameters(), lr=1e-2)
@@ -157,7 +158,7 @@ def synthetic_splits(rows: int = 300, width: int = 12, planted: int = 7, seed: i
 def test_a_planted_neuron_is_ranked_first_by_every_method_and_found_by_the_1_sparse_probe():
     torch.manual_seed(0)
     splits = synthetic_splits()
-    probe = BatchedProbes(1, 12, 3, "linear", l1=1e-3, l2=1e-3)
+    probe = BatchedProbes(1, 12, 3, linear(l1=1e-3, l2=1e-3))
     fit(NeuronProbes({"probe": probe}, lr=3e-2), ProbingDataModule(splits, batch_size=50), 10, torch.device("cpu"))
     test = splits["test"].tensors
     assert accuracies(probe, test["features"], test["label"])[0] > 0.8
@@ -200,7 +201,7 @@ def test_f1_of_the_positive_class():
 def fitted_probe(epochs: int, lr: float = 3e-2, **stopping) -> tuple[BatchedProbes, NeuronProbes]:
     """The planted-neuron probe of synthetic_splits fitted from seed 0 for at most `epochs`."""
     torch.manual_seed(0)
-    probe = BatchedProbes(2, 12, 3, "linear", l1=1e-3, l2=1e-3)
+    probe = BatchedProbes(2, 12, 3, linear(l1=1e-3, l2=1e-3))
     module = NeuronProbes({"probe": probe}, lr=lr, **stopping)
     fit(module, ProbingDataModule(synthetic_splits(), batch_size=50), epochs, torch.device("cpu"))
     return probe, module

@@ -11,7 +11,7 @@ import torch
 from scipy.stats import spearmanr
 
 from probing.errors import ConfigError
-from probing.probes.tree_metrics import (
+from probing.probes.trees.metrics import (
     TreeMetrics,
     depth_spearman,
     distance_spearmans,

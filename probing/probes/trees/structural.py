@@ -3,20 +3,22 @@ one linear map B (D x rank) under which the squared distance of two word vectors
 dependency tree (`kind="distance"`: ‖B(hᵢ − hⱼ)‖²) and the squared norm of a word vector its depth (`kind="depth"`:
 ‖B hᵢ‖²).
 
-As the reference (john-hewitt/structural-probes, probe.py) B starts uniform in (-0.05, 0.05). The squared distances
-of a sentence are computed from the Gram matrix of the projected words, ‖a‖² + ‖b‖² − 2 a·b (clamped at 0 against
-rounding), instead of the reference's explicit (T, T, rank) differences: the same values up to float rounding, two
-products instead of a tensor T times larger (bench/tree_probe.py times them against the bare products).
+See docs/structural.md, 'Probes and training'.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
+from probing.data.settings import choose
+from probing.errors import ConfigError
+from probing.probes.components.batched_probes import check_rank_within
+from probing.probes.components.families import ProbeFamily
 from probing.probes.components.scalar_mix import ScalarMix
 
 KINDS = ("distance", "depth")
@@ -68,3 +70,46 @@ class StructuralHead(nn.Module):
         if self.mix is not None:
             groups.append(self.mix.parameter_group(mix_lr))
         return groups
+
+
+@dataclass(frozen=True)
+class StructuralMap:
+    """The family of a structural probe: B of `kind`, of rank `family.rank` (full rank D when None), trained with
+    `family.optimizer`; `family` is the linear family it was made from (what results and saved settings record)."""
+
+    kind: str
+    family: ProbeFamily
+
+    @property
+    def rank(self) -> int | None:
+        return self.family.rank
+
+    @property
+    def optimizer(self) -> Callable[..., torch.optim.Optimizer]:
+        return self.family.optimizer
+
+    def record(self) -> dict[str, Any]:
+        return self.family.record()
+
+    def head(self, num_probes: int, input_dim: int, num_outputs: int | None = None, num_layers: int | None = None,
+             mix: Mapping[str, Any] | None = None) -> StructuralHead:
+        """B of one task (`num_probes` is 1, `num_outputs` unused: B predicts distances or depths, not labels)."""
+        check_rank_within(self.rank, input_dim)
+        return StructuralHead(input_dim, self.rank or input_dim, self.kind, num_layers, mix)
+
+
+def structural_map(family: ProbeFamily, kind: str) -> StructuralMap:
+    """B of `kind` ("distance" or "depth") from the run's probe family: a structural probe is one linear map B, so
+    another family, dropout and an elastic-net penalty, which it would not honour, are refused."""
+    kind = choose("kind", kind, KINDS)
+    if not family.linear:
+        raise ConfigError(f"the probe family {family.name}: a structural probe is a linear map B (Hewitt & Manning "
+                          "2019), of the linear family. Fix: probe=linear (the tree tasks' default), with probe.rank=r "
+                          "for B's rank")
+    if family.dropout:
+        raise ConfigError(f"probe.module.dropout={family.dropout}: a structural probe is trained without dropout, as "
+                          "the reference. Fix: probe.module.dropout=0")
+    if family.l1 or family.l2:
+        raise ConfigError(f"probe.module.l1={family.l1}, probe.module.l2={family.l2}: a structural probe is trained "
+                          "without an elastic-net penalty. Fix: probe.module.l1=0 probe.module.l2=0")
+    return StructuralMap(kind, family)

@@ -8,8 +8,8 @@ from typing import Any
 
 import torch
 
-from probing.probes.tree_data import SentenceSplit
-from probing.probes.tree_metrics import TreeMetrics, linear_baseline, spanning_tree_edges
+from probing.probes.trees.data import SentenceSplit
+from probing.probes.trees.metrics import TreeMetrics, linear_baseline, spanning_tree_edges
 
 EXAMPLES = 3  # test sentences drawn by the report
 EXAMPLE_LENGTHS = (6, 20)  # long enough to show a tree, short enough to read one

@@ -2,30 +2,7 @@
 loses without them (Dalvi et al. 2019, "What Is One Grain of Sand in the Desert?"; Antverg & Belinkov 2022, "On the
 Pitfalls of Analyzing Individual Neurons"; Gurnee et al. 2023, "Finding Neurons in a Haystack").
 
-The task's words at `layer` are read exactly as `probe.py task=<task> layer=<layer>` reads them (the same every-word
-stores and datamodule: `WordProbing` and the representation's `word_inputs`). Then, on the CPU in minutes for the
-bundled UD sample:
-
-1. an elastic-net linear probe on every neuron (`analysis.l1`, `analysis.l2`; defaults 1e-3 and 1e-3, the values of
-   NeuroX's end-to-end example), trained as probe.py trains one (Adam, best dev epoch kept);
-2. the rankings of `analysis.ranking` (conf/analysis/neurons.yaml `rankings`: probe weights, probeless) and the
-   random control (`probing.probes.neurons`);
-3. ablation of the trained probe on the test split: the top-k, bottom-k and random-k neurons replaced, for k = 1, 2,
-   4, ..., D. Replaced by their training mean by default (`analysis.ablation=mean`), not by 0 (`zero`, NeuroX's
-   choice): a neuron's mean carries no information about the word, while 0 moves the probe's input off the data
-   (transformer layers have dimensions with large means), so zeroing measures that shift as well as the information;
-4. probes retrained on only the top-k (and random-k) neurons of each ranking, linear (with the same penalty), all
-   (ranking, k) heads of one batched model (`probing.probes.neuron_probes`), each head at its best dev epoch;
-5. the cross-check that Antverg & Belinkov ask for: each ranking is also evaluated with a probe other than the one
-   that produced it, an MLP-1 (`analysis.cross_check_hidden_dim` hidden units, no penalty) retrained on the top-k
-   neurons of each ranking, batched with the linear heads. (The probeless ranking meets a probe in 3 as well: the
-   trained probe's ablation is an intervention it did not come from.);
-6. Gurnee et al.'s k-sparse probes for each label against the rest (`probing.probes.neurons.sparse_probes`);
-7. with `analysis.per_label=true`, each label's top neurons under each ranking that has a per-label view.
-
-A word-pair task (deprel) has 2D neurons: 0..D-1 are the first word's dimensions, D..2D-1 the second's.
-results.json holds every number; `metrics` gives W&B (and the CSV logger) the headline scores and the curves at
-step k. The report (probing.report.neurons) draws the curves and tabulates the k that reaches 95% of the full probe.
+See docs/neurons.md, 'What a run computes' and 'Choices where the papers leave room'.
 """
 
 from __future__ import annotations
@@ -46,10 +23,11 @@ from probing.data.settings import choose, optional_int, require_bool, require_in
 from probing.data.task_records import WORD_KINDS
 from probing.errors import ConfigError
 from probing.features.provision import lock_wait_seconds
-from probing.probes import neurons
+from probing.probes.bits.information import majority_rates
 from probing.probes.components.batched_probes import BatchedProbes
-from probing.probes.information import majority_rates
-from probing.probes.neuron_probes import NeuronProbes, accuracies, fit
+from probing.probes.components.families import linear, mlp1
+from probing.probes.neurons import rankings as neurons
+from probing.probes.neurons.probes import NeuronProbes, accuracies, fit
 from probing.probes.representations import ProbeInputs
 from probing.probes.task_probes import WordProbing
 from probing.report import neurons as neurons_report
@@ -154,7 +132,7 @@ class NeuronAnalysis(Analysis):
         """The task's words at `layer`, as probe.py reads them: its stores filled (or reused) and its datamodule
         (WordProbing's data path only: no probe module, no control task, no online code)."""
         probing = WordProbing(data_name=self.data_name, name=self.task, source=self.source, module=None,
-                              settings={}, control=None, online_code=None, batch_size=self.batch_size, seed=self.seed)
+                              batch_size=self.batch_size, seed=self.seed)
         probing.load()
         representation = build(OmegaConf.create(self.representation), "analysis.representation")
         # analysis=neurons always runs as a multirun (conf/analysis/globals/neurons.yaml): null waits as there
@@ -172,7 +150,7 @@ class NeuronAnalysis(Analysis):
         """The elastic-net linear probe on every neuron, at its best dev epoch of all `epochs` (no early stop: its
         weights make the probe ranking, and the l1 term keeps sparsifying them after the accuracy has levelled off;
         one linear head is cheap); the epochs it trained."""
-        probe = BatchedProbes(1, num_neurons, num_labels, "linear", l1=self.l1, l2=self.l2)
+        probe = BatchedProbes(1, num_neurons, num_labels, linear(l1=self.l1, l2=self.l2))
         module = NeuronProbes({"probe": probe}, self.lr)
         fit(module, words.datamodule, self.epochs, device)
         return probe, module.epochs_run
@@ -198,10 +176,10 @@ class NeuronAnalysis(Analysis):
         epochs the batched model trained."""
         names = list(orders)
         masks = neurons.selection_masks([orders[name] for name in names], ks, num_neurons)
-        groups = {"retrained": BatchedProbes(len(masks), num_neurons, num_labels, "linear", l1=self.l1, l2=self.l2,
+        groups = {"retrained": BatchedProbes(len(masks), num_neurons, num_labels, linear(l1=self.l1, l2=self.l2),
                                              input_mask=masks),
-                  "cross_check": BatchedProbes(len(masks), num_neurons, num_labels, "mlp1",
-                                               hidden_dim=self.cross_check_hidden_dim, input_mask=masks)}
+                  "cross_check": BatchedProbes(len(masks), num_neurons, num_labels,
+                                               mlp1(hidden_dim=self.cross_check_hidden_dim), input_mask=masks)}
         module = NeuronProbes(groups, self.lr, patience=self.patience, min_delta=self.min_delta)
         fit(module, words.datamodule, self.epochs, device)
         results: dict[str, Any] = {}

@@ -1,4 +1,4 @@
-"""probing/probes/tree_probe.py and components/structural.py: the structural probes of Hewitt & Manning (2019): B's
+"""probing/probes/trees/probe.py and structural.py: the structural probes of Hewitt & Manning (2019): B's
 squared distances and norms against the explicit formula, the reference's L1 loss by hand, the refusals of what a
 structural probe does not honour, and a fit that learns a tree."""
 
@@ -12,8 +12,8 @@ import torch
 from torch.utils.data import DataLoader
 
 from probing.errors import ConfigError
-from probing.probes.components.structural import StructuralHead
-from probing.probes.tree_probe import TreeProbe, tree_loss
+from probing.probes.trees.probe import TreeProbe, tree_loss
+from probing.probes.trees.structural import StructuralHead
 
 
 def test_the_distance_head_gives_the_squared_distances_after_projection():
@@ -55,9 +55,8 @@ def test_the_loss_is_the_references_l1_normalised_by_squared_lengths():
 
 
 @pytest.mark.parametrize("settings,message", [
-    ({"family": "mlp1"}, "probe.family=mlp1: a structural probe is a linear map B"),
+    ({"family": "mlp1"}, "the probe family mlp1: a structural probe is a linear map B"),
     ({"family": "linear", "dropout": 0.1}, "probe.module.dropout=0.1"),
-    ({"family": "linear", "mdl_block_ends": [2, 4]}, "probe.mdl=true"),
     ({"family": "linear", "rank": 0}, r"probe.rank=0 is not an integer >= 1"),
     ({"family": "linear", "rank": "abc"}, r"probe.rank='abc' is not an integer >= 1"),
     ({"family": "linear", "rank": 5}, r"probe.rank=5 exceeds the feature dimension 4"),
@@ -65,12 +64,21 @@ def test_the_loss_is_the_references_l1_normalised_by_squared_lengths():
 ])
 def test_what_a_structural_probe_does_not_honour_is_refused(settings, message):
     with pytest.raises(ConfigError, match=message):
-        TreeProbe("distance", labels=[], input_dim=4, **settings)
+        TreeProbe.from_settings("distance", input_dim=4, **settings)
+
+
+def test_a_tree_probe_carries_no_part_of_a_classifier():
+    """No labels, online code or conditioning: a tree probe is not built with them, and measures no bits."""
+    for part in ({"labels": ["a"]}, {"mdl_block_ends": [2, 4]}, {"conditioning_dim": 2}):
+        with pytest.raises(TypeError):
+            TreeProbe.from_settings("distance", input_dim=4, **part)
+    probe = TreeProbe.from_settings("distance", input_dim=4)
+    assert not probe.MEASURES_BITS and not hasattr(probe, "mdl_probes") and not hasattr(probe, "bits")
 
 
 def test_full_rank_by_default_and_probe_rank_otherwise():
-    assert TreeProbe("distance", labels=[], input_dim=8, family="linear").probes.rank == 8
-    assert TreeProbe("depth", labels=[], input_dim=8, family="linear", rank=3).probes.rank == 3
+    assert TreeProbe.from_settings("distance", input_dim=8, family="linear").probes.rank == 8
+    assert TreeProbe.from_settings("depth", input_dim=8, family="linear", rank=3).probes.rank == 3
 
 
 def chain_batches(n_sentences: int, length: int, dim: int, seed: int) -> list[dict]:
@@ -90,8 +98,8 @@ def chain_batches(n_sentences: int, length: int, dim: int, seed: int) -> list[di
 
 def test_a_fit_learns_the_distances_of_a_chain(tmp_path):
     torch.manual_seed(3)
-    module = TreeProbe("distance", labels=[], input_dim=4, family="linear", rank=2,
-                       optimizer=lambda groups: torch.optim.Adam(groups, lr=0.05))
+    module = TreeProbe.from_settings("distance", input_dim=4, family="linear", rank=2,
+                                     optimizer=lambda groups: torch.optim.Adam(groups, lr=0.05))
     train, dev = chain_batches(8, 6, 4, seed=0), chain_batches(4, 6, 4, seed=1)
     trainer = lightning.Trainer(max_epochs=30, logger=False, enable_checkpointing=False, enable_progress_bar=False,
                                 enable_model_summary=False, default_root_dir=tmp_path)
