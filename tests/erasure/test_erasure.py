@@ -12,7 +12,6 @@ from hydra import compose, initialize_config_dir
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
-from probing.config import build
 from probing.data.files import file_mode
 from probing.erasure.eraser import ConceptEraser, low_variance_dims
 from probing.erasure.file import ERASER_KEY, load_eraser, save_eraser
@@ -24,6 +23,7 @@ from probing.erasure.random_control import RandomEraser
 from probing.erasure.setup import UNSET_ERASURE, ErasureSetup, no_erasure
 from probing.errors import ConfigError, DataFormatError
 from probing.features.tensor_files import hashed_metadata, read_tensor_file, write_tensor_file
+from probing.tasks.probe import built_probing
 from probing.vocabulary import ERASURE_METHODS
 from tests.helpers import CONFIG_DIR
 from tests.helpers.run_if import run_if
@@ -413,7 +413,7 @@ def test_built_from_the_config_an_eraser_names_the_settings_of_probe_py(override
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
         cfg = compose("probe", overrides=["task=upos", *overrides])
     with pytest.raises(ConfigError) as error:
-        build(cfg.probing, "probing", source=None)
+        built_probing(cfg)
     assert str(error.value).startswith(shown)
 
 
