@@ -58,7 +58,7 @@ def built_probing(cfg: DictConfig) -> TaskProbing:
     """The task's probing (conf/probings/<task>.yaml) built with what this run knows: the task's name and data source,
     the seed, the erasure and the probe's settings (conf/probe/; `probe.module` builds the probe family)."""
     probe = cfg.probe
-    settings = {key: OmegaConf.to_container(probe[key]) if OmegaConf.is_config(probe[key]) else probe[key]
+    settings = {key: OmegaConf.to_container(probe[key], resolve=True) if OmegaConf.is_config(probe[key]) else probe[key]
                 for key in PROBE_SETTINGS}
     # each part built at its own key, so that a refused setting is named where the user sets it; the built parts are
     # handed to the probing as they are (through its partial: instantiate would turn a dataclass into a dict)
