@@ -14,7 +14,7 @@ from pathlib import Path
 from probing.data.records import SkipCounter
 from probing.data.task_records import TaskData, TextExample
 from probing.data.text import note_data_files
-from probing.errors import ConfigError, DataFormatError
+from probing.errors import ConfigError, DataFormatError, setting
 
 STS_SPLIT = "all"
 DEFAULT_PATTERNS = ("semeval_sts/*/*.tsv",)
@@ -91,8 +91,8 @@ class StsSource:
 
     def __init__(self, data_dir: str | None = None, patterns: Sequence[str] | str = DEFAULT_PATTERNS):
         if data_dir is None:
-            raise ConfigError("analysis.sentences.data_dir is not set: the STS data is not bundled (per-source "
-                              "licences). Fix: analysis.sentences.data_dir=/path/to/sts (or STS_DIR), or the "
+            raise ConfigError(f"{setting('data_dir')} is not set: the STS data is not bundled (per-source "
+                              f"licences). Fix: {setting('data_dir')}=/path/to/sts (or STS_DIR), or the "
                               "bundled sentences with analysis/sentences=pos")
         self.data_dir = Path(data_dir).expanduser()
         self.patterns = [patterns] if isinstance(patterns, str) else list(patterns)

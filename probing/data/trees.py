@@ -24,7 +24,7 @@ from probing.data.splits import SPLIT_NAMES
 from probing.data.task_sources import bundled_pos_paths, files_by_split, split_map
 from probing.data.text import hashable_files, note_data_files
 from probing.data.word_tasks.records import carve, require_fraction
-from probing.errors import ConfigError, DataFormatError
+from probing.errors import ConfigError, DataFormatError, setting
 
 log = logging.getLogger(__name__)
 
@@ -192,10 +192,10 @@ class TreeSource:
         dev_fraction: float = 0.2,
         seed: int = 0,
     ):
-        self.paths = path_list("data.source.paths", paths) if paths is not None else bundled_pos_paths()
+        self.paths = path_list(setting("paths"), paths) if paths is not None else bundled_pos_paths()
         self.splits = split_map("data.source.splits", TREE_SPLITS if splits is None else splits)
-        self.dev_fraction = require_fraction("data.source.dev_fraction", dev_fraction)
-        self.seed = require_int("data.source.seed", seed)
+        self.dev_fraction = require_fraction(setting("dev_fraction"), dev_fraction)
+        self.seed = require_int(setting("seed"), seed)
 
     def load_trees(self) -> TreeData:
         skips = SkipCounter()

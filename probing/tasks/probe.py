@@ -13,7 +13,7 @@ from typing import Any
 
 import lightning as L
 from lightning.pytorch.loggers import Logger
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from probing.config import build
 from probing.data.splits import EVAL_SPLITS
@@ -58,9 +58,16 @@ def built_probing(cfg: DictConfig) -> TaskProbing:
     """The task's probing (conf/probings/<task>.yaml) built with what this run knows: the task's name and data source,
     the seed, the erasure and the probe's settings (conf/probe/; `probe.module` builds the probe family)."""
     probe = cfg.probe
-    settings = {key: probe[key] for key in PROBE_SETTINGS}
-    return build(cfg.probing, "probing", name=cfg.task.name, source=build(cfg.data.source, "data.source"),
-                 seed=cfg.seed, erase=cfg.get("erase"), family=probe.module, control=probe.control_task, **settings)
+    settings = {key: OmegaConf.to_container(probe[key], resolve=True) if OmegaConf.is_config(probe[key]) else probe[key]
+                for key in PROBE_SETTINGS}
+    # each part built at its own key, so that a refused setting is named where the user sets it; the built parts are
+    # handed to the probing as they are (through its partial: instantiate would turn a dataclass into a dict)
+    erase = build(cfg.erase, "erase") if cfg.get("erase") is not None else None
+    family = build(probe.module, "probe.module")
+    control = build(probe.control_task, "probe.control_task")
+    source = build(cfg.data.source, "data.source")
+    return build(cfg.probing, "probing", _partial_=True)(name=cfg.task.name, source=source, seed=cfg.seed,
+                                                         erase=erase, family=family, control=control, **settings)
 
 
 def probe(cfg: DictConfig, probing: TaskProbing, representation: RepresentationChoice, config: dict[str, Any],
