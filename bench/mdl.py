@@ -6,7 +6,7 @@ x @ T), cut into S blocks at the paper's shares (`probing.probes.bits.mdl.DEFAUL
 sides start from the same weights (the batched heads' `as_sequential(i)`) and train E epochs at batch size B with
 Adam (lr 1e-3, fused as the probes' default), all tensors on the device before timing:
 
-  batched   one `WordProbe` (family, hidden dim as given) whose `mdl_probes` hold the S-1 prefix probes; each step
+  batched   one `WordProbe` (family, hidden dim as given) whose online-code part holds the S-1 prefix probes; each step
             draws B rows from the whole training set and trains every prefix probe on the rows of its prefix
             (`PrefixProbes.losses`: the prefix's rows gathered, then its probe): N/B steps per epoch
   separate  S-1 standalone `nn.Sequential` probes, one after the other, probe i for E epochs on its own prefix
@@ -41,7 +41,14 @@ from torch.nn import functional as F
 
 from probing.devices import cpu_description, timed
 from probing.probes.bits import mdl
+from probing.probes.bits.parts import OnlineCodePart
+from probing.probes.bits.prefix_probes import PrefixProbes
 from probing.probes.word_probe import WordProbe
+
+
+def prefix_probes(module) -> PrefixProbes:
+    """The MDL prefix probes of a module with the online code."""
+    return module.parts[OnlineCodePart.NAME].probes
 
 
 def parse_args() -> argparse.Namespace:
@@ -68,7 +75,7 @@ def adam(parameters) -> torch.optim.Optimizer:
 
 def batched_epochs(module: WordProbe, data: dict[str, Tensor], epochs: int, batch_size: int,
                    generator: torch.Generator) -> None:
-    optimizer = adam(module.mdl_probes.parameters())
+    optimizer = adam(prefix_probes(module).parameters())
     device = data["features"].device
     for _ in range(epochs):
         for index in torch.randperm(len(data["label"]), generator=generator).to(device).split(batch_size):
@@ -115,7 +122,7 @@ def main() -> None:
     ends = mdl.block_ends(args.rows)
     module = WordProbe.from_settings(input_dim=args.input_dim, labels=[str(k) for k in range(args.labels)],
                                      family=args.family, hidden_dim=args.hidden_dim, mdl_block_ends=ends).to(device)
-    probes = [head.probes.as_sequential(0) for head in module.mdl_probes.heads]
+    probes = [head.probes.as_sequential(0) for head in prefix_probes(module).heads]
     load_before = os.getloadavg()[0]
     batched_s = timed(lambda: batched_epochs(module, data, args.epochs, args.batch_size,
                                              torch.Generator().manual_seed(args.seed)), device)

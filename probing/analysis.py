@@ -22,7 +22,7 @@ from omegaconf import DictConfig
 from probing.config import build
 from probing.data.sentences import Text, texts_of
 from probing.data.settings import optional_int, require_bool, require_int
-from probing.errors import ConfigError, settings_named
+from probing.errors import ConfigError, setting, settings_named
 from probing.features.encoder import resolve_device
 
 # The keys that the data sources' errors name (probe.py's and train.py's `data`), as analysis.sentences holds them.
@@ -79,10 +79,10 @@ class Analysis(ABC):
 
     def __init__(self, name: str, sentences: dict[str, Any], split: str, max_sentences: int | None):
         if name != self.name:
-            raise ConfigError(f"analysis.name={name!r} is no analysis of {type(self).__name__}, whose runs are named "
-                              f"{self.name!r} in results and reports. Fix: choose an analysis with "
-                              "analysis=<name> (conf/analysis/<name>.yaml) and leave analysis.name as it is")
-        self.max_sentences = optional_int("analysis.max_sentences", max_sentences, minimum=1,
+            raise ConfigError(f"{setting('name')}={name!r} is no analysis of {type(self).__name__}, whose runs are "
+                              f"named {self.name!r} in results and reports. Fix: choose an analysis with "
+                              f"analysis=<name> (conf/analysis/<name>.yaml) and leave {setting('name')} as it is")
+        self.max_sentences = optional_int(setting("max_sentences"), max_sentences, minimum=1,
                                           null="every sentence of the split")
         self.sentences = build(sentences, "analysis.sentences")
         self.split = split

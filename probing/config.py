@@ -5,6 +5,7 @@ checkpoints, also in a folder that was moved."""
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -21,13 +22,18 @@ from probing.errors import ConfigError, ProbingError
 def build(node: DictConfig, key: str, **kwargs: Any) -> Any:
     """`hydra.utils.instantiate(node, **kwargs)` (plain containers for the arguments), with the errors a user can fix
     kept as they are: Hydra wraps whatever a constructor raises, which would turn a one-line ProbingError into a
-    traceback. Any other failure to build is a ConfigError naming the config key `key`."""
+    traceback. The settings a ConfigError names by argument name (`probing.errors.setting`) are named by the user's
+    key path (`setting_key`), also when a `_partial_` node's object is made later, from the partial. Any other
+    failure to build is a ConfigError naming the config key `key`."""
     try:
-        return instantiate(node, _convert_="all", **kwargs)
+        built = instantiate(node, _convert_="all", **kwargs)
+        return functools.partial(call_keyed, built, node, key) if isinstance(built, functools.partial) else built
     except InstantiationException as error:
         cause = error.__cause__
         while isinstance(cause, InstantiationException):
             cause = cause.__cause__
+        if isinstance(cause, ConfigError):
+            raise keyed(cause, node, key, inner_path(error, node)) from None
         if isinstance(cause, ProbingError):
             raise cause from None
         first_line = str(cause or error).strip().splitlines()[-1]
@@ -41,6 +47,52 @@ def nested_key(error: InstantiationException, key: str) -> str:
     in its message), or `key` itself."""
     named = re.search(r"full_key: (\S+)", str(error))
     return named.group(1) if named and named.group(1).startswith(f"{key}.") else key
+
+
+def call_keyed(make: Callable[..., Any], node: Any, key: str, *args: Any, **kwargs: Any) -> Any:
+    """`make(*args, **kwargs)`, a ConfigError of it naming the key paths of the node at `key` (`keyed`)."""
+    try:
+        return make(*args, **kwargs)
+    except ConfigError as error:
+        raise keyed(error, node, key) from None
+
+
+def inner_path(error: InstantiationException, node: Any) -> str:
+    """The path inside `node` of the node that failed to build (Hydra names its `full_key` in its message: the key
+    from the root of `node`'s config), "" for `node` itself."""
+    named = re.search(r"full_key: (\S+)", str(error))
+    own = node._get_full_key(None) if isinstance(node, DictConfig) else ""  # a plain dict is a config's root
+    if not named or named.group(1) == own:
+        return ""
+    if not own:
+        return named.group(1)
+    return named.group(1)[len(own) + 1:] if named.group(1).startswith(f"{own}.") else ""
+
+
+def keyed(error: ConfigError, node: Any, key: str, inner: str = "") -> ConfigError:
+    """`error`, raised by the object built from the node at path `inner` under `node` (the node at `key`), with the
+    settings it names written as the key paths of the user's config (`setting_key`)."""
+    return error.renamed(lambda name: setting_key(node, key, f"{inner}.{name}" if inner else name), final=True)
+
+
+# A value that is another key's (`seed: ${seed}`, or `erase: ${oc.select:erase,null}`): the key.
+INTERPOLATION = re.compile(r"\$\{(?:oc\.select:)?([\w.]+)(?:,[^{}]*)?\}")
+
+
+def setting_key(node: Any, key: str, name: str) -> str:
+    """The key path that the user sets the argument `name` (`seed`, or `split.seed` for an argument's own) of the object
+    built from `node` at `key` by: `<key>.<name>`, or, where a value on the way is an interpolation (`split:
+    ${data.split}`), the key it takes its value from (`data.split.seed`)."""
+    for part in name.split("."):
+        if isinstance(node, DictConfig) and part in node and OmegaConf.is_interpolation(node, part):
+            target = INTERPOLATION.fullmatch(str(node._get_node(part)._value()))
+            if target:
+                key = target.group(1)
+                node = OmegaConf.select(node._get_root(), key, throw_on_missing=False)
+                continue
+        key = f"{key}.{part}"
+        node = node._get_node(part) if isinstance(node, DictConfig) and part in node else None
+    return key
 
 
 # The config group that says where things are (the launch directory, the log, store and run folders), not what a run

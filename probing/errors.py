@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+import re
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -29,7 +30,53 @@ class StoreMismatchError(ProbingError):
 
 
 class ConfigError(ProbingError):
-    """A configuration value is invalid (unknown layer, unsupported option...)."""
+    """A configuration value is invalid (unknown layer, unsupported option...).
+
+    Library code names the settings it refuses by its own argument names, each written `setting("seed")` in the
+    message: the message reads them bare (`seed=0`) where the object was built in Python, and `probing.config.build`
+    writes the key path of the config node it built instead (`data.split.seed`)."""
+
+    @property
+    def settings(self) -> tuple[str, ...]:
+        """The names of the settings the message names, in order (none once the config layer has keyed them)."""
+        return tuple(dict.fromkeys(SETTING.findall(self.marked)))
+
+    @property
+    def marked(self) -> str:
+        """The message with its settings still marked (`str` reads them bare)."""
+        return super().__str__()
+
+    def __str__(self) -> str:
+        return SETTING.sub(r"\1", self.marked)
+
+    def renamed(self, name: Callable[[str], str], final: bool = False) -> ConfigError:
+        """The same error with each setting `n` named `name(n)`: still marked (a caller adding the argument it passed
+        the settings under), or `final`, plain text (the config layer writing the user's key path)."""
+        text = SETTING.sub(lambda match: name(match.group(1)) if final else setting(name(match.group(1))), self.marked)
+        renamed = ConfigError.__new__(type(self))
+        ProbingError.__init__(renamed, text)
+        renamed.__dict__.update(self.__dict__)
+        return renamed
+
+
+# A setting's name inside a ConfigError's message, between two marks that no message text uses.
+SETTING = re.compile("\x1e([\\w.]+)\x1f")
+
+
+def setting(name: str) -> str:
+    """The setting `name` (an argument name, or a dotted path of them: `split.seed`) marked in a ConfigError's message:
+    read bare, or as the key path of the config node where `probing.config.build` built the object."""
+    return f"\x1e{name}\x1f"
+
+
+@contextmanager
+def settings_under(argument: str) -> Iterator[None]:
+    """A ConfigError raised inside names its settings as parts of `argument` (`seed` -> `split.seed`): an object that
+    builds another from one of its arguments (a source's `split` is a SplitConfig)."""
+    try:
+        yield
+    except ConfigError as error:
+        raise error.renamed(lambda name: f"{argument}.{name}") from None
 
 
 class StoreCorruptError(ProbingError):

@@ -1,15 +1,7 @@
 """The concept that an eraser removes from a representation (`erase.concept`): the labels of a word task, read from the
 probed task's own data, so that both are measured on the same corpus.
 
-- `erase.concept` unset, or the probed task's own name: the probed task's labels (`task=upos erase.concept=upos`).
-- A CoNLL-U column (upos, xpos, deprel) when the probed task reads CoNLL-U (`task=deprel erase.concept=upos`): the same
-  files, splits and seeded dev carve-out, another column. DEPREL as a concept is each word's own DEPREL (the label
-  of the arc from the word to its head): an arc task read from its dependent's side, so that it labels words.
-
-Any other concept has no data here, and is refused with the concepts that do.
-
-Without a probed task (the amnesic analysis, `concept_task`), a concept is read from files of its own: a CoNLL-U
-column (None: the bundled EWT sample) or CoNLL-2003's entity types (`ner`).
+See docs/erasure.md, 'The concept (`erase.concept`)'.
 """
 
 from __future__ import annotations

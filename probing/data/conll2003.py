@@ -1,13 +1,6 @@
 """CoNLL-2003 English NER (Tjong Kim Sang & De Meulder 2003) as word-in-context data: one record per entity mention.
 
-Files: "WORD POS CHUNK NER" per line, IOB2 tags over PER/LOC/ORG/MISC, blank lines between sentences,
-"-DOCSTART-" lines between documents. The same mention extraction serves the files and the Hugging Face
-dataset. Mentions are found with seqeval's chunker, which also accepts IOB1-style input: an I-X that does
-not continue an X mention starts a new one, and each such mention is counted in the SkipCounter.
-
-For NER fine-tuning the same files are read as tagged sentences (`read_conll2003_sentences`), tags in IOB2:
-an I-X that opens a mention (IOB1 style) is rewritten as B-X and counted (SKIP_IOB1_TO_IOB2). The shared copy of
-the data is IOB2 throughout (no such tag in train, valid or test).
+See docs/data.md, 'CoNLL-2003 files'.
 """
 
 from __future__ import annotations

@@ -3,33 +3,7 @@ the word-level probing tasks of probing.data.word_tasks and the dependency trees
 POS-tagged sentences with the language-specific XPOS tags (`read_conllu_xpos`, for POS fine-tuning), built on the
 same word-line parser.
 
-CoNLL-U: one word per line, 10 tab-separated columns ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC, "#"
-comment lines, a blank line after each sentence. For English-EWT, XPOS holds Penn Treebank tags (plus UD's own
-ADD, AFX, GW, HYPH, NFP). CoNLL-X (*.conllx, *.conll: the Penn Treebank dependency conversions that structural
-probes are trained on) has the same layout, ID FORM LEMMA CPOSTAG POSTAG FEATS HEAD DEPREL PHEAD PDEPREL, with the
-fine POS tag in column 5 and HEAD in column 7 as in CoNLL-U, so the same parser reads it (`treebank_files` finds
-both kinds of file).
-
-Choices where the format leaves room:
-- A multiword token ("3-4 don't") is a line over the words that follow it ("3 do", "4 n't"); the words are read
-  and the range line is counted in the SkipCounter (SKIP_MULTIWORD). Empty nodes ("5.1", enhanced UD) are no
-  words; they are counted too (SKIP_EMPTY_NODE).
-- Word IDs must run 1, 2, 3... within a sentence; otherwise the file is not CoNLL-U and reading stops.
-- `read_conllu_xpos` only: a missing XPOS ("_") is an error, not a skip: a treebank without XPOS (many UD
-  treebanks) has no PTB tags to learn, and dropping sentences would change the data silently.
-- `read_conllu_xpos` only: a sentence with an XPOS tag outside XPOS_TAGS (the Penn Treebank tags and EWT's
-  additions), e.g. a typo "FOO", is left out and counted in the SkipCounter, one reason per tag (the run warns with
-  the counts): its words keep their context only as a whole sentence, and a stray tag would become a class of its
-  own.
-- A block without word lines (comments only, or a multiword token or empty node without the words of its
-  sentence) is an error, as is a file without any sentence.
-- `sentence_heads` only (the readers of arcs: the DEPREL word-pair task, tree probes): HEAD must be 0 (the root) or
-  a word ID of the sentence, and the heads must form a tree: every word's chain of heads reaches the root 0 without
-  coming back to a word (a word headed by itself is the shortest such cycle). Otherwise the file is refused at the
-  first word of the cycle: tree distances and depths, and a dependent's head, are undefined there. Several words
-  headed by 0 are accepted (a forest under the root, as some non-UD treebanks write a sentence), except with
-  `single_root` (the tree probes, whose depths count from one root word): then a sentence must have exactly one
-  word headed by 0, refused otherwise at the line of its first word. The other readers do not read HEAD.
+See docs/data.md, 'CoNLL-U and CoNLL-X files'.
 """
 
 from __future__ import annotations

@@ -1,16 +1,6 @@
 """GLUE SST-2 (one sentence) and MRPC (a sentence pair) TSV files as labelled text examples.
 
-Files: train.tsv and dev.tsv of a task folder, a header row naming the columns, one example per row.
-SST-2: "sentence<TAB>label". MRPC: "Quality<TAB>#1 ID<TAB>#2 ID<TAB>#1 String<TAB>#2 String" (the file starts
-with a UTF-8 byte-order mark, dropped by `read_lines`; Quality 1 = paraphrase). Labels are "0" or "1".
-
-Choices where the format leaves room:
-- Columns are found by their header names, so their order does not matter; extra columns are ignored.
-- Rows are split on tabs only, with no quoting: MRPC's sentences hold unbalanced '"' characters that a CSV
-  reader would join across rows (transformers' GLUE processors read them with quotechar=None too).
-- Texts keep their inner spacing (SST-2 is pre-tokenised: "it 's") with surrounding whitespace stripped.
-- A row with fewer columns than the header needs, an empty text or a label other than 0/1 is a DataFormatError
-  naming its line; so is a file with no example row.
+See docs/data.md, 'GLUE TSV files (SST-2, MRPC)'.
 """
 
 from __future__ import annotations

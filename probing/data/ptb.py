@@ -1,14 +1,6 @@
 """Penn Treebank .mrg files ("combined": parse trees with POS tags) as POS-tagged sentences.
 
-Each sentence is one bracketed tree, e.g. `( (S (NP-SBJ (NNP Pierre) (NNP Vinken) ) (VP (MD will) ...) (. .) ))`;
-the words are the leaves, each under a pre-terminal `(TAG word)`. Traces and other empty elements, tagged `-NONE-`
-(`(-NONE- *T*-1)`), are not words and are dropped. Words are kept as the treebank writes them: brackets as
--LRB-/-RRB-/-LCB-/-RCB-, slashes and asterisks escaped (`1\\/2`, `\\*`).
-
-The trees are parsed here (a small stack parser, no NLTK needed). Any bracket that does not close, closes nothing,
-or holds something other than a labelled node or a `(TAG word)` pre-terminal is a DataFormatError naming the file
-and line. Files may be plain .mrg files, folders of them, or a .zip holding them (NLTK's treebank.zip, read in
-place); a file inside a zip is named `ARCHIVE.zip/MEMBER`, e.g. `treebank.zip/treebank/combined/wsj_0001.mrg`.
+See docs/data.md, 'Penn Treebank .mrg files'.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ def optional_int(key: str, value: object, minimum: int | None = None, null: str 
     try:
         return require_int(key, value, minimum)
     except ConfigError as error:
-        raise ConfigError(f"{error}, or null ({null})") from None
+        raise ConfigError(f"{error.marked}, or null ({null})") from None
 
 
 def require_number(key: str, value: object, low: float = 0.0, high: float = float("inf"), example: str = "",

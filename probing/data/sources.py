@@ -22,7 +22,7 @@ from probing.data.streusle import STREUSLE_FILES, read_streusle, streusle_classe
 from probing.data.text import note_data_files
 from probing.data.types import TypeLevelData, types_from_records, wikipse_types
 from probing.data.wikipse import read_corpus, read_disjoint_lists, read_sclasses
-from probing.errors import ConfigError, DataFormatError
+from probing.errors import ConfigError, DataFormatError, setting, settings_under
 
 log = logging.getLogger(__name__)
 
@@ -107,9 +107,10 @@ class StreusleSource:
         include_verbs: bool = False,
         split: SplitConfig | Mapping | None = None,
     ):
-        self.paths = path_list("data.source.paths", paths) if paths is not None else packaged_streusle_paths()
-        self.include_verbs = require_bool("data.source.include_verbs", include_verbs)
-        self.split = SplitConfig.from_any(split)
+        self.paths = path_list(setting("paths"), paths) if paths is not None else packaged_streusle_paths()
+        self.include_verbs = require_bool(setting("include_verbs"), include_verbs)
+        with settings_under("split"):
+            self.split = SplitConfig.from_any(split)
 
     def load(self) -> WordInContextData:
         read = read_streusle(self.paths, self.include_verbs, config_key="data.source.paths")
@@ -142,10 +143,11 @@ class Conll2003Source:
         hub_name: str = "conll2003",
         split: SplitConfig | Mapping | None = None,
     ):
-        self.data_dir = optional_path("data.data_dir", data_dir)
-        self.files = path_list("data.source.files", files)
+        self.data_dir = optional_path(setting("data_dir"), data_dir)
+        self.files = path_list(setting("files"), files)
         self.hub_name = hub_name
-        self.split = SplitConfig.from_any(split)
+        with settings_under("split"):
+            self.split = SplitConfig.from_any(split)
 
     def load(self) -> WordInContextData:
         if self.data_dir is None:
@@ -174,9 +176,10 @@ class WikiPseSource:
     LIST_FILES = ("semantic_classes.txt", "train.tsv", "test.tsv")
 
     def __init__(self, corpus: str | None, lists_dir: str | None, split: SplitConfig | Mapping | None = None):
-        self.corpus = optional_path("data.corpus", corpus)
-        self.lists_dir = required("data.lists_dir", optional_path("data.lists_dir", lists_dir))
-        self.split = SplitConfig.from_any(split)
+        self.corpus = optional_path(setting("corpus"), corpus)
+        self.lists_dir = required("data.lists_dir", optional_path(setting("lists_dir"), lists_dir))
+        with settings_under("split"):
+            self.split = SplitConfig.from_any(split)
 
     def load_types(self) -> TypeLevelData:
         """Type-level probing on the word lists alone (no corpus needed): Wiki-PSE's test words, and a seeded

@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from probing.data.records import RecordTable, WordInContext, as_table
-from probing.errors import ConfigError
+from probing.errors import ConfigError, setting
 
 SPLIT_NAMES = ("train", "dev", "test")
 # Held-out contexts of training words, scored for the control task's selectivity (probe.control_task.seen_fraction).
@@ -39,15 +39,16 @@ class SplitConfig:
 
     def __post_init__(self) -> None:
         if isinstance(self.seed, bool) or not isinstance(self.seed, int):
-            raise ConfigError(f"data.split.seed must be an integer, got {self.seed!r}. Fix: data.split.seed=0")
+            raise ConfigError(f"{setting('seed')} must be an integer, got {self.seed!r}. Fix: {setting('seed')}=0")
         for name in ("test_fraction", "dev_fraction"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
-                raise ConfigError(f"data.split.{name} must be in [0, 1), got {value!r}. Fix: data.split.{name}=0.2")
+                raise ConfigError(f"{setting(name)} must be in [0, 1), got {value!r}. Fix: {setting(name)}=0.2")
         cap = self.max_contexts_per_combination
         if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
-            raise ConfigError(f"data.split.max_contexts_per_combination must be >= 1 or null, got {cap!r}. "
-                              "Fix: data.split.max_contexts_per_combination=100 (or null to keep every context)")
+            cap_setting = setting("max_contexts_per_combination")
+            raise ConfigError(f"{cap_setting} must be >= 1 or null, got {cap!r}. "
+                              f"Fix: {cap_setting}=100 (or null to keep every context)")
 
     @classmethod
     def from_any(cls, value: SplitConfig | Mapping | None) -> SplitConfig:

@@ -1,14 +1,6 @@
 """Reader for STREUSLE CoNLL-U-Lex files (Schneider et al.): WordNet supersenses of nouns (and verbs) in context.
 
-Each sentence is a block of 19 tab-separated columns: the 10 CoNLL-U columns, then SMWE LEXCAT LEXLEMMA SS SS2
-WMWE WCAT WLEMMA LEXTAG. A lexical unit's supersense (SS, column 14) sits on its first token; for a strong
-multiword expression the other tokens share its SMWE group ("group:position", column 11), possibly
-non-contiguously ("have ... check"). Weak MWEs (columns 16-18) are ignored: their parts keep their own units.
-
-STREUSLE spells noun supersenses "n.COGNITION" and verb ones "v.body". A noun or verb supersense written in another
-case ("N.COGNITION", "n.cognition", "V.BODY") is a typo for the same class: it is read as the canonical class and
-each such unit is counted in the SkipCounter (NOTE_OTHER_CASE), so the normalisation is reported, never silent.
-A name that is no supersense in any case ("N.VEHICLE") is a format error.
+See docs/data.md, 'STREUSLE CoNLL-U-Lex files'.
 """
 
 from __future__ import annotations

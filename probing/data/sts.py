@@ -1,21 +1,7 @@
 """Semantic Textual Similarity sentences (SemEval STS 2012-2016, STS-B) as a sentence corpus, and the word splitter
 for raw text that the geometry analyses use.
 
-Formats (see ../shared/data/sts/README.md):
-- SemEval STS (brmson/dataset-sts): `score<TAB>sentence1<TAB>sentence2`; the score is empty for pairs released
-  without gold (2015/2016), which still give contexts.
-- STS-B: `genre<TAB>file<TAB>years<TAB>id<TAB>score<TAB>sentence1<TAB>sentence2`, some lines with trailing extra
-  fields (source notes), which are ignored.
-
-Ethayarajh (2019, §3.2) takes his sentences from SemEval STS 2012-2016: `StsSource` reads every `*.tsv` below
-`semeval_sts/` by default (`patterns` chooses others, e.g. `stsbenchmark/sts-*.csv`). Licences differ per source
-(MSRpar: Microsoft Research Paraphrase licence; headlines: EMM terms; images: CC BY-SA; answers-forums and the 2016
-StackExchange files: CC BY-SA 3.0; STS-B scores: CC BY-SA 4.0): the data is not bundled, and analyses run on the
-bundled CC BY-SA sentences (UD English-EWT, STREUSLE) unless told `analysis.sentences=sts` with a data folder.
-
-Each sentence of each pair is one record (a `TextExample` with the pair's score as label, "" without gold), all
-in one split "all"; identical sentences are merged later, where contexts are counted
-(`probing.geometry.occurrences`).
+See docs/data.md, 'STS sentence files'.
 """
 
 from __future__ import annotations
@@ -28,7 +14,7 @@ from pathlib import Path
 from probing.data.records import SkipCounter
 from probing.data.task_records import TaskData, TextExample
 from probing.data.text import note_data_files
-from probing.errors import ConfigError, DataFormatError
+from probing.errors import ConfigError, DataFormatError, setting
 
 STS_SPLIT = "all"
 DEFAULT_PATTERNS = ("semeval_sts/*/*.tsv",)
@@ -105,8 +91,8 @@ class StsSource:
 
     def __init__(self, data_dir: str | None = None, patterns: Sequence[str] | str = DEFAULT_PATTERNS):
         if data_dir is None:
-            raise ConfigError("analysis.sentences.data_dir is not set: the STS data is not bundled (per-source "
-                              "licences). Fix: analysis.sentences.data_dir=/path/to/sts (or STS_DIR), or the "
+            raise ConfigError(f"{setting('data_dir')} is not set: the STS data is not bundled (per-source "
+                              f"licences). Fix: {setting('data_dir')}=/path/to/sts (or STS_DIR), or the "
                               "bundled sentences with analysis/sentences=pos")
         self.data_dir = Path(data_dir).expanduser()
         self.patterns = [patterns] if isinstance(patterns, str) else list(patterns)

@@ -31,7 +31,7 @@ from probing.data.task_records import (
     TaskData,
 )
 from probing.data.text import hashable_files
-from probing.errors import ConfigError, DataFormatError
+from probing.errors import ConfigError, DataFormatError, setting
 
 POS_FORMATS = ("conllu", "ptb")
 # Which files go to which split, as file-name patterns (fnmatch). CoNLL-U: UD's naming, <corpus>-<split>.conllu.
@@ -122,11 +122,11 @@ class PosSource:
         paths: str | Sequence[str] | None = None,
         splits: Mapping[str, str | Sequence[str]] | None = None,
     ):
-        self.format = choose("data.source.format", format, POS_FORMATS)
+        self.format = choose(setting("format"), format, POS_FORMATS)
         if paths is None and self.format == "ptb":
-            raise ConfigError("data.source.paths is not set for format=ptb. Fix: data.source.paths=[DIR_OR_ZIP], "
+            raise ConfigError(f"{setting('paths')} is not set for format=ptb. Fix: {setting('paths')}=[DIR_OR_ZIP], "
                               "e.g. nltk_data/corpora/treebank.zip")
-        self.paths = path_list("data.source.paths", paths) if paths is not None else bundled_pos_paths()
+        self.paths = path_list(setting("paths"), paths) if paths is not None else bundled_pos_paths()
         default = CONLLU_SPLITS if self.format == "conllu" else PTB_SPLITS
         self.splits = split_map("data.source.splits", default if splits is None else splits)
 
@@ -160,8 +160,8 @@ class NerSource:
         files: Mapping[str, str | Sequence[str]] | None = None,
         hub_name: str = "conll2003",
     ):
-        self.data_dir = optional_path("data.data_dir", data_dir)
-        self.files = None if files is None else split_map("data.source.files", files)  # None: NER_FILES
+        self.data_dir = optional_path(setting("data_dir"), data_dir)
+        self.files = None if files is None else split_map(setting("files"), files)  # None: NER_FILES
         self.hub_name = hub_name
 
     def load(self) -> TaskData:
@@ -184,8 +184,8 @@ class GlueSource:
     """
 
     def __init__(self, task: str = "sst2", data_dir: str | None = None, hub_name: str = "glue"):
-        self.name = choose("data.source.task", task, SENTENCE_TASKS)
-        self.data_dir = optional_path("data.data_dir", data_dir)
+        self.name = choose(setting("task"), task, SENTENCE_TASKS)
+        self.data_dir = optional_path(setting("data_dir"), data_dir)
         self.hub_name = hub_name
 
     def load(self) -> TaskData:

@@ -2,29 +2,7 @@
 Representations"): each sentence's words, heads and XPOS tags, and what the probes learn from them, the tree
 distance between every two words (distance probe) and each word's depth (depth probe).
 
-`TreeSource` (the `data.source` of conf/task/tree_distance.yaml and tree_depth.yaml, built by Hydra) reads CoNLL-U
-or CoNLL-X files (probing.data.conllu) into a `TreeData` of three `TreeSplit`s; `read_trees` loads one and logs it.
-`tree_distances`, `tree_depths` and `control_heads` are plain functions of a sentence's heads (0-based head index per
-word, -1 for a root), so that gold trees and control trees are measured alike.
-
-Choices where the paper or its reference code leave room:
-- Words are the word lines: multiword-token lines (3-4) and empty nodes (5.1) are skipped and counted (the reference
-  keeps them as words and shifts the heads; a multiword token is no word of the tree, and its words are).
-- A sentence must have exactly one word headed by 0 (`sentence_heads(..., single_root=True)`): depths count from
-  the root word. A HEAD outside the sentence, a self-head, a cycle, no root or several roots are DataFormatErrors
-  naming the file and line.
-- Several roots (the control trees' forests) are joined through a virtual root node above them: two roots are 2
-  apart and every root has depth 0, as the reference's path walking counts paths through node 0. A gold tree has one
-  root, so the virtual node changes none of its distances.
-- Distances are the number of edges on the path between two words (0 on the diagonal), by breadth-first search
-  (scipy.sparse.csgraph.shortest_path, unweighted); depths the number of edges from a word up to its root.
-- Punctuation: the words whose XPOS is one of the reference's punctuation tags (PUNCTUATION_XPOS), which its
-  metrics leave out of UUAS and of the root's argmin. A treebank without XPOS ("_") thus has no punctuation.
-- Control trees (Hewitt & Liang 2019's control task, adapted to trees): see `control_heads`.
-- Splits are the files' (`splits`: fnmatch patterns of file names per split, default TREE_SPLITS). Probing needs a
-  dev split (to pick the epoch) and a test split (to report): without test files, the dev files become test; and
-  without dev files then, a seeded `dev_fraction` of the training sentences becomes dev (whole sentences, as the
-  word tasks carve it: probing.data.word_tasks.records.carve).
+See docs/structural.md, 'Data'.
 """
 
 from __future__ import annotations
@@ -46,7 +24,7 @@ from probing.data.splits import SPLIT_NAMES
 from probing.data.task_sources import bundled_pos_paths, files_by_split, split_map
 from probing.data.text import hashable_files, note_data_files
 from probing.data.word_tasks.records import carve, require_fraction
-from probing.errors import ConfigError, DataFormatError
+from probing.errors import ConfigError, DataFormatError, setting
 
 log = logging.getLogger(__name__)
 
@@ -214,10 +192,10 @@ class TreeSource:
         dev_fraction: float = 0.2,
         seed: int = 0,
     ):
-        self.paths = path_list("data.source.paths", paths) if paths is not None else bundled_pos_paths()
+        self.paths = path_list(setting("paths"), paths) if paths is not None else bundled_pos_paths()
         self.splits = split_map("data.source.splits", TREE_SPLITS if splits is None else splits)
-        self.dev_fraction = require_fraction("data.source.dev_fraction", dev_fraction)
-        self.seed = require_int("data.source.seed", seed)
+        self.dev_fraction = require_fraction(setting("dev_fraction"), dev_fraction)
+        self.seed = require_int(setting("seed"), seed)
 
     def load_trees(self) -> TreeData:
         skips = SkipCounter()

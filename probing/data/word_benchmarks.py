@@ -2,17 +2,7 @@
 categorisation sets, read into plain records. The user names the files (`analysis.benchmarks`); none is bundled
 (see the README: the datasets keep their original authors' terms, which the copies in shared/data do not state).
 
-Formats read:
-- faruqui (mfaruqui/eval-word-vectors, data/word-sim/*.txt): "word1<TAB>word2<TAB>score", no header. Columns split at
-  tabs when the line has one, else at runs of spaces (older copies of these files are space-separated).
-- vecto (vecto-ai/word-benchmarks, *.csv): a header line, then comma-separated rows. The header
-  ",word1,word2,similarity" (a leading index column, as pandas writes it) or "word1,word2,similarity": the two columns
-  before the last are the words, the last the score. vecto's men.csv keeps POS suffixes ("sun-n"); they are read as
-  they are (such words then count as missing), so prefer the faruqui copy of MEN.
-- analogies (vecto, header ",type,word1,word2,word3,target") and categorisation (vecto, header ",category,word").
-
-Blank lines are skipped; a line with a wrong number of columns, an empty word or a score that is not a finite number
-is a DataFormatError naming the file, the line and the fix. Words are kept as written (case included).
+See docs/data.md, 'Word benchmark files'.
 """
 
 from __future__ import annotations

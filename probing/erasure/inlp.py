@@ -10,7 +10,7 @@ import torch
 from torch import Tensor
 
 from probing.erasure.eraser import ConceptEraser, is_integer, orthonormal_basis
-from probing.errors import ConfigError
+from probing.errors import ConfigError, setting
 
 HELD_OUT_SHARE = 0.2  # INLP's held-out rows when none are given
 INLP_WEIGHT_DECAY = 1e-4  # of the softmax classifier: small, keeps its weights finite on separable data
@@ -37,13 +37,13 @@ class InlpEraser(ConceptEraser):
 
     def __init__(self, max_iterations: int = 20, tolerance: float = 0.01, seed: int = 0):
         if not is_integer(max_iterations) or max_iterations < 1:
-            raise ConfigError(f"erase.eraser.max_iterations={max_iterations}: INLP needs at least one iteration. "
-                              "Fix: set erase.eraser.max_iterations to 1 or more (20 by default)")
+            raise ConfigError(f"{setting('max_iterations')}={max_iterations}: INLP needs at least one iteration. "
+                              f"Fix: set {setting('max_iterations')} to 1 or more (20 by default)")
         if isinstance(tolerance, bool) or not isinstance(tolerance, (int, float)) or not 0 <= tolerance < 1:
-            raise ConfigError(f"erase.eraser.tolerance={tolerance}: not an accuracy margin in [0, 1). Fix: set "
-                              "erase.eraser.tolerance to e.g. 0.01 (1 point over the majority rate)")
+            raise ConfigError(f"{setting('tolerance')}={tolerance}: not an accuracy margin in [0, 1). Fix: set "
+                              f"{setting('tolerance')} to e.g. 0.01 (1 point over the majority rate)")
         if not is_integer(seed):
-            raise ConfigError(f"erase.eraser.seed={seed}: not an integer. Fix: set erase.eraser.seed to an integer")
+            raise ConfigError(f"{setting('seed')}={seed}: not an integer. Fix: set {setting('seed')} to an integer")
         self.max_iterations, self.tolerance, self.seed = max_iterations, float(tolerance), seed
 
     def settings(self) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from concept_erasure import LeaceFitter
 from torch import Tensor
 
 from probing.erasure.eraser import CentredRows, ConceptEraser, one_hot
-from probing.errors import ConfigError
+from probing.errors import ConfigError, setting
 
 
 class LeaceEraser(ConceptEraser):
@@ -35,11 +35,10 @@ class LeaceEraser(ConceptEraser):
     def __init__(self, shrinkage: bool = True, svd_tol: float = 0.01, constrain_cov_trace: bool = True):
         for key, value in (("shrinkage", shrinkage), ("constrain_cov_trace", constrain_cov_trace)):
             if not isinstance(value, bool):
-                raise ConfigError(f"erase.eraser.{key}={value}: not a boolean. Fix: set erase.eraser.{key}=true or "
-                                  "false")
+                raise ConfigError(f"{setting(key)}={value}: not a boolean. Fix: set {setting(key)}=true or false")
         if isinstance(svd_tol, bool) or not isinstance(svd_tol, (int, float)) or not svd_tol > 0:
-            raise ConfigError(f"erase.eraser.svd_tol={svd_tol}: LEACE needs a positive tolerance. Fix: set "
-                              "erase.eraser.svd_tol above 0 (the package's default is 0.01)")
+            raise ConfigError(f"{setting('svd_tol')}={svd_tol}: LEACE needs a positive tolerance. Fix: set "
+                              f"{setting('svd_tol')} above 0 (the package's default is 0.01)")
         self.shrinkage, self.svd_tol, self.constrain_cov_trace = shrinkage, float(svd_tol), constrain_cov_trace
 
     def settings(self) -> dict[str, Any]:

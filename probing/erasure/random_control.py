@@ -9,7 +9,7 @@ import torch
 
 from probing.erasure.eraser import ConceptEraser, is_integer
 from probing.erasure.fitted import FittedEraser
-from probing.errors import ConfigError
+from probing.errors import ConfigError, setting
 
 
 class RandomEraser(ConceptEraser):
@@ -20,10 +20,10 @@ class RandomEraser(ConceptEraser):
 
     def __init__(self, rank: int | None = None, seed: int = 0):
         if rank is not None and (not is_integer(rank) or rank < 1):
-            raise ConfigError(f"erase.eraser.rank={rank}: the random control removes at least one direction. Fix: set "
-                              "erase.eraser.rank to the rank of the eraser it controls for (1 or more)")
+            raise ConfigError(f"{setting('rank')}={rank}: the random control removes at least one direction. Fix: set "
+                              f"{setting('rank')} to the rank of the eraser it controls for (1 or more)")
         if not is_integer(seed):
-            raise ConfigError(f"erase.eraser.seed={seed}: not an integer. Fix: set erase.eraser.seed to an integer")
+            raise ConfigError(f"{setting('seed')}={seed}: not an integer. Fix: set {setting('seed')} to an integer")
         self.rank, self.seed = rank, seed
 
     def settings(self) -> dict[str, Any]:

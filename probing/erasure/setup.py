@@ -11,7 +11,7 @@ from typing import Any
 from probing.analysis import analysis_device
 from probing.data.settings import require_int
 from probing.erasure.file import ERASER_FILE
-from probing.errors import ConfigError
+from probing.errors import ConfigError, setting
 
 
 class ErasureSetup:
@@ -29,12 +29,12 @@ class ErasureSetup:
             raise ConfigError(f"erase.eraser must build an eraser (a _target_ of probing.erasure), got "
                               f"{eraser!r}. Fix: erase=leace, inlp, mean_projection or random")
         if concept is not None and (not isinstance(concept, str) or not concept):
-            raise ConfigError(f"erase.concept={concept!r} is not a task name. Fix: erase.concept=upos (or null: the "
-                              "probed task's own labels)")
+            raise ConfigError(f"{setting('concept')}={concept!r} is not a task name. Fix: {setting('concept')}=upos "
+                              "(or null: the probed task's own labels)")
         self.eraser, self.concept = eraser, concept
         self.path = None if path is None else saved_eraser_file(Path(path))
-        self.control_seed = require_int("erase.control_seed", control_seed)
-        self.fresh_probe_epochs = require_int("erase.fresh_probe_epochs", fresh_probe_epochs, minimum=1)
+        self.control_seed = require_int(setting("control_seed"), control_seed)
+        self.fresh_probe_epochs = require_int(setting("fresh_probe_epochs"), fresh_probe_epochs, minimum=1)
         self.device = analysis_device(device, key="erase.device")
 
     @property
@@ -43,15 +43,17 @@ class ErasureSetup:
 
 
 def saved_eraser_file(path: Path) -> Path:
-    """`erase.path`, refused unless it is a file: the ERASER_FILE that probe.py wrote into an erasure run's folder."""
+    """The setting `path`, refused unless it is a file: the ERASER_FILE that probe.py wrote into an erasure run's
+    folder."""
+    key = setting("path")
     if path.is_dir():
         inside = path / ERASER_FILE
-        fix = f"erase.path={inside}" if inside.is_file() else f"erase.path=<erasure run folder>/{ERASER_FILE}"
-        raise ConfigError(f"erase.path={path} is a folder, but a file is expected: the {ERASER_FILE} that probe.py "
-                          f"saves in the folder of an erasure run. Fix: {fix}, or erase.path=null to fit one")
+        fix = f"{key}={inside}" if inside.is_file() else f"{key}=<erasure run folder>/{ERASER_FILE}"
+        raise ConfigError(f"{key}={path} is a folder, but a file is expected: the {ERASER_FILE} that probe.py "
+                          f"saves in the folder of an erasure run. Fix: {fix}, or {key}=null to fit one")
     if not path.is_file():
-        raise ConfigError(f"erase.path={path}: no such file. Fix: the {ERASER_FILE} of an earlier erasure run, or "
-                          "erase.path=null to fit one")
+        raise ConfigError(f"{key}={path}: no such file. Fix: the {ERASER_FILE} of an earlier erasure run, or "
+                          f"{key}=null to fit one")
     return path
 
 

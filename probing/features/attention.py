@@ -1,46 +1,6 @@
 """Attention windows: each word attends only to the words at most k to its left and right (Zhao et al. 2020, App. C).
 
-Zhao et al. "apply a mask on the attention matrix such that each word can only attend to k left and k right
-words". Where the paper leaves room, this module chooses:
-- Words, not wordpieces, are counted: a wordpiece attends to every wordpiece of the words at most k words away
-  (its own word included), so k = 0 still lets the pieces of one word see each other.
-- The special tokens ([CLS], [SEP], <s>, </s>...) follow one of three policies (`attention_policy`):
-  - `sink` (the default): every word may attend to the special tokens, which attend only to themselves (each to
-    itself). The resting place that BERT-style heads use ([CLS], [SEP]) stays open, but it carries nothing of the
-    sentence (only its own embedding, and for [SEP] its position), so a word still depends on nothing outside its
-    window. It is the policy that gives Zhao's Table 7 its shape (k = 0 below full attention, k >= 2 level with
-    it; MiniLM fine-tuned 1 epoch on the WSJ sample: k = 0 .895, k = 2, 4, 8 .915, .915, .914, no window .912),
-    so it is the default. A window never reaches full attention under it ([CLS]/[SEP] never see the words).
-  - `positional`: they are words of their own, [CLS] at position -1 (before the first word) and [SEP] at
-    position n (after the last of the n words; beside the first and last words the encoder sees when a long
-    sentence is cut), under the same rule: a word sees [CLS] when it is at most k words from position -1, [CLS]
-    sees the words at most k from it, and [CLS] and [SEP] see each other when n + 1 <= k. A window of k >= n + 1
-    is therefore exactly full attention, and a word's hidden state still depends on nothing outside its window
-    (layer l: the words and special tokens at most l * k positions away). But only the words near the ends of a
-    sentence keep their resting place, and with small k fine-tuning does worse than with k = 0 (WSJ sample, 1
-    epoch: k = 0 .866, k = 2, 4, 8 .846, .864, .879).
-  - `blocked` (the only behaviour before the policies): special tokens attend to every real token, but no word
-    attends to them (they attend to one another). Pretrained models that park attention on [SEP] or [CLS] lose
-    that outlet, so a window wider than the sentence is not full attention, and fine-tuning with a window starts
-    far from the pretrained model (WSJ sample, 1 epoch: k = 2, 4, 8 .841, .852, .862; on the bundled EWT sample
-    k = 0 beat k = 2..32). At k = 0 it gives the words the same states as `positional`.
-  `window=None` is the model's own mask, untouched, under every policy.
-- Padding is never attended to; a padding position attends to itself only, so that no row of the mask is empty.
-- The window is per attention matrix. Stacked layers widen what a word sees: the output of layer l depends on
-  the words at most l * k away (the input embeddings, layer 0, on the word alone).
-- Causal models (GPT-2, BERT as a decoder) keep their causality: there the window leaves each word itself and
-  the k words to its left, since the right ones are hidden anyway (the policies then differ only in special
-  tokens to the left, which GPT-2 does not add).
-- The mask is dense: (B, 1, T, T), and the model still computes every T x T score before masking. It restricts
-  what is attended to, not the cost: attention stays O(n^2) in time and memory, not the O(nk) the paper quotes
-  for a banded implementation.
-
-How the model receives it (transformers 5): the masking utilities (`masking_utils.create_bidirectional_mask`,
-`create_causal_mask`), which BERT, RoBERTa, XLM-R, ELECTRA, ALBERT, DistilBERT and GPT-2 call, pass a 4-D
-`attention_mask` through as-is. The "sdpa" attention takes a boolean mask (True = attend), "eager" adds the mask
-to the scores, so it needs an additive float mask (0 or the dtype's minimum): a boolean one would be added as 0/1
-and silently ignored. Other attention implementations (flash, flex) are refused. `check_window_support` runs the
-model once on four tokens to confirm that it obeys the mask and to find out whether it is causal.
+See docs/finetuning.md, 'Attention window' (the mask, its policies and how the model receives it).
 """
 
 from __future__ import annotations

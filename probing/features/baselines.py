@@ -1,22 +1,6 @@
 """The bag-of-embeddings baselines of Zhao et al. 2020 §4.2.1, stored and probed exactly like encoder layers.
 
-Each baseline turns a word in context into one vector, the mean of rows of a fixed embedding matrix:
-
-    pbert    P-BERT: the encoder's wordpiece input embeddings (no position or segment embeddings) of every
-             wordpiece of the context window, special tokens ([CLS], [SEP], ...) left out but [UNK] kept; the
-             window is the encoder's own (the `context_size` words on each side, cut to `max_length` wordpieces
-             around the target).
-    bertw    BERTw: the same input embeddings of the target word's wordpieces only: no context at all, so
-             every context of a word gets the same vector.
-    prand    P-Rand: one N(0, I_dim) vector per (lower-cased) word type, fixed by (seed, word), averaged over
-             the words of the context window.
-    pstatic  P-static (Zhao's P-fastText): a static embedding file's vectors averaged over the words of the
-             context window; words missing from the file get N(0, I) vectors fixed by (oov_seed, word),
-             counted and reported.
-
-The word-level baselines (prand, pstatic) count words, not wordpieces: the window is `context_size` words
-left and right of the target (the whole sentence when None), with no length cap. Their features form a
-one-layer store (layers = 1), so they run through the same probe, metric and report as the encoder layers.
+See docs/probing.md, 'What is probed: layers, the scalar mix, baselines'.
 """
 
 from __future__ import annotations

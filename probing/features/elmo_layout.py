@@ -2,14 +2,7 @@
 options), which NeuroX and structural-probes read, and the manifest of an export of this tool (docs/word_tasks.md,
 Features computed elsewhere):
 
-    "0", "1", ...        one float32 dataset per sentence, named by its index (the line number of the input file), of
-                         shape (layers, words, dim) with `--all`; `--top` and `--average` write (words, dim), read
-                         here as one layer
-    sentence_to_index    a variable-length string dataset of shape (1,) whose one element is a JSON object: sentence
-                         (the input line, its words joined by single spaces) -> its index as a string
-
-Every member read must hold its data in the file (its SHA-256 is the features' identity): a link, a virtual dataset or
-external storage is refused, naming it.
+See docs/word_tasks.md, 'Features computed elsewhere'.
 """
 
 from __future__ import annotations

@@ -1,32 +1,6 @@
 """Fill a feature store with the layer-wise word representations of one split, resuming where a run stopped.
 
-Rows are computed window by window: the rows still to compute, in record order, are cut into windows of
-`window_rows` rows (as many as WINDOW_BYTES of float32 features of every layer hold, at most MAX_WINDOW_ROWS).
-Inside a window, rows are batched by input length (longest first, so a batch too large for memory fails at once
-rather than at the window's end) and cut by a token budget: batch size x longest input <= `max_tokens_per_batch`.
-Padding is per batch (inside `WordEncoder.encode`), so short sentences cost little. A window's pooled features are
-kept (float32, at most WINDOW_BYTES) until its last batch is done, then written as one block in record order: the
-store then holds every layer in record order, and reading a layer is one sequential pass with no reordering (see
-`probing.features.store`). Meanwhile the finished batches are staged in the store every STAGE_SECONDS of computing
-(`WindowStage`: their features at the slots they will hold, flushed), so a run killed in the middle of a window
-loses at most the batches of the last few seconds: on resume the window gets the same batch plan, its staged batches
-are read back instead of computed, and the rest are computed in the very batches of an uninterrupted run, whose
-store it then writes byte for byte.
-
-Rows are tokenised PREPARE_ROWS at a time, as the windows reach them, so that memory holds the inputs of about one
-window and never those of the whole split (several KB per context while tokenised). Rows the encoder cannot
-represent (`prepare_many` returns None: the target alone is longer than `max_length`, or has no wordpieces) are
-flagged `skipped` in the store as they are met; the report counts them with their reasons, and readers leave them out.
-The windows are those of tokenising everything first (`window_rows` representable rows each), so the batches and the
-features do not depend on when rows are tokenised.
-
-A complete store that matches the request is only read (opened read-only, so it may sit on a read-only
-disk). Anything else is created or resumed under the store's lock (see `probing.features.store`). Before a resumed
-store gets a row, its tables are checked ("Resuming" there): those the records determine (labels, word ids, ...) are
-rewritten from the records where they differ, with a warning; a row flagged without a slot is computed again, and
-flags and slots that disagree otherwise are refused. A second
-run into the same store is refused at once with one line, as are a file at the store's path that is not a
-store (left untouched) and a full disk (the rows written so far are kept for the rerun).
+See docs/features.md, 'Extraction: windows, batches, resuming'.
 """
 
 from __future__ import annotations

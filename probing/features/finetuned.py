@@ -1,13 +1,6 @@
 """Fine-tuned encoders as train.py leaves them: `<train run>/model/`, a Hugging Face folder with `task.json`.
 
-Probing and geometry load such a folder exactly like a pretrained model (DESIGN.md); this module tells what a
-folder is (which task it was fine-tuned on), checks that its files are those train.py wrote, and finds the folders of
-a list of train.py runs or sweeps, for comparisons of fine-tuned and pretrained encoders (Zhao et al. 2020 §4.4.2).
-
-The export ends with `export.sha256` (HASHES_FILE), the SHA-256 of each of its other files in `sha256sum`'s format.
-Whatever reads an export checks the files it reads against it first (`verify_export`: the encoder's loader every
-file, `finetuned_task` the task.json), so that a task.json edited by hand (its labels in another order: the model
-scored against the wrong names), or a head or weights file cut short, is one error line, never a wrong result.
+See docs/finetuning.md, 'Export' under 'What it does'.
 """
 
 from __future__ import annotations

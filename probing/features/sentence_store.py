@@ -1,15 +1,6 @@
 """Every word of every sentence in one feature store: the store kind of the geometry analyses (Ethayarajh 2019).
 
-The store is the ordinary `FeatureStore` (same HDF5 format, a hash per block, metadata check, lock, `.partial`
-file, resume): one row per word occurrence, i.e. one `WordInContext` record per word with the whole sentence as
-context and that word as target. The records fix each row's sentence and position, and their fingerprint is part
-of the store's metadata and file name, so a row always means the same occurrence; the data files' hashes are part of
-it only where the caller passes files (`extract_occurrences`).
-
-What differs is the cost: `SentenceWordEncoder` runs the model once per distinct input in a batch, not once per
-record, and pools every record's word from that one forward pass (mean of the word's wordpieces, as the probing
-stores; byte-level BPE words get their leading space, `probing.features.hf_models._load_tokenizer`). A sentence
-longer than `max_length` wordpieces gives each word its own centred window, as in the probing stores.
+See docs/features.md, 'Every-word stores (geometry)'.
 """
 
 from __future__ import annotations

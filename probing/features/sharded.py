@@ -1,32 +1,7 @@
 """Sharded extraction: the processes of a Lightning Fabric run (DDP over GPUs, or CPU processes over gloo) fill one
 split's store together, each process its own shard, and the process of rank 0 merges the shards into the store.
 
-Shard plan. Every process tokenises the whole split (a chunk at a time, keeping only which rows can be encoded) and
-cuts its representable rows into the windows of a
-single-process extraction (`window_rows` rows each, in record order). Shard r of N takes the windows r, r + N,
-r + 2N, ... (round robin: the windows hold about the same number of tokens, so the shards cost about the same), and
-shard 0 also the rows the featurizer cannot represent. The shards are disjoint and cover the split.
-
-A shard is an ordinary store, `<store>.shards/<r>-of-<N>.h5`, of its rows in plan order, filled by `extract_split`:
-each process resumes, locks and checksums its shard as a single process does its store, holding one batch of hidden
-states at a time. A shard's rows are whole windows in record order, so `extract_split` cuts them into the same
-windows and those into the same batches: every row is computed in the very batch a single-process run computes it
-in (also after a resume, which replays the cut-off window's batch plan), so its features are identical to that run's
-on the same device and precision, not merely close. (On a CPU, also with as many threads: Lightning gives each of N
-processes 1/N of the cores, and some float32 kernels round the last bit differently with another number of threads.)
-
-Merge. After a barrier, rank 0 checks every shard (present, of this request, complete) before writing anything, then
-copies the shards' blocks (one per window) into the store in plan order (window w from shard w mod N), checking each
-block's hashes: the store is the one a single process writes, slot for slot, with every layer in record order. A
-merge cut off resumes like any store, its tables checked against the records first (`StoreWriter.match_records`, as
-`extract_split` does for each shard); the shards are deleted once the store is complete. A shard records its place
-(`shard`) and the fingerprint of the whole split (`split_records_sha256`), so that a shard of another plan (another
-N, window size or data) is refused like a store of another request.
-
-The shards folder holds nothing else. Before any process computes, a file there that is not a shard of this store
-(its metadata naming it, by its file name, a shard of this split; or the `.lock`/`.partial` file of one) is refused,
-and after the merge only this store's shards are deleted (those of this plan and those a run with another process
-count left), the folder with them only when nothing else is left in it.
+See docs/features.md, 'Sharded extraction'.
 """
 
 from __future__ import annotations

@@ -1,19 +1,6 @@
 """Word vectors that do not depend on context: seeded random vectors and static embedding files.
 
-Zhao et al. (2020) §4.2.1 compare BERT with uncontextualized spaces: Rand (vectors drawn from N(0, I_300)),
-P-Rand (the same random vectors averaged over a sentence) and pre-trained static spaces such as GloVe and fastText,
-whose out-of-vocabulary (OOV) words "are associated with vectors drawn from N(0, I)".
-
-Random vectors are seeded per word (`word_seed`): a word's vector depends only on (seed, word, dim), never on the
-order or the split in which words are requested, so train/dev/test and repeated runs agree on every vector.
-
-Static files are read in the two plain-text formats:
-- word2vec text: a header line "V D", then V lines "word v1 ... vD" (also fastText's .vec files);
-- GloVe text: the same lines without a header.
-A first line of exactly two numeric fields is a header and must be two positive integers (so a GloVe file of
-1-dimensional vectors whose first word is a number cannot be read; no such file is in use). A ".gz" suffix means
-gzip. Fields are separated by ASCII whitespace (spaces, tabs); a word may therefore not contain ASCII whitespace,
-while any other character (including a non-breaking space) is part of the word. Files are UTF-8.
+See docs/probing.md, 'Type-level probing' (and the baselines under 'What is probed').
 """
 
 from __future__ import annotations

@@ -1,13 +1,6 @@
 """Safetensors files that check themselves: tensors plus one JSON metadata string, with a hash over both.
 
-Saved probes (`probes.safetensors`) and fitted erasers are written this way: a file whose tensors or metadata were
-changed after writing (damaged bytes, even finite values; a setting edited by hand) is refused on load rather than
-used. The hash is XXH3-128 (`HASH_KEY` in the metadata) of the metadata string as stored (what is parsed is what was
-hashed), then of each tensor's name, dtype, shape and bytes, in name order. Files are written atomically: a job
-stopped mid-write leaves the previous file (or none), never half of one.
-
-What the metadata say and which messages a refusal gives belong to each kind of file (probing.probes.saved,
-probing.erasure.file); this module only writes, reads and hashes.
+See docs/outputs.md, 'Files that check themselves'.
 """
 
 from __future__ import annotations

@@ -1,18 +1,6 @@
 """Type-level (uncontextualized) probing, Zhao et al. 2020 §3.2.1, §4.2.1, Fig. 1 and Table 5.
 
-One vector per word type, from one of these spaces (`embeddings=`, each a Hydra `_target_` config in conf/embeddings/;
-at type level `layer=l`, `layer=rand` and `layer=bertw` name AVG-l, Rand and BERTw as well):
-
-    rand     Rand: N(0, I_dim) per word, fixed by (seed, word).
-    bertw    BERTw: the mean of the word's wordpiece input embeddings in the model's matrix (a multiword name's
-             words "new_york" are tokenised as the words "new", "york").
-    avg      AVG-<model>-l: the mean of the word's contextual vectors at layer l (the `layer` setting) over its
-             contexts in the data's corpus. Zhao et al. average over every context in Wiki-PSE; here the
-             contexts are those of the feature store (at most `data.split.max_contexts_per_combination` per
-             word-s-class combination). Words without any context are left out, counted and reported.
-    static   a word2vec/GloVe text file (glove, fasttext, word2vec, static configs); missing words get N(0, I)
-             vectors fixed by (oov_seed, word), counted and reported (Zhao: "OOV words are associated with
-             vectors drawn from N(0, I_300)").
+See docs/probing.md, 'Type-level probing'.
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ from probing.erasure.fitted import FittedEraser
 from probing.erasure.hidden_state import captured_hidden_state, check_hidden_state_module
 from probing.erasure.random_control import RandomEraser, random_control
 from probing.erasure.setup import UNSET_ERASURE, ErasureSetup
-from probing.errors import ConfigError, DataFormatError
+from probing.errors import ConfigError, DataFormatError, setting
 from probing.features.finetuned import EXPORT_FIX, HEAD_FILE, TASK_FILE, verify_export
 from probing.features.hf_models import load_pretrained
 from probing.features.layers import resolve_layer
@@ -71,8 +71,8 @@ class Amnesic(Analysis):
         self.concept_source = None if self.setup.concept is None else concept_task(self.setup.concept,
                                                                                       concept_paths)
         self.control_seeds = control_seed_list(control_seeds)
-        self.batch_size = require_int("analysis.batch_size", batch_size, minimum=1)
-        self.max_length = require_int("analysis.max_length", max_length, minimum=3)
+        self.batch_size = require_int(setting("batch_size"), batch_size, minimum=1)
+        self.max_length = require_int(setting("max_length"), max_length, minimum=3)
         self.device = device
 
     def check_inputs(self, inputs: AnalysisInputs) -> None:
@@ -177,8 +177,8 @@ def erasure_setup(erase: dict[str, Any] | None) -> ErasureSetup:
         raise ConfigError("erase=none: analysis=amnesic erases a concept. Fix: erase=leace (or inlp, mean_projection) "
                           "erase.concept=upos")
     if setup.path is not None:
-        raise ConfigError(f"erase.path={setup.path}: analysis=amnesic fits its eraser on the analysed model's own "
-                          "hidden state. Fix: erase.path=null")
+        raise ConfigError(f"{setting('erase.path')}={setup.path}: analysis=amnesic fits its eraser on the analysed "
+                          f"model's own hidden state. Fix: {setting('erase.path')}=null")
     if isinstance(setup.eraser, RandomEraser):
         raise ConfigError("erase=random: random directions are the control that analysis=amnesic measures beside "
                           "every erasure (analysis.control_seeds). Fix: erase=leace, inlp or mean_projection")
@@ -197,11 +197,11 @@ PROBE_ONLY_ERASE_SETTINGS = {"control_seed": "its random controls are analysis.c
 
 def control_seed_list(seeds: Sequence[int]) -> list[int]:
     if isinstance(seeds, (str, int)) or not seeds:
-        raise ConfigError(f"analysis.control_seeds={seeds!r} is not a list of seeds. Fix: "
-                          "analysis.control_seeds=[0,1,2]")
-    listed = [require_int("analysis.control_seeds", seed) for seed in seeds]
+        raise ConfigError(f"{setting('control_seeds')}={seeds!r} is not a list of seeds. Fix: "
+                          f"{setting('control_seeds')}=[0,1,2]")
+    listed = [require_int(setting("control_seeds"), seed) for seed in seeds]
     if len(set(listed)) < len(listed):
-        raise ConfigError(f"analysis.control_seeds={listed} repeats a seed. Fix: distinct seeds, e.g. [0,1,2]")
+        raise ConfigError(f"{setting('control_seeds')}={listed} repeats a seed. Fix: distinct seeds, e.g. [0,1,2]")
     return listed
 
 

@@ -1,15 +1,7 @@
 """What a model's output loses when one of its hidden states is edited (amnesic probing: probing.finetune.amnesic),
 scored under each condition: no edit, the concept erased, each random control.
 
-- `task_scores`: a model fine-tuned by train.py on its own task's data, exactly as train.py scores its dev split:
-  the same tokenisation and cut at `max_length` (probing.finetune.datamodule), the same head on the same wordpiece
-  (FineTuner.validation_step), the same metrics (probing.finetune.metrics).
-- `masked_lm_scores`: a masked LM, as Elazar et al. 2021 score it: each word of each sentence is masked in turn (its
-  first wordpiece replaced by the mask token, one input per word, the word's other wordpieces left in place), and
-  the prediction at the mask is scored: accuracy (the top token is the word's first wordpiece) and the KL divergence
-  KL(p_none || p_condition) of the output distribution from the unedited model's, in nats, averaged over the masked
-  words (0 for the unedited model itself). Every condition runs on the same batch before the next batch, so that
-  the unedited distributions need not be kept.
+See docs/erasure.md, 'Amnesic probing', what is scored.
 """
 
 from __future__ import annotations

@@ -1,24 +1,6 @@
 """Checkpoints of a fine-tuning run that can be trusted and resumed exactly.
 
-- `HashedCheckpoint` is Lightning's ModelCheckpoint that also records each file's SHA-256 beside it
-  (`<name>.ckpt.sha256`, in `sha256sum` format), and `read_checkpoint` checks it before anything is loaded: a
-  truncated file, or random bytes inside one, is one CheckpointError naming the file instead of a traceback or a
-  quietly different model. (Lightning writes a checkpoint to a temporary file and renames it into place; the hash
-  is written after it, so a run killed between the two leaves a file whose hash does not match: refused too.)
-- `RandomStates` stores the random number generators of torch (CPU and CUDA), NumPy and Python in every checkpoint
-  and puts them back when training resumes, so that dropout continues the stream it would have drawn. With the
-  train order of `probing.finetune.datamodule.EpochOrder` (a function of the seed and the epoch, resumed at the
-  batch where it stopped), a resumed run ends with the same weights as one that was never interrupted. With DDP the
-  states of the process of rank 0 are the ones saved.
-- `ResumePolicy` (`finetune.resume`) chooses the checkpoint that a run relaunched into its folder resumes from, and
-  refuses the checkpoints of a run of another configuration (the folder records its configuration, config.json,
-  compared without the run folder's place: a run folder moved with `mv` resumes where it is now, see
-  `probing.config.location_free`, and `HashedCheckpoint` moves the paths its checkpoints hold along). Before Lightning
-  loads the chosen checkpoint, it is verified and read as Lightning will read it (tensors and plain values only): a
-  checkpoint holding other objects, which unpickling could run code for, is refused in one line.
-- `ContinuedCSVLog` keeps the CSV log of a resumed run: Lightning's CSVLogger deletes the metrics.csv it finds, so a
-  resumed run would lose the rows of every epoch before the interruption. The rows logged before the checkpoint's
-  global step are kept, and the resumed run logs the others again.
+See docs/finetuning.md, 'Checkpoints and resuming' under 'What it does'.
 """
 
 from __future__ import annotations

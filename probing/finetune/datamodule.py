@@ -1,16 +1,6 @@
 """Tokenised batches of a fine-tuning task (probing.data.task_records.TaskData) for the FineTuner.
 
-Token tasks are tokenised from their words (`is_split_into_words`), so each wordpiece knows its word; a word is
-classified from its last wordpiece. Sentences longer than `max_length` wordpieces (128, Table 4) are cut at the end,
-as Zhao et al. and Devlin et al. do: the words cut off are not scored, and their number is counted per split
-(`cut_words`) and reported. Sentence tasks tokenise the text (pair) with the model's own special tokens.
-
-`batch_size` is the global batch, as in Table 4: with several processes (DDP) each takes batch_size / world size
-examples per step, so that the optimisation does not change with the number of devices.
-
-The train order of each epoch is a function of `seed` and the epoch alone (`EpochOrder`), and the train loader
-tells Lightning how far into the epoch it is (`ResumableLoader`, saved in every checkpoint): a run resumed from a
-checkpoint taken in the middle of an epoch sees the rest of that epoch's order, not a new one.
+See docs/finetuning.md, 'Defaults' and 'Checkpoints and resuming' under 'What it does'.
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
 """The best fine-tuned model as a Hugging Face folder: the hand-off to probing and geometry (DESIGN.md).
 
-`<run>/model/` holds the encoder (`save_pretrained`, safetensors) and its tokenizer, so that `extract.py` and
-`probe.py` load it with `model.name_or_path=<run>/model` exactly like a pretrained model (the store's weights hash
-tells them apart), plus the task head (`task_head.safetensors`) and `task.json` (task, labels, kind, metric) for
-users who want the classifier itself (and for the amnesic analysis, which scores the model's own task), and last
-`export.sha256`, the SHA-256 of every other file, which whatever loads the folder checks first
-(probing.features.finetuned.verify_export).
-
-The folder is written under a temporary name beside it and renamed into place when complete (an older export is
-moved aside first and deleted after), so a run killed while exporting never leaves a half-written `<run>/model/`
-that would load as a model without its tokenizer or task.json.
+See docs/finetuning.md, 'Export' under 'What it does'.
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
 """Gao et al. (2019)'s cosine regulariser, the isotropy penalty of fine-tuning (`finetune.isotropy_reg=γ`).
 
-    CosReg(W) = mean over pairs i != j of cos(w_i, w_j) = (‖Σ_i ŵ_i‖² − N) / (N (N − 1)),   ŵ_i = w_i / ‖w_i‖
-
-The closed form follows from ‖Σ ŵ_i‖² = Σ_i Σ_j ŵ_i·ŵ_j = N + Σ_{i≠j} ŵ_i·ŵ_j: it costs O(N d) instead of the
-O(N² d) of the pairs, and shows that the penalty is the squared norm of the mean direction of the rows (Bis et al.
-2021, appendix A). Bis et al. write it with a 1/N² factor and the −N outside the fraction; that differs from the mean
-over pairs by a constant scale and offset only, which changes γ's meaning, not the minimiser. Here γ multiplies the
-mean pairwise cosine, so γ = 0.1 adds at most 0.1 to the loss.
+See docs/finetuning.md, 'Isotropy penalty' under 'What it does'.
 """
 
 from __future__ import annotations

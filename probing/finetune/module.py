@@ -1,18 +1,6 @@
 """The fine-tuning LightningModule: a Hugging Face encoder plus a linear head, every parameter trained.
 
-Choices (Zhao et al. 2020 §4.4.1, appendix B and Table 4, after Devlin et al. 2019):
-- Token tasks (POS, NER) classify each word from the top layer's vector of its **last wordpiece** (Liu et al. 2019);
-  sentence tasks (SST-2, MRPC) from the first token ([CLS] for BERT-like models).
-- Dropout (0.1, as Devlin et al.'s classifier) on the vector before the linear head; plain Adam, lr 5e-5, no warm-up,
-  no layer-wise rates by default; the optimizer and an optional scheduler come as `_partial_` configs.
-- `attention_window=k` restricts every layer's attention to the wordpieces of words at most k words away
-  (probing.features.attention, appendix C; token tasks only, as in the paper); None is full attention.
-  `attention_policy` says what the special tokens see and are seen by under a window: `sink` (every word sees
-  [CLS]/[SEP], they see only themselves; the default), `positional` ([CLS]/[SEP] are words at positions -1 and n) or
-  `blocked` (no word sees them).
-- `isotropy_reg=γ` adds γ × the mean pairwise cosine of the input embedding matrix (Gao et al. 2019; Bis et al. 2021
-  appendix A; probing.finetune.isotropy), and with `isotropy_on_context` also of the batch's contextual vectors fed
-  to the head. It is logged apart from the task loss (`train/task_loss`, `train/isotropy`).
+See docs/finetuning.md, 'What it does'.
 """
 
 from __future__ import annotations
@@ -29,7 +17,7 @@ from torch.nn import functional as F
 
 from probing.data.settings import check_optimizer, require_bool, require_number
 from probing.data.task_records import FINETUNING_KINDS, SENTENCE_TASKS
-from probing.errors import ConfigError, ProbingError
+from probing.errors import ConfigError, ProbingError, setting
 from probing.features.attention import (
     DEFAULT_POLICY,
     check_window_support,
@@ -165,20 +153,20 @@ class FineTuner(L.LightningModule):
 
 
 def check_arguments(kind: str, dropout: float, isotropy_reg: float, isotropy_on_context: bool) -> None:
-    """Refuse the FineTuner's own settings before its encoder is loaded, naming the config keys that set them."""
+    """Refuse the FineTuner's own settings before its encoder is loaded, naming them (`probing.errors.setting`)."""
     if kind not in FINETUNING_KINDS:
         raise ConfigError(f"kind={kind!r} is not a kind of task. Fix: one of {', '.join(FINETUNING_KINDS)}")
-    require_number("finetune.module.dropout", dropout, high=1.0, example="0.1")
-    require_number("finetune.isotropy_reg", isotropy_reg, example="0.1 (or 0 for none)")
-    require_bool("finetune.isotropy_on_context", isotropy_on_context)
+    require_number(setting("dropout"), dropout, high=1.0, example="0.1")
+    require_number(setting("isotropy_reg"), isotropy_reg, example="0.1 (or 0 for none)")
+    require_bool(setting("isotropy_on_context"), isotropy_on_context)
 
 
 def check_window(kind: str, attention_window: Any, attention_policy: Any) -> None:
     """Refuse an attention window or policy that is not one, and a window for a sentence task."""
-    parse_attention_policy(attention_policy, "finetune.attention_policy")
-    window = parse_attention_window(attention_window, "finetune.attention_window")
+    parse_attention_policy(attention_policy, setting("attention_policy"))
+    window = parse_attention_window(attention_window, setting("attention_window"))
     if window is not None and kind == "sentence":
-        raise ConfigError(f"finetune.attention_window={window} restricts attention to nearby words, which Zhao et al. "
-                          "(appendix C) apply to word-level tasks only; sentence tasks "
+        raise ConfigError(f"{setting('attention_window')}={window} restricts attention to nearby words, which Zhao et "
+                          "al. (appendix C) apply to word-level tasks only; sentence tasks "
                           f"({', '.join(SENTENCE_TASKS)}) are classified from the whole text. Fix: "
-                          "finetune.attention_window=null, or task=pos / task=ner")
+                          f"{setting('attention_window')}=null, or task=pos / task=ner")

@@ -1,19 +1,7 @@
 """How far fine-tuning moved each attention head (Zhao et al. 2020 §4.4.2, Figure 7): the cosine similarity of two
 models' self-attention weights on the same sentences, per layer and head.
 
-Choices where the paper leaves room:
-- Per sentence, layer and head, each model's attention weight matrix is flattened and the two vectors are compared by
-  cosine; a head's value is the mean of these cosines over the sentences (every sentence counts the same, whatever
-  its length).
-- Only the n x n block of the sentence's real tokens is compared, special tokens ([CLS], [SEP]) included: they are
-  part of what the model attends to (much of BERT's attention goes to them, Clark et al. 2019). Rows and columns of
-  padding, which depend on the batch, are left out.
-- Layers are the transformer layers 1..L (layer 0, the embeddings, has no attention).
-- Sentences longer than `max_length` wordpieces (special tokens included) are cut by the tokenizer's own truncation
-  (at the end; a text pair loses from its longer text first) and counted.
-- The two models must share their tokenizer (so that both see the same wordpieces) and their number of layers and
-  heads. They run in float32 with eager attention, the implementation that returns the weights; the sums of the
-  cosines are taken in float64.
+See docs/geometry.md, 'Attention-map similarity'.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from probing.analysis import Analysis, AnalysisInputs, analysis_device
 from probing.data.files import open_atomically
 from probing.data.sentences import Text
 from probing.data.settings import optional_int, require_int
-from probing.errors import ConfigError, ModelLoadError
+from probing.errors import ConfigError, ModelLoadError, setting
 from probing.features.finetuned import finetuned_task
 from probing.geometry import attention_similarity as attention
 from probing.report import attention as attention_report
@@ -41,8 +41,8 @@ class AttentionSimilarity(Analysis):
     def __init__(self, name: str, sentences: dict[str, Any], split: str, max_sentences: int | None,
                  max_length: int | None, batch_size: int, device: str):
         super().__init__(name, sentences, split, max_sentences)
-        self.batch_size = require_int("analysis.batch_size", batch_size, minimum=1)
-        self.max_length = optional_int("analysis.max_length", max_length, minimum=3, null="the models' limit")
+        self.batch_size = require_int(setting("batch_size"), batch_size, minimum=1)
+        self.max_length = optional_int(setting("max_length"), max_length, minimum=3, null="the models' limit")
         self.device = analysis_device(device)
 
     def run(self, inputs: AnalysisInputs, run_dir: Path) -> dict[str, Any]:

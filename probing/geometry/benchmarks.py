@@ -1,14 +1,7 @@
 """Word-similarity evaluation of any word space: the correlation between the model's similarity of each pair and the
 human score (Bis et al. 2021 §5.2, Table 2; also the static PC embeddings' evaluation).
 
-Choices:
-- `vector_of(word)` returns the word's vector or None when the space has none for it (for the input embeddings of a
-  WordPiece model: a word that is not one wordpiece, the paper's "we filter out samples consisting of subword
-  units"). A pair with a missing word is left out of the correlation and counted: every score comes with `covered`
-  of `pairs`, the number of distinct missing words and up to 10 of them.
-- measure "cosine" (a zero vector has cosine 0 with everything) or "dot" (the inner product, the paper's ⟨·,·⟩).
-- correlation "spearman" (ranks, ties given their mean rank) or "pearson" (the paper's Table 2 reports Pearson's r),
-  both computed here with numpy. Fewer than 2 covered pairs, or constant scores on either side, give score None.
+See docs/geometry.md, 'Isotropy' (word benchmarks) and 'PC static embeddings'.
 """
 
 from __future__ import annotations

@@ -1,20 +1,6 @@
 """How contextual are contextual word representations (Ethayarajh 2019, §3.3-3.4), per layer.
 
-- Self-similarity (Definition 1): mean cosine over the n^2 - n ordered pairs of a word's occurrences in different
-  contexts; computed exactly in closed form, (|sum of unit vectors|^2 - n) / (n^2 - n), instead of the authors'
-  code's sample of 1,000 pairs.
-- Intra-sentence similarity (Definition 2): mean cosine of a sentence's word vectors with their mean.
-- MEV (Definition 3): sigma_1^2 / sum sigma_i^2 of the occurrence matrix, exactly as defined: uncentred
-  (`centered=False`, the default). The authors' code fits sklearn's PCA, which centres the occurrences first
-  (`centered=True`): the share of the variance around the word's mean vector that the first PC explains.
-- Anisotropy baselines (§3.4), one per layer: `samples` occurrences drawn uniformly without replacement from all
-  occurrences (the same draw for every layer); the cosine baseline is the mean cosine over the pairs of the draw
-  from different sentences, the MEV baseline the MEV of the draw (same variant as the words'). The authors' code
-  draws sentences first and one word of each; uniform over occurrences is the paper's U(O).
-- Averages: self-similarity and MEV over `samples` words drawn uniformly from the index (words in >= 5
-  contexts), intra-sentence similarity over `sentence_samples` sentences (the paper's Fig. 3 uses 500); all of
-  them when there are fewer, and the counts used are reported. Adjusted = raw - baseline (Eq. 4).
-All draws come from one numpy Generator seeded with `seed`.
+See docs/geometry.md, 'Contextuality'.
 """
 
 from __future__ import annotations

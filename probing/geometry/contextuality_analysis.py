@@ -17,7 +17,7 @@ from typing import Any
 
 from probing.analysis import AnalysisInputs
 from probing.data.settings import require_bool, require_int
-from probing.errors import ConfigError
+from probing.errors import ConfigError, setting
 from probing.features.finetuned import finetuned_task
 from probing.features.layers import resolve_layer
 from probing.features.store import FeatureStore
@@ -42,10 +42,10 @@ class Contextuality(OccurrenceAnalysis):
     def __init__(self, samples: int, sentence_samples: int, seed: int, mev_centered: bool, layers: Any,
                  **settings: Any):
         super().__init__(**settings)
-        self.samples = require_int("analysis.samples", samples, minimum=2)
-        self.sentence_samples = require_int("analysis.sentence_samples", sentence_samples, minimum=1)
-        self.seed = require_int("analysis.seed", seed, minimum=0)
-        self.mev_centered = require_bool("analysis.mev_centered", mev_centered)
+        self.samples = require_int(setting("samples"), samples, minimum=2)
+        self.sentence_samples = require_int(setting("sentence_samples"), sentence_samples, minimum=1)
+        self.seed = require_int(setting("seed"), seed, minimum=0)
+        self.mev_centered = require_bool(setting("mev_centered"), mev_centered)
         self.layers = layers
 
     def run(self, inputs: AnalysisInputs, run_dir: Path) -> dict[str, Any]:

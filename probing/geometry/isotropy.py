@@ -1,23 +1,6 @@
 """Isotropy of word representations (Bis et al. 2021, "Too Much in Common", §4.2, §5, Tables 1-2, Fig. 3).
 
-I(W) = min_c Z(c) / max_c Z(c), Z(c) = Σ_w exp(cᵀw) (eq. 7-8), c over the eigenvectors of WᵀW, and three ways of
-removing the common direction: centring (W - μ), scaled centring (e(w) - ‖e(w)‖ μ̂, μ̂ the mean of the unit-length
-rows, §5.2) and the post-processing of eq. 9-11 (centre, then remove the top D principal components of the centred
-matrix; D = ⌈d/100⌉ by default, following Mu & Viswanath 2018 as the paper does).
-
-Choices where the paper leaves room:
-- The eigenvectors of WᵀW are defined up to sign, and Z(c) ≠ Z(-c) for a matrix that is not centred; X holds both
-  signs of each eigenvector (2d directions), so that I(W) does not depend on the signs an eigensolver returns.
-- log Z(c) is computed as a log-sum-exp in float64 and I(W) = exp(min log Z - max log Z): no overflow for any norm.
-- A row of zeros (e.g. a never-trained padding vector) has no direction: it adds 0 to the sum of unit vectors of
-  scaled centring (the mean still divides by |V|) and has cosine 0 with everything in Fig. 3.
-- Fig. 3: the mean cosine similarity between the `[unused*]` tokens and the tokens of each bin of 1,000 vocabulary
-  ids ([0, 999], [1000, 1999], ...), the unused tokens themselves left out of the bins (the first bin of BERT's
-  vocabulary then holds only its few special tokens); computed for each transformation as well as the original.
-- A vocabulary without `[unused*]` tokens (byte-level BPE: RoBERTa, GPT-2) takes the last 1,000 ids instead (the
-  paper's choice for RoBERTa), left out of the bins like the unused tokens; the results say which were used.
-- The analysis runs on the whole input embedding matrix (every vocabulary row, as the paper), or on contextual
-  vectors: one per word occurrence of a corpus, the mean of the word's wordpieces at one layer (an extension).
+See docs/geometry.md, 'Isotropy'.
 """
 
 from __future__ import annotations

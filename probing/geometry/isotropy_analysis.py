@@ -21,6 +21,7 @@ from probing.analysis import Analysis, AnalysisInputs, analysis_device
 from probing.data.files import open_atomically
 from probing.data.settings import choose, require_int
 from probing.data.word_benchmarks import read_similarity
+from probing.errors import setting
 from probing.features.hf_models import load_pretrained
 from probing.features.layers import resolve_layer
 from probing.geometry import isotropy as iso
@@ -44,11 +45,11 @@ class Isotropy(Analysis):
                  measures: Sequence[str], correlation: str, bin_size: int, fallback_tokens: int):
         super().__init__(name, sentences, split, max_sentences)
         self.max_vectors, self.batch_size, self.bin_size, self.fallback_tokens = (
-            require_int(f"analysis.{key}", value, minimum=1) for key, value in (
+            require_int(setting(key), value, minimum=1) for key, value in (
                 ("max_vectors", max_vectors), ("batch_size", batch_size), ("bin_size", bin_size),
                 ("fallback_tokens", fallback_tokens)))
-        self.correlation = choose("analysis.correlation", correlation, CORRELATIONS)
-        self.measures = [choose("analysis.measures", measure, MEASURES) for measure in measures]
+        self.correlation = choose(setting("correlation"), correlation, CORRELATIONS)
+        self.measures = [choose(setting("measures"), measure, MEASURES) for measure in measures]
         self.device, self.pc_removed, self.benchmarks = device, pc_removed, list(benchmarks or [])
 
     def run(self, inputs: AnalysisInputs, run_dir: Path) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import numpy as np
 from probing.analysis import Analysis, ModelSettings, analysis_device
 from probing.data.sentences import texts_of
 from probing.data.settings import require_bool, require_int
-from probing.errors import ConfigError
+from probing.errors import ConfigError, setting
 from probing.features.provision import store_root
 from probing.features.sentence_store import SentenceWordEncoder, extract_occurrences
 from probing.features.store import FeatureStore
@@ -35,10 +35,10 @@ class OccurrenceAnalysis(Analysis):
                  min_contexts: int, lowercase: bool, max_length: int, dtype: str, max_tokens_per_batch: int,
                  device: str):
         super().__init__(name, sentences, split, max_sentences)
-        self.min_contexts = require_int("analysis.min_contexts", min_contexts, minimum=self.min_contexts_floor)
-        self.lowercase = require_bool("analysis.lowercase", lowercase)
-        self.max_length = require_int("analysis.max_length", max_length, minimum=3)
-        self.max_tokens_per_batch = require_int("analysis.max_tokens_per_batch", max_tokens_per_batch, minimum=1)
+        self.min_contexts = require_int(setting("min_contexts"), min_contexts, minimum=self.min_contexts_floor)
+        self.lowercase = require_bool(setting("lowercase"), lowercase)
+        self.max_length = require_int(setting("max_length"), max_length, minimum=3)
+        self.max_tokens_per_batch = require_int(setting("max_tokens_per_batch"), max_tokens_per_batch, minimum=1)
         self.dtype, self.device = str(dtype), analysis_device(device)
 
     def sentence_words(self) -> tuple[Any, list[tuple[str, ...]]]:

@@ -1,15 +1,7 @@
 """Word occurrences of a sentence corpus (Ethayarajh 2019, §3.2): every word of every sentence, and the index
 word -> its occurrences that the contextuality measures run on.
 
-Choices where the paper leaves room:
-- A context is a distinct sentence: identical sentences (STS repeats many) are merged before counting, so that
-  "5 unique contexts" means 5 different sentences.
-- Punctuation is no occurrence: a token made only of punctuation or symbol characters (Unicode categories P*, S*)
-  is skipped, though the encoder still sees it as context.
-- Words are compared lower-cased by default (`lowercase`), so "The" and "the" are one word.
-- A word that occurs twice in one sentence keeps its first occurrence there for self-similarity and MEV
-  (Definition 1 indexes one position per sentence); every occurrence counts for intra-sentence similarity
-  and the anisotropy baselines.
+See docs/geometry.md, 'Contextuality'.
 """
 
 from __future__ import annotations

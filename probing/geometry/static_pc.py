@@ -2,23 +2,7 @@
 component of its occurrence vectors at that layer; evaluated on word similarity (probing.geometry.benchmarks),
 analogies (3CosAdd) and concept categorisation (k-means purity).
 
-Choices where the paper leaves room:
-- Occurrences: one per distinct sentence holding the word (probing.geometry.occurrences.word_index), for words in
-  >= `min_contexts` sentences, as the contextuality measures.
-- Centring: `centered=False` (the default) takes the first right singular vector of the uncentred occurrence matrix,
-  the direction whose share of the variance is Definition 3's MEV, so the static vector is the one MEV bounds.
-  `centered=True` subtracts the word's mean occurrence first, as the authors' code does (sklearn's PCA).
-- Sign: a principal component is defined up to sign, and the cosine of two static vectors changes sign with either.
-  Each PC is oriented to point the way the word's occurrences do on average (non-negative dot product with their
-  sum); uncentred, that is the sign that makes the PC approximate the occurrences. sklearn's rule in the authors' code
-  (largest absolute loading positive) is arbitrary with respect to meaning, so it is not followed.
-- Analogy (3CosAdd, Mikolov et al. 2013): for a : b :: c : ?, the answer is the word of the covered vocabulary,
-  other than a, b and c, with the largest cosine to b - a + c (unit vectors). A question counts when its four words
-  have vectors; accuracy is over those, reported with their number.
-- Categorisation: spherical k-means (cosine) of the covered words' vectors with k = the number of categories among
-  them, the best of `restarts` seeded k-means++ starts (lowest within-cluster cost); purity = share of words in
-  their cluster's majority category (the Word Embeddings Benchmarks package of the paper's footnote also clusters
-  and reports purity).
+See docs/geometry.md, 'PC static embeddings'.
 """
 
 from __future__ import annotations

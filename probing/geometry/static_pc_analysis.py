@@ -22,6 +22,7 @@ from probing.analysis import AnalysisInputs
 from probing.data.files import open_atomically
 from probing.data.settings import choose, require_bool, require_int
 from probing.data.word_benchmarks import read_analogies, read_categorization, read_similarity
+from probing.errors import setting
 from probing.features.finetuned import finetuned_task
 from probing.features.layers import resolve_layer
 from probing.features.store import FeatureStore
@@ -50,10 +51,10 @@ class StaticPC(OccurrenceAnalysis):
     def __init__(self, centered: bool, benchmarks: list[str], correlation: str, analogies: list[str],
                  categorization: list[str], restarts: int, seed: int, **settings: Any):
         super().__init__(**settings)
-        self.restarts = require_int("analysis.restarts", restarts, minimum=1)
-        self.seed = require_int("analysis.seed", seed, minimum=0)
-        self.centered = require_bool("analysis.centered", centered)
-        self.correlation = choose("analysis.correlation", correlation, CORRELATIONS)
+        self.restarts = require_int(setting("restarts"), restarts, minimum=1)
+        self.seed = require_int(setting("seed"), seed, minimum=0)
+        self.centered = require_bool(setting("centered"), centered)
+        self.correlation = choose(setting("correlation"), correlation, CORRELATIONS)
         self.files = {"benchmarks": benchmarks, "analogies": analogies, "categorization": categorization}
 
     def run(self, inputs: AnalysisInputs, run_dir: Path) -> dict[str, Any]:

@@ -1,21 +1,6 @@
 """The control task of Hewitt & Liang (2019), adapted to s-class probing.
 
-Every word type gets one random s-class, drawn from the empirical class distribution of the training data
-and fixed by (seed, word): all contexts of a word share its control class, in every split. The same probe is
-trained on these labels, and selectivity = score on the real task - score on the control task is reported
-(on the probe's own measure, Zhao's micro-F1, and on context accuracy).
-
-What it measures here. Hewitt & Liang evaluate on words seen in training, so a probe that memorises word
-identities scores high on their control task. Zhao's splits are word-disjoint: a dev/test word's control class
-was never seen, cannot be inferred from any representation, and the control score is what a probe reaches by
-guessing from the class prior (plus noise). Selectivity is then the real score above that floor: it says how
-much of the score needs the representation rather than the label distribution, not how much the probe could
-memorise.
-
-Hewitt & Liang's own reading needs words seen in training: `seen_rows` holds out some training contexts whose
-words keep other contexts in training (the `seen` split, `probe.control_task.seen_fraction`). There a probe can
-only beat the prior on the control task by memorising word identities, so seen-split selectivity is their
-measure: high when the probe has to read the property from the representation, low when it can memorise.
+See docs/probing.md, 'Controls'.
 """
 
 from __future__ import annotations

@@ -1,16 +1,6 @@
 """Serve the train/dev/test features of a probing run to a Lightning Trainer.
 
-A split is a `TensorSplit`: equal-length tensors by name, indexed a whole batch at a time. Context-level runs
-read them from the feature stores (`StoreDataModule`: one layer, or every layer for the scalar mix); type-level
-runs build them in memory (`ProbingDataModule` directly). Batch keys:
-
-    features            (B, D), or (B, num_layers, D) for the scalar mix; float32
-    label, combination  (B,) context-level: gold class and word-s-class combination id (Zhao's metric)
-    targets             (B, C) bool, type-level: the word's s-classes
-    control_label, control_combination / control_targets: the same for the control task (probing.probes.controls)
-
-Splits: train, dev (Lightning's validation set) and test; with `seen_fraction`, also `seen`: training contexts
-held out from training whose words keep other training contexts (Hewitt & Liang's selectivity needs them).
+See docs/development.md, 'Inside a probe run'.
 """
 
 from __future__ import annotations

@@ -1,17 +1,6 @@
 """Zhao et al. 2020's s-class probing evaluation (§3.2.2), as a pure function and a torchmetrics Metric.
 
-Contexts are grouped into word-s-class combinations c = (w, s). For every combination and every class k,
-probe k's decision is 1 iff at least half of the contexts of c are predicted positive by probe k (a tie at
-exactly half counts as 1: "at least half ... correctly classified"). The gold decision is k == s.
-The score is micro F1 over all (k, c) decisions: a TP/FN comes from k == s, an FP from k != s; true
-negatives do not enter F1.
-
-Where the paper is vague: it reports "15,437 decisions" on dev, which equals the number of dev
-combinations, i.e. the number of gold (k == s) decisions (TP + FN). The decisions of the other probes on
-a combination are counted here as possible false positives, which is what makes precision meaningful.
-
-Both metrics stream: an update adds counts in place to tensors whose size does not depend on the number of
-contexts seen (per class, or per combination), so evaluating a split of any size keeps no per-batch tensor.
+See docs/probing.md, 'Probes and metric'.
 """
 
 from __future__ import annotations

@@ -2,29 +2,14 @@
 the keyword contract all of them take: probe.py builds the module that the task's probing names (`module`,
 conf/probings/) with it.
 
-A probe module is a built network plus the parts its kind attaches. The contract every module takes:
-
-    family          the built probe family (`probing.probes.components.families.ProbeFamily`, from the `_target_` of
-                    `probe.module`, conf/probe/*.yaml; a tree probe's `StructuralMap`): it builds every head
-                    (`family.head`) and its optimizer (`family.optimizer`, a partial taking parameter groups)
-    input_dim       D, the size of one example's features (a word's vector; a word pair's 2D or 3D)
-    num_layers      the representation's layers when it is the scalar mix (features (B, num_layers, D)), else None
-    mix             the scalar mix's options (layer_norm, dropout, l2_lambda, lr) when num_layers is set
-    level           the representation's level: "context" (an example per word in context) or "type" (one per word)
-    control         train the control task's head beside (batches carry its targets too)
-
-A classifier (`probing.probes.classifier_probe.ClassifierProbe`) adds its labels, the online code and the
-conditioning heads, and measures its heads in bits; a tree probe adds nothing. A subclass says how many probes its
-task has and how many outputs each (`probe_shape`), the training loss of a batch (`task_loss`) and its metrics
-(`_update_metrics`, `_log_split`); here: the task's `probes` and the control task's `control_probes` (built in that
-order), the guarded loss, the optimizer's parameter groups, the scalar mix's logging, the dev and test passes.
+See docs/development.md, 'Inside a probe run'.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import lightning
@@ -36,6 +21,7 @@ from probing.data.settings import choose
 from probing.data.splits import TEST_SPLITS
 from probing.devices import has_native_bf16
 from probing.errors import ProbingError
+from probing.probes.parts import ProbePart
 from probing.vocabulary import LEVELS
 
 log = logging.getLogger(__name__)
@@ -64,6 +50,8 @@ class ProbeModule(lightning.LightningModule):
         self.mix_lr = self.mix_settings.get("lr")
         self.probes = self.build_head(input_dim)
         self.control_probes = self.build_head(input_dim) if control else None
+        # the attached parts (`probing.probes.parts`), in the order they are built; a subclass attaches them
+        self.parts = nn.ModuleDict()
         self.split_metrics: dict[str, dict] = {}
         self.score_warnings: list[str] = []
 
@@ -113,25 +101,34 @@ class ProbeModule(lightning.LightningModule):
         return self.probes(self.probed(features))
 
     def probed(self, features: Tensor) -> Tensor:
-        """What the task's probes read of a batch's features (all of them here)."""
+        """What the task's probes read of a batch's features: all of them, or what the parts leave them."""
+        for part in self.parts.values():
+            features = part.probed(features)
         return features
+
+    def attach(self, parts: Iterable[ProbePart]) -> None:
+        """Attach built parts, under their names."""
+        for part in parts:
+            self.parts[part.NAME] = part
+
+    def joined_parts(self) -> list[ProbePart]:
+        """The parts in the order their losses and parameter groups join the module's (`ProbePart.ORDER`)."""
+        return sorted(self.parts.values(), key=lambda part: part.ORDER)
 
     def on_fit_start(self) -> None:
         note_precision(str(self.trainer.precision), self.device)
 
     def training_step(self, batch: dict, batch_idx: int) -> Tensor:
-        """The task's loss + the control task's + the heads' penalties (and what a subclass adds, `extra_loss`). The
-        heads share no parameter, so each gets the gradient it would get alone."""
+        """The task's loss + the control task's + the heads' penalties (and the losses of the parts). The heads share
+        no parameter, so each gets the gradient it would get alone."""
         features = self.probed(batch["features"])
         loss = self.task_loss(self.probes(features), batch, control=False) + self.probes.penalty()
         if self.control_probes is not None:
             loss = loss + self.task_loss(self.control_probes(features), batch, control=True)
             loss = loss + self.control_probes.penalty()
-        return self.checked_loss(self.extra_loss(loss, features, batch), batch_idx, features.shape[0])
-
-    def extra_loss(self, loss: Tensor, features: Tensor, batch: dict) -> Tensor:
-        """`loss` plus the losses of the heads a subclass attaches (none here)."""
-        return loss
+        for part in self.joined_parts():
+            loss = part.add_loss(loss, self, features, batch)
+        return self.checked_loss(loss, batch_idx, features.shape[0])
 
     def checked_loss(self, loss: Tensor, batch_idx: int, batch_size: int) -> Tensor:
         """The training loss, logged per epoch; a non-finite one stops the run (it would train on and score garbage)."""
@@ -152,7 +149,8 @@ class ProbeModule(lightning.LightningModule):
 
     def trained_heads(self) -> list[nn.Module]:
         """Every head the optimizer steps, in the order of its parameter groups."""
-        return [self.probes] + ([self.control_probes] if self.control_probes is not None else [])
+        heads = [self.probes] + ([self.control_probes] if self.control_probes is not None else [])
+        return heads + [head for part in self.joined_parts() for head in part.trained_heads()]
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return self.optimizer([group for head in self.trained_heads() for group in head.parameter_groups(self.mix_lr)])
@@ -163,12 +161,28 @@ class ProbeModule(lightning.LightningModule):
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
         self._update_metrics("dev", batch)
+        for part in self.parts.values():
+            part.validation_batch(self, batch)
 
     def test_step(self, batch: dict, batch_idx: int, dataloader_idx: int = 0) -> None:
         self._update_metrics(TEST_SPLITS[dataloader_idx], batch)
 
     def on_validation_epoch_end(self) -> None:
         self._log_split("dev")
+        for part in self.parts.values():
+            part.end_validation(self.current_epoch, keep=self.fitting)
+
+    def on_fit_end(self) -> None:
+        for part in self.parts.values():
+            part.end_fit()
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        for part in self.parts.values():
+            part.save_state(checkpoint)
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        for part in self.parts.values():
+            part.load_state(checkpoint)
 
     @property
     def fitting(self) -> bool:

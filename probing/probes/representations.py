@@ -1,15 +1,6 @@
 """What a probe run reads: one representation of the words (which one, `probing.probes.representation_choice`).
 
-Each representation validates its own settings (a `ConfigError` with the fix), knows what fills its stores (a
-Featurizer) and which of their layers it reads, its `layer` and `representation` label for results.json and the
-report, what its features are (`described`: the model they come from, pooling, context size, attention window, from
-the featurizer's own metadata; saved probes record it and a reuse must match it), and builds the datamodule the probes
-train on.
-
-- context level (Zhao et al. 2020 §3.2.2): `EncoderLayer`, `LayerMix` (the ELMo scalar mix of every layer, Peters et
-  al. 2018, learned with the probes), `Baseline` (P-BERT, BERTw, P-Rand, P-static: one vector per context);
-- type level (§3.2.1, Fig. 1): `TypeSpace` (one vector per word: Rand, BERTw, a static file) and `AvgSpaceOfLayer`
-  (AVG-l, the mean of the word's contextual vectors at layer l over the data's contexts).
+See docs/development.md, 'Inside a probe run'.
 """
 
 from __future__ import annotations

@@ -1,22 +1,6 @@
 """Trained probes on disk: `probes.safetensors` in every probe run folder, and their reuse on other features.
 
-The file holds the best-dev weights of both heads (`probes.*`, and `control_probes.*` when the control task ran)
-and, in the safetensors metadata, what they were trained on (`about`): the model (path, weights hash), the
-representation (level, layer, pooling, context size, attention window and policy), the class list, the feature dimension
-and the module's hyperparameters. Zhao et al. 2020 §4.4.2 setup (a) scores these probes, unchanged, on the
-features of a fine-tuned model: `probe.reuse=<run folder>` (see `find_reusable`); probes of other features are
-refused, naming what differs (for a class list: the same names in another order, or the names on one side only).
-Loaded with safetensors only.
-
-Integrity. The metadata also hold an XXH3-128 hash (`xxh3_128`) of everything that is read: the `about` JSON string
-as stored, then each tensor's name, dtype, shape and bytes, in name order (written, read and hashed by
-probing.features.tensor_files, which fitted erasers share). It is checked on load: a file whose tensors
-or metadata were changed (damaged tensor data, even finite values; `layer` edited from 3 to 2, which would score
-layer-3 probes on layer 2) is refused rather than scored. Files of older versions are still read, with a warning:
-format 2 recorded a hash of the tensors only (`tensors_xxh3_128`, checked), so its metadata are not covered; format 1,
-and format 2 without that hash, record none, and values that are not finite are refused in them. Rerunning their probe
-run writes a checked file. Weights whose names or shapes differ from what the probe module built from
-`about["module"]` expects are refused when loaded into it (`load_into`).
+See docs/probing.md, 'Probing fine-tuned encoders', saved probes.
 """
 
 from __future__ import annotations

@@ -44,9 +44,9 @@ class SClassProbe(ClassifierProbe):
 
     `mdl_block_ends` (context level, MDL probing, Voita & Titov 2020 §2.2): the online code of the training labels
     as the C binary decisions per context (K = 2, C labels per example, so the uniform code is n * C bits), and of
-    the control task's decisions: `mdl_probes` (`PrefixProbes`) hold, for each prefix, C binary probes of the same
-    family (2C with the control task), trained beside the probes on the `order` batch key, each keeping its best-dev
-    weights; `codelength(train_batches)` gives the `mdl` block of results.json.
+    the control task's decisions: the prefix probes of its part (`OnlineCodePart.probes`) hold, for each prefix, C
+    binary probes of the same family (2C with the control task), trained beside the probes on the `order` batch key,
+    each keeping its best-dev weights; `codelength(train_batches)` gives the `mdl` block of results.json.
 
     Testing scores "test", and "seen" too when the datamodule serves it as a second test dataloader
     (TEST_SPLITS order).

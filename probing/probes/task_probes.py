@@ -1,18 +1,7 @@
 """What probe.py does with each kind of task: the one probe pipeline (`probing.tasks.probe`) builds the object that
 probe.py's config holds for the task (`probing`, conf/probings/<task>.yaml) and asks it for each step.
 
-    SClassProbing   Zhao et al.'s s-class task: the word-in-context data of `data=` (context level) or its word types
-                    (probe.level=type); C binary probes, saved with what they were trained on (probes.safetensors),
-                    and saved probes scored on other features (probe.reuse, Zhao et al. 2020 §4.4.2 setup (a))
-    WordProbing     a word or word-pair task (task=upos, deprel, feats, ner, pos, supersense, jsonl): the labelled
-                    words of the task's sentences, read from the every-word stores; one multi-class probe
-
-Each is built from its settings and refuses, in its constructor, what its task cannot do (ConfigError naming the
-setting): before any model loads or any store fills. The steps: `load` (the task's data, read before the model),
-`inputs` (a representation turns the data into stores and a datamodule), `build_module` (the probe module of
-`module`, a `ProbeModule` built with the keyword contract, or the saved one), `keepers` (the best-weights keepers of
-the control head), `fit` (train and save, or nothing for saved probes) and `results` (what the task's results.json
-records beyond every run's keys).
+See docs/development.md, 'Inside a probe run'.
 """
 
 from __future__ import annotations

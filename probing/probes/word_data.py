@@ -1,18 +1,6 @@
 """Serve a word or word-pair task to a Lightning Trainer, its vectors gathered from the every-word stores.
 
-A word task's examples point at words of sentences (`probing.data.word_tasks.WordTaskSplit`); the vectors of those
-words are the rows of an every-word store (`probing.data.every_word`): one row per word of every sentence of the
-split, whole sentence as context.
-
-A split keeps the store's layer (or all its layers, for the scalar mix) once, in its stored dtype, and each example
-as a row index: a batch gathers its rows, and for a pair task joins the two words' vectors as [a; b] or, with
-`pair_product`, [a; b; a * b] (Tenney et al. 2019 edge probing concatenates the spans; Liu et al. 2019 add the
-elementwise product for arcs). Batch keys:
-
-    features        (B, D) or (B, num_layers, D) (for pairs 2D or 3D), float32
-    label           (B,) the gold label
-    control_label   (B,) with a control seed: the label drawn for the example's word type (Hewitt & Liang 2019)
-    order           (B,) training split with MDL: the example's position in the seeded order that cuts the blocks
+See docs/word_tasks.md, 'Probes'.
 """
 
 from __future__ import annotations

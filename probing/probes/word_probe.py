@@ -24,9 +24,9 @@ class WordProbe(ClassifierProbe):
     batches also carry `order` (B,) int64, the example's position in the seeded MDL order (`probing.probes.bits.mdl`).
 
     Heads: `probes` (the task's probe, a `ProbeHead` of one K-way probe), `control_probes` (the same, for the
-    control task) and `mdl_probes` (with MDL): the `PrefixProbes` of the online code, one target column for the task's
-    labels and, with the control task, one for the control labels (S = len(mdl_block_ends) blocks, S-1 prefix probes
-    per column). Family, size and dropout are those of the task probe.
+    control task) and, with MDL, the online code's part (`OnlineCodePart`) and its `PrefixProbes`: one target column
+    for the task's labels and, with the control task, one for the control labels (S = len(mdl_block_ends) blocks,
+    S-1 prefix probes per column). Family, size and dropout are those of the task probe.
 
     Training: every batch is drawn from the whole training set, and all probes train in the same steps. The loss is
     the task's mean cross-entropy + the control task's + the sum over prefix probes of each one's mean cross-entropy

@@ -1,25 +1,6 @@
 """Collect the results.json files of a sweep into tables (printed, CSV, Markdown) and plots.
 
-One row per setting (model, random_init, data, level, probe, pooling, context_size, representation, and any other
-config value that differs between runs other than by seed, e.g. `probe.mix.lr=0.1`), mean ± std over seeds of
-dev/test micro-F1 and, when the control task ran, of selectivity (Hewitt & Liang 2019; on the seen split too when
-there is one). report.md adds "paper-shaped" tables laid out like Zhao et al. (2020): one column per representation
-in the paper's order (Tables 5/6), and micro-F1 by context size (Fig. 5). Plots: micro-F1 by layer (baselines as
-horizontal lines), by context size, the learned scalar-mix weights (Peters et al. 2018) and per-class test F1 by layer.
-Fine-tuning runs (train.py) get their own section (probing.report.finetuning): dev scores beside Zhao et al.'s Table 3,
-and Table 7 with its plot when the attention window varies. Probe runs of fine-tuned encoders add Zhao's Fig. 6
-(probing.report.finetuned_probing): pretrained probes, (a) and (b) by layer, one panel per fine-tuned model.
-Each analysis of analyze.py has its section in a module of its own, found by the name it declares (`ANALYSIS`, e.g.
-probing.report.attention: Fig. 7's heatmaps side by side, per-layer means).
-
-Each results.json declares its `kind` (probing.results; older files are migrated to the current schema when
-read), and each section renders the runs of its kinds. A results.json that is not valid JSON, not the results of a
-run, or lacks what its table reads (a `dev` split, a score that is a number, ...) stops the report before anything
-is written, with one error naming the file and the fix (`probing.report.aggregate.check_result`).
-
-Runs automatically at the end of every Hydra multirun (see conf/hydra/default.yaml) and by hand on any folder:
-
-    python -m probing.report logs/probe/multiruns/2026-11-22_10-00-00
+See docs/outputs.md, 'Outputs and tracking' (the report) and each analysis's page.
 """
 
 

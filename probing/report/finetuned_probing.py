@@ -1,13 +1,6 @@
 """Probe runs of fine-tuned encoders beside the pretrained one: Zhao et al. 2020 §4.4.2, Figure 6.
 
-A probe run is sorted into one of three setups by what its results.json says:
-- "pretrained": probes trained on an encoder that is not a train.py export (`finetuned_task` is null);
-- "(a)": saved probes of the pretrained encoder scored on a fine-tuned one (`reused_probes` set), no training;
-- "(b)": new probes trained on a fine-tuned encoder.
-Each fine-tuned model (told apart by its weights hash) gets one panel: test micro-F1 by layer of the three setups,
-and a table of the differences (a) − pretrained and (b) − pretrained per layer. Its pretrained curve is the model
-its (a) probes came from; without (a) runs, the only pretrained model in the folder. Scores are means over seeds.
-Zhao et al. plot Wiki-PSE dev; this report uses the test split, like the rest of the report (dev is in the CSV).
+See docs/probing.md, 'Probing fine-tuned encoders'.
 """
 
 from __future__ import annotations

@@ -2,15 +2,7 @@
 V-information beside accuracy, selectivity and MDL in one table, the weight decay chosen by dev cross-entropy, and
 Pimentel et al.'s gain over a type-level representation.
 
-    all measures      per (task, model, data, variant): a row per representation, per probe family its test
-                      accuracy, selectivity, online codelength (kbits) and compression, I_V(R->Y) and selectivity in
-                      bits (I_V of the task - I_V of the control task) and, with `probe.condition_on=X`, I_V(R->Y|X)
-    weight decay      where runs of one setting differ in `probe.module.optimizer.weight_decay`, the one with the
-                      least dev H_V(Y|R) (never test), per seed, and the test I_V it gives (Hewitt et al. 2021 §4:
-                      V-information depends on the family's regularisation)
-    gain              Pimentel et al. (2020): I(T;R), estimated by the family with the least dev H_V(Y|R) among those
-                      run, minus the same for BERTw (`baseline=bertw`: each word's wordpiece embeddings, the same
-                      vector in every context: a type-level control), where the runs include it
+See docs/information.md, 'Definitions'.
 """
 
 from __future__ import annotations

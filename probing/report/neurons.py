@@ -3,11 +3,7 @@ Antverg & Belinkov 2022; Gurnee et al. 2023): per run, the curves against k (the
 plots and as a table, the k a ranking needs to reach 95% of the same probe's test accuracy on every neuron, the
 k-sparse probes' F1 per label and, when the run computed them, each label's top neurons.
 
-Curves (each a test accuracy per k of the run's `ks`):
-    ablation   the elastic-net probe trained on every neuron, with the top-k (solid), bottom-k (dotted) neurons of
-               each ranking, or k random ones (dashed), replaced (by their training mean or by 0, the run's `fill`)
-    retrained  a linear probe retrained on only the top-k neurons of each ranking (random: k random neurons)
-    cross-check an MLP-1 retrained on the same neurons: the ranking judged by a probe that did not make it
+See docs/neurons.md, 'What a run computes' and 'Choices where the papers leave room'.
 """
 
 from __future__ import annotations

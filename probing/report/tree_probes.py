@@ -1,25 +1,7 @@
 """results.json files of probe.py on the tree tasks (task=tree_distance, tree_depth: the structural probes of Hewitt &
 Manning 2019) -> tables by representation and rank of B, curves by rank and by layer, and pictures of predicted trees.
 
-A row is one setting: task, model (random init shown in its name), data, variant (any other config value that tells
-runs apart, as in the word-task report), data version (as there), B's rank and the representation; runs that differ
-only in their seed are averaged (mean ± std). Per (task, model, data, variant, data version), report.md has a table
-of the test scores (distance probe: UUAS and DSpr.; depth probe: Root % and NSpr.; with the control task, their
-selectivities) with a row per representation and rank, the representations in the word-task tables' order
-(baselines first, layers by number, the scalar mix last), under a first row of the paper's LINEAR baseline.
-tree_probes.csv holds everything (dev too).
-
-The LINEAR baseline (each word attached to the next; a word's depth its position) is recorded by every run, scored on
-the sentences that run scored. The runs of one table read the same data files (runs that read another version of a
-file, by the SHA-256 their results.json records, have a table of their own, with their own LINEAR row: see
-`runs.with_data_versions`), so they score the same sentences and the table takes LINEAR from its first run;
-copies that differ in the last digits (summed in another order) are not a conflict, and are not compared.
-
-Plots, per task: the test scores against B's rank (log2 axis) where runs of one representation differ only in rank,
-and by layer where runs differ in layer, LINEAR (and any baseline, the mix) as horizontal lines; and the test
-sentences recorded by the run of the best dev headline score (UUAS, Root %), drawn as the reference
-(john-hewitt/structural-probes) draws them: the gold tree above the words and the predicted one below (distance), or
-each word at its gold and its predicted depth (depth), by `probing.report.tree_pictures`.
+See docs/structural.md, 'Results and report'.
 """
 
 from __future__ import annotations

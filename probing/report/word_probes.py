@@ -1,19 +1,7 @@
 """results.json files of probe.py on word and word-pair tasks (task=upos, xpos, deprel, feats, ner, supersense,
 jsonl) -> tables and plots by layer x probe family.
 
-A row is one setting: task, model (random init shown in its name), data, variant (any other config value that tells
-runs apart, as in the s-class report), data version (the data files that differ where runs of one table read other
-versions of them: `runs.with_data_versions`; such runs get a table each, with a line saying why), probe family
-("linear", "linear r=16" for a rank-constrained linear probe, "mlp1", "mlp2"; Hewitt & Liang 2019) and
-representation; runs that differ only in their seed are averaged (mean ± std). Per (task, model, data, variant, data
-version), report.md has a table of test accuracy and selectivity (accuracy - control
-accuracy) with the representations as rows (baselines first, layers by number, the scalar mix last) and a column pair
-per family, and, when the runs measured it, a table of the online codelength (Voita & Titov 2020) of the task's and of
-the control task's labels with their compression. word_probes.csv holds everything (dev too, macro-F1, per-label F1,
-the mix weights). Plots, per task: accuracy and selectivity by layer (a line per family, baselines and the mix as
-horizontal lines), the codelength and compression by layer, task (solid) against control (dashed), and V-information
-by layer, with the conditional one dashed. Runs with bits add the table of all measures, the weight decay chosen by
-dev cross-entropy and Pimentel et al.'s gain (`probing.report.information`).
+See docs/word_tasks.md, 'Results and report'.
 """
 
 from __future__ import annotations

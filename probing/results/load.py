@@ -3,11 +3,8 @@ kind's dataclass from the keys it declares and refuses, in one line naming the f
 report reads a run's values as attributes of what `load` returns, so that a field renamed in `probing.results.kinds`
 fails where it is read, not as a key silently missing.
 
-Results written before the schema may lack keys that later versions added, or hold null where a later version records
-a value: such a key reads as ABSENT (null), as the report read it before. A file of the current version holds what its
-kind's JSON Schema declares (checked on write, and on reading by `check_file`).
-
-Keys a kind does not declare (an analysis's settings, a probe's extra scores) are left in the record."""
+See docs/outputs.md, 'The schema of results.json'.
+"""
 
 from __future__ import annotations
 

@@ -1,13 +1,7 @@
-"""analyze.py: analyses of encoders that train nothing, each a config in conf/analysis/ whose `_target_` builds its
-component (a probing.analysis.Analysis in the wing it belongs to, e.g. probing.geometry.isotropy_analysis,
-which checks its own settings). `run` builds it, refuses a top-level `layer=` that it does not read, runs it on the
-model, `layer`, `compare_to` and stores' folder of the composed config (the component writes its own files into the
-run folder), adds the analysis name, the wall time and the config to its results, logs them through the Lightning
-loggers of `logger` (CSV by default, W&B offline unless WANDB_MODE=online; no Trainer: `log_hyperparams`, and the
-component's `metrics` through `log_metrics` with their steps) and writes results.json. A run whose results.json holds
-the same configuration is not run again, and none runs while another job runs in its folder.
+"""analyze.py: analyses of encoders that train nothing, each a config in conf/analysis/ whose `_target_` builds
+its component (in the wing it belongs to); `run` builds it, runs it and writes results.json.
 
-Adding an analysis changes nothing here: see docs/development.md, "Adding an analysis".
+See docs/development.md, 'Adding an analysis'.
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
 """extract.py: fill the HDF5 feature store of every split of a data set (resumable).
 
-By default one process extracts, with no Trainer. With `trainer=ddp trainer.devices=N` (or more than one device or
-node under `trainer`), Lightning Fabric starts N processes (one per GPU, or CPU processes over gloo) that share each
-split in disjoint shards and merge them into the same store a single process writes (`probing.features.sharded`).
-
-With `export_elmo=DIR` (a word task's stores), the stores are then exported as one unit in the ELMo HDF5 layout,
-`DIR/<split>.hdf5` and a manifest (`probing.features.elmo_export`), by the first process only. DIR is checked before any
-extraction: it is created and written to, and may hold no file that the export would replace but did not write.
+See docs/features.md, 'Several GPUs', and docs/word_tasks.md, 'Features computed elsewhere'.
 """
 
 from __future__ import annotations

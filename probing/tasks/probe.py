@@ -1,15 +1,7 @@
-"""probe.py: one pipeline for every kind of probing. The config holds what probe.py does with the task (`probing`,
-conf/probings/<task>.yaml: the s-class probes of Zhao et al. 2020, or one multi-class probe of a word or word-pair task,
-Hewitt & Liang 2019 §4), built with hydra.utils.instantiate and what this job knows (the task, the seed, the probe's
-settings and its family, built from `probe.module`); it checks its own settings before anything is read, then the
-pipeline builds the representation (`representation`, probing/probes/representations.py), fills or reuses its stores,
-builds the probe module (the keyword contract of probing/probes/probe_module.py), fits it (or scores saved probes),
-scores dev and test, and writes results.json. The control task trains beside; with
-`probe.mdl=true` the prefix probes of the online code too (Voita & Titov 2020 §2.2).
+"""probe.py: one pipeline for every kind of probing: build the task's probing and representation, fill or
+reuse their stores, fit the probe module (or score saved probes), score dev and test, write results.json.
 
-A job whose run folder already holds the results of the same configuration is not run again, so a sweep relaunched
-into its folder (`hydra.sweep.dir=...`) only runs the jobs that had not finished; a job is refused while another runs
-in its folder.
+See docs/development.md, 'Inside a probe run'.
 """
 
 from __future__ import annotations
@@ -22,7 +14,7 @@ from typing import Any
 import lightning as L
 from hydra.core.hydra_config import HydraConfig
 from lightning.pytorch.loggers import Logger
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from probing.config import build
 from probing.data.splits import EVAL_SPLITS
@@ -77,9 +69,16 @@ def built_probing(cfg: DictConfig) -> TaskProbing:
     """The task's probing (conf/probings/<task>.yaml) built with what this run knows: the task's name and data source,
     the seed, the erasure and the probe's settings (conf/probe/; `probe.module` builds the probe family)."""
     probe = cfg.probe
-    settings = {key: probe[key] for key in PROBE_SETTINGS}
-    return build(cfg.probing, "probing", name=cfg.task.name, source=build(cfg.data.source, "data.source"),
-                 seed=cfg.seed, erase=cfg.get("erase"), family=probe.module, control=probe.control_task, **settings)
+    settings = {key: OmegaConf.to_container(probe[key], resolve=True) if OmegaConf.is_config(probe[key]) else probe[key]
+                for key in PROBE_SETTINGS}
+    # each part built at its own key, so that a refused setting is named where the user sets it; the built parts are
+    # handed to the probing as they are (through its partial: instantiate would turn a dataclass into a dict)
+    erase = build(cfg.erase, "erase") if cfg.get("erase") is not None else None
+    family = build(probe.module, "probe.module")
+    control = build(probe.control_task, "probe.control_task")
+    source = build(cfg.data.source, "data.source")
+    return build(cfg.probing, "probing", _partial_=True)(name=cfg.task.name, source=source, seed=cfg.seed,
+                                                         erase=erase, family=family, control=control, **settings)
 
 
 def with_the_compared_setup(cfg: DictConfig) -> None:

@@ -1,13 +1,7 @@
 """train.py: fine-tune an encoder on a task, keep the best dev epoch, export it as a Hugging Face folder, write
 results.json.
 
-A run relaunched into its folder resumes from its newest checkpoint (the best one is kept apart), exactly: the same
-weights as a run never interrupted (`finetune.resume` chooses: auto, best or restart; see
-probing.finetune.checkpoints.ResumePolicy). Checkpoints are verified against the SHA-256 recorded when they were
-written. A run whose results.json holds the same configuration is not run again, and none runs while another job
-runs in its folder. A run folder moved elsewhere is still the same run: relaunched into its new place it resumes, or
-is found finished (configurations are compared without where the run was written: probing.config.location_free).
-With DDP (trainer=ddp), the results and the exported model are written by the process of rank 0 only.
+See docs/finetuning.md, 'Checkpoints and resuming' under 'What it does'.
 """
 
 from __future__ import annotations

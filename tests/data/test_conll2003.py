@@ -147,7 +147,7 @@ def test_files_given_as_one_string_is_one_file():
 
 
 def test_an_empty_files_list_is_a_config_error():
-    with pytest.raises(ConfigError, match=r"data\.source\.files must be a path or a non-empty list"):
+    with pytest.raises(ConfigError, match=r"^files must be a path or a non-empty list"):
         Conll2003Source(str(FIXTURES), files=[])
 
 

@@ -118,10 +118,10 @@ def test_source_with_explicit_split_patterns():
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"format": "xml"}, r"data\.source\.format='xml' is not one of conllu, ptb"),
+        ({"format": "xml"}, r"^format='xml' is not one of conllu, ptb"),
         ({"splits": {"train": "*", "validation": "*"}}, r"names the split 'validation'"),
         ({"splits": ["*-train.conllu"]}, r"data\.source\.splits must map splits to file names"),
-        ({"paths": []}, r"data\.source\.paths must be a path or a non-empty list"),
+        ({"paths": []}, r"^paths must be a path or a non-empty list"),
     ],
 )
 def test_config_errors(kwargs, message):

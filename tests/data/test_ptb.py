@@ -139,7 +139,7 @@ def test_custom_split_patterns_and_a_missing_dev(tmp_path):
 
 
 def test_ptb_needs_paths():
-    with pytest.raises(ConfigError, match=r"data\.source\.paths is not set for format=ptb"):
+    with pytest.raises(ConfigError, match=r"^paths is not set for format=ptb"):
         PosSource("ptb")
 
 

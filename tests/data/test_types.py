@@ -103,7 +103,7 @@ def test_wikipse_types_dev_depends_on_seed_and_fraction():
     half = wikipse_types(WIKIPSE_FIXTURES, dev_fraction=0.5, seed=1)
     assert half.splits["dev"].words == ["larch", "ken_williams"]  # file order, not sample order
     assert wikipse_types(WIKIPSE_FIXTURES, dev_fraction=0.0).splits["dev"].words == []
-    with pytest.raises(ConfigError, match=r"data.split.dev_fraction must be in \[0, 1\)"):
+    with pytest.raises(ConfigError, match=r"^dev_fraction must be in \[0, 1\)"):
         wikipse_types(WIKIPSE_FIXTURES, dev_fraction=1.0)
 
 

@@ -225,5 +225,5 @@ def test_a_corpus_without_test_words_leaves_the_test_split_empty_and_says_so(tmp
 
 
 def test_corpus_given_as_a_list_is_a_config_error():
-    with pytest.raises(ConfigError, match=r"data\.corpus must be one path"):
+    with pytest.raises(ConfigError, match=r"^corpus must be one path"):
         WikiPseSource([str(FIXTURES / "corpus.txt")], str(FIXTURES))

@@ -8,6 +8,7 @@ import json
 import pytest
 import torch
 from concept_erasure import LeaceFitter
+from hydra import compose, initialize_config_dir
 from safetensors import safe_open
 from safetensors.torch import load_file, save_file
 
@@ -22,7 +23,9 @@ from probing.erasure.random_control import RandomEraser
 from probing.erasure.setup import UNSET_ERASURE, ErasureSetup, no_erasure
 from probing.errors import ConfigError, DataFormatError
 from probing.features.tensor_files import hashed_metadata, read_tensor_file, write_tensor_file
+from probing.tasks.probe import built_probing
 from probing.vocabulary import ERASURE_METHODS
+from tests.helpers import CONFIG_DIR
 from tests.helpers.run_if import run_if
 from tests.helpers.stores import assert_one_line_error
 
@@ -379,33 +382,51 @@ def test_every_method_the_report_knows_has_an_eraser():
 # Settings and data refused
 
 @pytest.mark.parametrize("build, shown", [
-    (lambda: LeaceEraser(svd_tol=0), "erase.eraser.svd_tol=0"),
-    (lambda: LeaceEraser(shrinkage="yes"), "erase.eraser.shrinkage=yes"),
-    (lambda: InlpEraser(max_iterations=0), "erase.eraser.max_iterations=0"),
-    (lambda: InlpEraser(tolerance=1.0), "erase.eraser.tolerance=1.0"),
-    (lambda: InlpEraser(tolerance=-0.1), "erase.eraser.tolerance=-0.1"),
-    (lambda: RandomEraser(rank=0), "erase.eraser.rank=0"),
-    (lambda: RandomEraser(seed=1.5), "erase.eraser.seed=1.5"),
+    (lambda: LeaceEraser(svd_tol=0), "svd_tol=0"),
+    (lambda: LeaceEraser(shrinkage="yes"), "shrinkage=yes"),
+    (lambda: InlpEraser(max_iterations=0), "max_iterations=0"),
+    (lambda: InlpEraser(tolerance=1.0), "tolerance=1.0"),
+    (lambda: InlpEraser(tolerance=-0.1), "tolerance=-0.1"),
+    (lambda: RandomEraser(rank=0), "rank=0"),
+    (lambda: RandomEraser(seed=1.5), "seed=1.5"),
     (lambda: RandomEraser().fit(*planted(), 3), "erase.eraser.rank=null"),
     (lambda: RandomEraser(rank=11).fit(*planted(), 3), "erase.eraser.rank=11"),
 ], ids=["svd_tol", "shrinkage", "max_iterations", "tolerance 1", "tolerance < 0", "rank", "seed", "no rank",
         "rank > dim"])
 def test_invalid_settings_are_one_line_config_errors(build, shown):
+    """Built in Python, an eraser names its own arguments (built from erase=..., erase.eraser.<argument>: tests/tasks);
+    a fitting refused names the setting of probe.py."""
     with pytest.raises(ConfigError) as error:
         build()
     assert_one_line_error(error.value, shown)
+    assert str(error.value).startswith(shown)
+
+
+@pytest.mark.parametrize("overrides, shown", [
+    (["erase=leace", "erase.eraser.svd_tol=0"], "erase.eraser.svd_tol=0: LEACE needs a positive tolerance. Fix: set "
+                                                "erase.eraser.svd_tol above 0"),
+    (["erase=inlp", "erase.eraser.seed=1.5"], "erase.eraser.seed=1.5: not an integer. Fix: set erase.eraser.seed to"),
+    (["erase=leace", "erase.concept=''"], "erase.concept='' is not a task name. Fix: erase.concept=upos"),
+    (["erase=leace", "erase.path=."], "erase.path=. is a folder, but a file is expected"),
+])
+def test_built_from_the_config_an_eraser_names_the_settings_of_probe_py(overrides, shown):
+    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
+        cfg = compose("probe", overrides=["task=upos", *overrides])
+    with pytest.raises(ConfigError) as error:
+        built_probing(cfg)
+    assert str(error.value).startswith(shown)
 
 
 def test_a_folder_as_the_saved_eraser_is_named_a_folder_with_the_file_expected(tmp_path):
     """It was called "no such file"; a run folder holding the eraser gets that file as the fix."""
     with pytest.raises(ConfigError) as error:
         ErasureSetup(LeaceEraser(), path=str(tmp_path))
-    assert str(error.value) == (f"erase.path={tmp_path} is a folder, but a file is expected: the eraser.safetensors "
-                                "that probe.py saves in the folder of an erasure run. Fix: erase.path=<erasure run "
-                                "folder>/eraser.safetensors, or erase.path=null to fit one")
+    assert str(error.value) == (f"path={tmp_path} is a folder, but a file is expected: the eraser.safetensors "
+                                "that probe.py saves in the folder of an erasure run. Fix: path=<erasure run "
+                                "folder>/eraser.safetensors, or path=null to fit one")
     saved = tmp_path / "eraser.safetensors"
     saved.write_bytes(b"")
-    with pytest.raises(ConfigError, match=rf"Fix: erase\.path={saved}, or erase\.path=null"):
+    with pytest.raises(ConfigError, match=rf"Fix: path={saved}, or path=null"):
         ErasureSetup(LeaceEraser(), path=str(tmp_path))
     with pytest.raises(ConfigError, match=r": no such file\. Fix: the eraser\.safetensors of an earlier erasure run"):
         ErasureSetup(LeaceEraser(), path=str(tmp_path / "missing.safetensors"))

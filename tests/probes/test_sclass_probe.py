@@ -15,12 +15,19 @@ from torch.utils.data import DataLoader
 
 from probing.errors import ConfigError, ProbingError
 from probing.probes import controls
+from probing.probes.bits.parts import OnlineCodePart
+from probing.probes.bits.prefix_probes import PrefixProbes
 from probing.probes.probe_module import note_precision
 from probing.probes.saved import save_probes
 from probing.probes.sclass_probe import SClassProbe
 
 CLASSES = ["food", "art", "location", "organization"]
 DIM = 16
+
+
+def prefix_probes(module) -> PrefixProbes:
+    """The MDL prefix probes of a module with the online code."""
+    return module.parts[OnlineCodePart.NAME].probes
 
 
 def adam(**options):
@@ -305,7 +312,7 @@ def test_the_online_code_of_the_sclass_task_sends_c_binary_decisions_per_context
     module = SClassProbe.from_settings(input_dim=DIM, labels=CLASSES[:c], hidden_dim=4, control=True,
                                        mdl_block_ends=[2, 4, 8])
     with torch.no_grad():
-        for head in module.mdl_probes.heads:  # C task probes, then C control probes, of each prefix
+        for head in prefix_probes(module).heads:  # C task probes, then C control probes, of each prefix
             head.probes.w2.zero_()
             head.probes.b2.copy_(torch.tensor([np.log(3.0), 0.0]))
     label = torch.tensor([0, 1, 2, 0, 1, 2, 0, 1])
@@ -327,7 +334,7 @@ def test_mdl_prefix_probes_train_beside_the_probes_and_are_not_saved(tmp_path):
     batch = {"features": torch.randn(6, DIM), "label": torch.tensor([0, 1, 2, 3, 0, 1]),
              "combination": torch.arange(6), "order": torch.arange(6)}
     module.training_step(batch, 0).backward()
-    first_prefix = module.mdl_probes.heads[0].probes.w1.grad
+    first_prefix = prefix_probes(module).heads[0].probes.w1.grad
     assert first_prefix is not None and first_prefix.shape[0] == len(CLASSES)
     with safe_open(str(save_probes(module, tmp_path / "probes.safetensors", {})), framework="pt") as saved:
         names = saved.keys()

@@ -15,12 +15,18 @@ from torch.utils.data import DataLoader
 
 from probing.errors import ConfigError, ProbingError
 from probing.probes.bits.mdl import block_ends
-from probing.probes.bits.prefix_probes import PrefixHead
+from probing.probes.bits.parts import OnlineCodePart
+from probing.probes.bits.prefix_probes import PrefixHead, PrefixProbes
 from probing.probes.components import families
 from probing.probes.components.batched_probes import BatchedProbes, first_layer_products
 from probing.probes.word_probe import WordProbe
 
 FAMILIES = [("linear", None), ("linear", 3), ("mlp1", None), ("mlp2", None)]
+
+
+def prefix_probes(module) -> PrefixProbes:
+    """The MDL prefix probes of a module with the online code."""
+    return module.parts[OnlineCodePart.NAME].probes
 
 
 @pytest.mark.parametrize(("family", "rank"), FAMILIES)
@@ -205,7 +211,7 @@ def mdl_batch(n_rows: int = 12, dim: int = 6, labels: int = 3, seed: int = 0) ->
 def prefix_losses(module: WordProbe, batch: dict) -> torch.Tensor:
     """(prefixes, T): each prefix probe's mean cross-entropy over the batch rows of its prefix, as a training step
     adds them."""
-    return module.mdl_probes.losses(batch["features"], module.mdl_targets(batch), batch["order"])
+    return prefix_probes(module).losses(batch["features"], module.mdl_targets(batch), batch["order"])
 
 
 def prefix_gradients(module: WordProbe, batch: dict) -> list[dict[str, torch.Tensor | None]]:
@@ -214,7 +220,7 @@ def prefix_gradients(module: WordProbe, batch: dict) -> list[dict[str, torch.Ten
     loss = prefix_losses(module, batch).sum()
     if loss.requires_grad:  # no row of any prefix: no probe ran
         loss.backward()
-    return [{name: p.grad for name, p in head.probes.named_parameters()} for head in module.mdl_probes.heads]
+    return [{name: p.grad for name, p in head.probes.named_parameters()} for head in prefix_probes(module).heads]
 
 
 def test_prefix_probe_learns_only_from_its_prefix():
@@ -222,13 +228,13 @@ def test_prefix_probe_learns_only_from_its_prefix():
     ends = [2, 5, 9, 12]
     module = WordProbe.from_settings(input_dim=6, labels=["a", "b", "c"], family="mlp1", hidden_dim=8, control=True,
                                      mdl_block_ends=ends)
-    assert [head.num_heads for head in module.mdl_probes.heads] == [2, 2, 2]  # 3 prefixes x (task, control)
+    assert [head.num_heads for head in prefix_probes(module).heads] == [2, 2, 2]  # 3 prefixes x (task, control)
     batch = mdl_batch()
     grads = prefix_gradients(module, batch)
     for i, end in enumerate(ends[:-1]):
         rows = batch["order"] < end
         for head, target in ((0, batch["label"]), (1, batch["control_label"])):
-            alone = module.mdl_probes.heads[i].probes.as_sequential(head)
+            alone = prefix_probes(module).heads[i].probes.as_sequential(head)
             F.cross_entropy(alone(batch["features"][rows]), target[rows]).backward()
             torch.testing.assert_close(grads[i]["w1"][head], alone[0].weight.grad, rtol=1e-5, atol=1e-7)
             torch.testing.assert_close(grads[i]["b2"][head], alone[2].bias.grad, rtol=1e-5, atol=1e-7)
@@ -248,7 +254,7 @@ def test_prefix_loss_is_zero_without_rows_of_the_prefix():
 
 def test_kept_prefix_weights_are_those_of_each_heads_best_dev_epoch():
     module = WordProbe.from_settings(input_dim=4, labels=["a", "b"], family="linear", mdl_block_ends=[1, 2, 4])
-    prefixes = module.mdl_probes
+    prefixes = prefix_probes(module)
     first = prefixes.state_of_heads()
     prefixes._keep_best(torch.tensor([1.0, 1.0]), epoch=0)
 
@@ -273,7 +279,7 @@ def test_codelength_of_a_probe_giving_half_to_the_right_label():
     module = WordProbe.from_settings(input_dim=labels, labels=list("abcd"), family="linear", control=True,
                                      mdl_block_ends=ends)
     with torch.no_grad():
-        for head in module.mdl_probes.heads:  # task and control probe of each prefix
+        for head in prefix_probes(module).heads:  # task and control probe of each prefix
             head.probes.w1.copy_(math.log(labels - 1) * torch.eye(labels).expand(2, -1, -1))
             head.probes.b1.zero_()
     label = torch.arange(n) % labels

@@ -16,7 +16,7 @@ from probing.data.settings import optional_path, require_int
 from probing.data.splits import SPLIT_NAMES
 from probing.data.text import read_lines
 from probing.data.word_tasks.records import NO_SECOND, RawSentence, WordTaskData, build_word_task, require_fraction
-from probing.errors import ConfigError, DataFormatError
+from probing.errors import ConfigError, DataFormatError, setting
 
 JSONL_FIX = ('one JSON object per line: {"tokens": [...], "labels": [label or null per token]} or '
              '{"tokens": [...], "targets": [[i, label], ...]} or [[i, j, label], ...]; see docs/word_tasks.md')
@@ -34,12 +34,13 @@ class JsonlWordTask:
     name = "jsonl"
 
     def __init__(self, path: str | None = None, dev_fraction: float = 0.2, seed: int = 0):
-        self.path = optional_path("task.path", path)
+        self.path = optional_path(setting("path"), path)
         if self.path is None:
-            raise ConfigError("task.path is not set. Fix: task.path=/path/to/folder (train.jsonl, dev.jsonl, "
-                              "test.jsonl) or task.path=/path/to/task.jsonl (a \"split\" on every line)")
-        self.dev_fraction = require_fraction("data.source.dev_fraction", dev_fraction)
-        self.seed = require_int("data.source.seed", seed)
+            key = setting("path")
+            raise ConfigError(f"{key} is not set. Fix: {key}=/path/to/folder (train.jsonl, dev.jsonl, "
+                              f"test.jsonl) or {key}=/path/to/task.jsonl (a \"split\" on every line)")
+        self.dev_fraction = require_fraction(setting("dev_fraction"), dev_fraction)
+        self.seed = require_int(setting("seed"), seed)
 
     def load_word_task(self) -> WordTaskData:
         shape = _PairShape()

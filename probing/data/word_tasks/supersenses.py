@@ -19,7 +19,7 @@ from probing.data.word_tasks.records import (
     build_word_task,
     require_fraction,
 )
-from probing.errors import ConfigError, DataFormatError
+from probing.errors import ConfigError, DataFormatError, setting
 
 
 class StreusleWordTask:
@@ -43,15 +43,15 @@ class StreusleWordTask:
         test_fraction: float = 0.2,
         seed: int = 0,
     ):
-        self.paths = path_list("data.source.paths", paths) if paths is not None else packaged_streusle_paths()
-        self.include_verbs = require_bool("data.source.include_verbs", include_verbs)
-        self.dev_fraction = require_fraction("data.source.dev_fraction", dev_fraction)
-        self.test_fraction = require_fraction("data.source.test_fraction", test_fraction)
+        self.paths = path_list(setting("paths"), paths) if paths is not None else packaged_streusle_paths()
+        self.include_verbs = require_bool(setting("include_verbs"), include_verbs)
+        self.dev_fraction = require_fraction(setting("dev_fraction"), dev_fraction)
+        self.test_fraction = require_fraction(setting("test_fraction"), test_fraction)
         if self.dev_fraction + self.test_fraction >= 1.0:
             total = self.dev_fraction + self.test_fraction
-            raise ConfigError(f"data.source.dev_fraction + data.source.test_fraction = {total:g} leaves no training "
-                              "data. Fix: data.source.dev_fraction=0.2 data.source.test_fraction=0.2")
-        self.seed = require_int("data.source.seed", seed)
+            dev, test = setting("dev_fraction"), setting("test_fraction")
+            raise ConfigError(f"{dev} + {test} = {total:g} leaves no training data. Fix: {dev}=0.2 {test}=0.2")
+        self.seed = require_int(setting("seed"), seed)
 
     def load_word_task(self) -> WordTaskData:
         skips = SkipCounter()

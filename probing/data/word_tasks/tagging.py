@@ -17,7 +17,7 @@ from probing.data.task_sources import (
     split_map,
 )
 from probing.data.word_tasks.records import NO_SECOND, RawSentence, WordTaskData, build_word_task, require_fraction
-from probing.errors import ConfigError, DataFormatError
+from probing.errors import ConfigError, DataFormatError, setting
 
 NER_ONE_LABEL_FIX = "give training sentences with entity mentions (B-X, I-X tags), not only O"
 
@@ -41,14 +41,14 @@ class Conll2003WordTask:
         dev_fraction: float = 0.2,
         seed: int = 0,
     ):
-        self.data_dir = optional_path("data.data_dir", data_dir)
-        self.files = None if files is None else split_map("data.source.files", files)  # None: the official names
+        self.data_dir = optional_path(setting("data_dir"), data_dir)
+        self.files = None if files is None else split_map(setting("files"), files)  # None: the official names
         if not isinstance(hub_name, str) or not hub_name:
-            raise ConfigError(f"data.source.hub_name={hub_name!r} is not a dataset name. "
-                              "Fix: data.source.hub_name=conll2003")
+            raise ConfigError(f"{setting('hub_name')}={hub_name!r} is not a dataset name. "
+                              f"Fix: {setting('hub_name')}=conll2003")
         self.hub_name = hub_name
-        self.dev_fraction = require_fraction("data.source.dev_fraction", dev_fraction)
-        self.seed = require_int("data.source.seed", seed)
+        self.dev_fraction = require_fraction(setting("dev_fraction"), dev_fraction)
+        self.seed = require_int(setting("seed"), seed)
 
     def load_word_task(self) -> WordTaskData:
         skips = SkipCounter()

@@ -22,7 +22,7 @@ from probing.data.task_sources import (
 )
 from probing.data.text import hashable_files
 from probing.data.word_tasks.records import NO_SECOND, RawSentence, WordTaskData, build_word_task, require_fraction
-from probing.errors import ConfigError, DataFormatError, ProbingError
+from probing.errors import ConfigError, DataFormatError, ProbingError, setting
 
 CONLLU_COLUMNS = ("upos", "xpos", "deprel", "feats")
 TAGGING_COLUMNS = ("upos", "xpos")  # the columns train.py fine-tunes a tagger on
@@ -70,21 +70,21 @@ class ConlluWordTask:
         dev_fraction: float = 0.2,
         seed: int = 0,
     ):
-        self.column = choose("data.source.column", column, CONLLU_COLUMNS)
+        self.column = choose(setting("column"), column, CONLLU_COLUMNS)
         if self.column == "feats":
             if not isinstance(feature, str) or not feature or any(char in feature for char in "=|\t "):
-                raise ConfigError(f"task.feature={feature!r} is not a feature name, and column=feats needs one. "
-                                  "Fix: task.feature=Number (a name of the FEATS column)")
+                raise ConfigError(f"{setting('feature')}={feature!r} is not a feature name, and column=feats needs "
+                                  f"one. Fix: {setting('feature')}=Number (a name of the FEATS column)")
         elif feature is not None:
-            raise ConfigError(f"task.feature={feature!r} only applies to data.source.column=feats, not {column!r}. "
-                              "Fix: data.source.column=feats, or task.feature=null")
+            raise ConfigError(f"{setting('feature')}={feature!r} only applies to {setting('column')}=feats, not "
+                              f"{column!r}. Fix: {setting('column')}=feats, or {setting('feature')}=null")
         self.feature = feature
         self.name = f"feats-{feature}" if self.column == "feats" else self.column
         self.pair = self.column == "deprel"
-        self.paths = path_list("data.source.paths", paths) if paths is not None else bundled_pos_paths()
+        self.paths = path_list(setting("paths"), paths) if paths is not None else bundled_pos_paths()
         self.splits = split_map("data.source.splits", CONLLU_SPLITS if splits is None else splits)
-        self.dev_fraction = require_fraction("data.source.dev_fraction", dev_fraction)
-        self.seed = require_int("data.source.seed", seed)
+        self.dev_fraction = require_fraction(setting("dev_fraction"), dev_fraction)
+        self.seed = require_int(setting("seed"), seed)
 
     def load_word_task(self) -> WordTaskData:
         skips = SkipCounter()

@@ -1,18 +1,7 @@
 """Checksums of a store: the XXH3-64 hashes (xxhash, seed 0) of its blocks of features and of its other tables, and
 the finiteness check that goes with them.
 
-Each block of features is hashed per layer into `block_xxh3` when it is written, and checked whenever it is read:
-damaged bytes are a StoreCorruptError naming the store and the layer, never features trained on. Features are also
-checked to be finite, by writers before anything is written (a float16 overflow would be stored as inf) and by
-readers (`all_finite`). XXH3 hashes at memory speed (about 15 GB/s per core here; zlib's CRC-32, used by format 2,
-managed 2.5 GB/s and cost more than the read itself). A 64-bit hash catches accidental damage, not deliberate
-tampering.
-
-The other tables are sealed: just before the last rows are flagged, the writer hashes each of SEALED_TABLES
-(`written` as it is about to be: all ones) into `table_xxh3`, and a reader of a complete store checks them all before
-using any (a rolled `labels`, a changed slot or skip flag is a StoreCorruptError naming the store and the table). The
-staging scratch is not sealed: readers never use it, and it is cleared after each window. The block tables, one
-entry per slot but nonzero only where a block starts, are read and hashed a few MB at a time and kept as BlockStarts.
+See docs/features.md, 'Store checksums'.
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
 """Who may write a store, and the file system's refusals of a write, each as one line.
 
-Concurrency. A process creating or writing a store holds `<name>.h5.lock` (a `probing.locks` lock: an exclusive,
-non-blocking `fcntl.flock`; the file holds its pid and stays after use), so a second run is refused at once instead
-of writing the same file, or waits for the first to finish where it asks to (`store_lock(wait_s=...)`: the parallel
-jobs of a sweep share stores). Extraction only reads a complete store (a read-only open, no lock file), so
-it may sit on a read-only disk.
-
-Refusals. A full disk (ENOSPC, whether Python or HDF5 reports it) is one ProbingError line that says the rows already
-written are kept (`disk_full_is_user_error`, around every write of a store), and so is a folder the store cannot be
-written to (`unwritable_error`).
+See docs/features.md, 'Store lock and disk errors'.
 """
 
 from __future__ import annotations

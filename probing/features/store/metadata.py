@@ -1,25 +1,6 @@
 """A store's identity: its file name, and the request recorded in its attributes and compared on every reopening.
 
-A store lives at `root/<model>/<data>/<split>.<pooling>.ctx-<size|all>.<records>.h5` (`store_path`, every part
-slugified), where `<records>` starts the fingerprint of the split's records, so that another data selection (a split
-seed, a reader option) gets a store of its own instead of being refused by the store of the first one.
-
-File attributes record the request: model name/path, weights and tokenizer hashes, architecture,
-pooling, context size ("all" for the whole sentence), max length, forward precision ("32" where the key is
-missing: stores written before it was recorded), dtype, data name, split, data-file hashes (`data_files`, where
-the caller names files), a fingerprint of the records, the shape, plus the store format, code version and creation
-time. Reopening a store for a different request is refused with every differing key listed (a store of an
-older format differs in `store_format`). `data_files` is compared only when the request holds it: the fingerprint
-(`records_sha256`, also in the file name) covers each record's tokens, target, word and class, all a store's rows
-and tables derive from, so a caller whose records identify its data passes no files (`data_files_entry([])`) and
-a store is then not refused for a data file whose other content changed (every-word stores: a word task's labels
-are not in their records, so editing one, or another task over the same sentences, reuses the store; one written
-by an earlier version, which recorded the files, is reused too). The s-class stores keep it: their class list
-comes from every file of the data set, not from the split's records. Four keys are provenance only and never
-refuse a store: the model's name and path (the weights and tokenizer hashes identify the model wherever it lives and
-however it is named: two fine-tuned folders `A/ft/model` and `B/ft/model` with identical weights share one store),
-the creation time, and the code version — a different version is logged as a warning, because features do not
-depend on this package's version unless the encoder code itself changed.
+See docs/features.md, 'Store identity'.
 """
 
 from __future__ import annotations

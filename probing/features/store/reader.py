@@ -1,13 +1,7 @@
 """Reading a store: FeatureStore, the read access every probe and analysis uses, and LayerReader, one checked read of
 one layer.
 
-Readers get the kept rows in record order, skipped rows left out; a store that is unfinished or damaged is refused
-before any of it is used, and `FeatureStore.check_metadata` refuses one built for another request. A layer's bytes
-are read a megabyte at a time (`os.preadv` at the dataset's offset in the file, which releases the GIL) into a
-buffer that stays in the CPU cache, or straight into the result when it is in record order and of the storage dtype;
-each block's hash is checked, NaN and inf are refused and the rows are converted to the asked dtype there: one pass
-over memory, no copy of the layer besides the result, two threads (`bench/store.py` measures it against
-`numpy.load`). Rows written in another order than the records' are scattered into record order.
+See docs/features.md, 'Reading a store'.
 """
 
 from __future__ import annotations

@@ -1,44 +1,7 @@
 """Writing a store: `create_store_file` builds one with no row written, `StoreWriter` fills it block by block with the
 crash-safe protocol, and `WindowStage` keeps an extraction window's finished batches while the window is computed.
 
-Writers refuse non-finite features before writing anything (a float16 overflow would be stored as inf), and seal
-the store's tables just before its last rows are flagged (see `probing.features.store.hashes`).
-
-Crash safety. A store is built under `<name>.h5.partial` with its features allocated (HDF5 early
-allocation) and renamed into place only once complete, so later writes change raw data only, never the
-file structure. Each block writes its features to the next free slots together with the block's length
-and hashes, flushes, records those slots, flushes, then sets its `written` flags and flushes again: a
-process killed at any point leaves a file whose flagged rows are final and whose hashes cover them,
-and extraction resumes with the unflagged ones (a cut-off block's slots and block entries are simply
-overwritten). One block's flags may reach the file in more than one write, so a writer that finds the
-last block only partly flagged unflags it and rewrites it whole. Flushing hands the data to the operating
-system: this protects against a killed process, not against a power cut. A full disk (ENOSPC) is one
-ProbingError line and the rows already flagged are kept; a new store larger than the free space is
-refused before any of it is written.
-
-Resuming. Until the seal, nothing guards the tables of an unfinished store, and the seal would cover any damage done
-to them before it; so whenever a writer is about to fill an unfinished store (`StoreWriter`, extraction and the
-merge of shards), it checks them first, without reading any features. (1) The tables the records determine
-(RECORD_TABLES: class names, words, labels, word and combination ids, combinations) are computed from the records
-again and compared (`StoreWriter.match_records`). Where they differ they are rewritten from the records, with a
-warning naming the store and the tables, and the rows already computed are kept: features depend on each record's
-tokens and target only, never on these tables, and the records are the store's own (their fingerprint was compared
-with its metadata), so the result is the store a fresh run builds. A table of another shape or type is refused
-(StoreCorruptError): no writer changes the file's structure, so something else wrote it. (2) The row tables
-(`_resume_slot`): a row flagged written without a slot (its flag reached the disk before its slot, as a power cut
-can leave it) is unflagged and computed again; a last block only partly flagged is rewritten whole, as above (with
-one window for the whole split, as a small data set has, that is every row); the rows flagged as stored must then
-fill the slots of the blocks before the first free one exactly once, and no skipped row may hold a slot. Anything
-else (a flag cleared in an earlier block, a slot changed, a skip flag set on a stored row) is refused before any row
-is computed. Not seen: two stored rows' slots swapped, which only their features tell apart.
-
-Staging. A block is written once all its rows are computed, which for an extraction window (64 MB of features)
-can take minutes. So that a kill loses at most a few seconds, the window's rows are also staged while it is
-computed (`WindowStage`): each unit of finished batches writes its features straight to the slots its rows will hold
-in the window's block, together with the unit's hash and batch count (at the unit's first row in `staged_xxh3`
-and `staged_batches`), flushes, then records those slots and flushes. The rows stay unflagged, so the protocol
-above is unchanged; a resumed run recomputes the same window plan, takes every unit whose slots and hash check out
-from the file instead of computing it, and writes the window's block as an uninterrupted run would, byte for byte.
+See docs/features.md, 'Writing a store: crash safety, resuming, staging'.
 """
 
 from __future__ import annotations

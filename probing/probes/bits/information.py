@@ -1,31 +1,7 @@
 """Probing in bits: V-information (Xu et al. 2020) and conditional V-information (Hewitt et al. 2021), read from the
 held-out cross-entropies of the probes a run trains.
 
-For a probe family V (the run's: linear, MLP-1, ...), labels Y and a representation R:
-
-    H_V(Y)         the held-out cross-entropy of the best constant predictor, in bits per example: the training
-                   labels' prior, add-one smoothed, p(k) = (n_k + 1) / (n + K) (PRIOR_SMOOTHING). Unsmoothed, a
-                   label that never occurs in training would cost infinitely many bits; add-one is the usual choice
-                   and moves H_V(Y) by less than 0.01 bits on the bundled samples. A constant predictor is in every
-                   family (a probe whose weights are zero), so this is the V-entropy of Y with no input.
-    H_V(Y|R)       the held-out cross-entropy of the probe trained on R, with the weights of its epoch with the
-                   least dev cross-entropy (never selected on test; the accuracy the run reports keeps its own
-                   best-dev-accuracy epoch, so the two may come from different epochs: both are recorded)
-    I_V(R->Y)      = H_V(Y) - H_V(Y|R): what the family can extract from R about Y. Estimated on held-out data it can
-                   be negative (a probe that generalises worse than the prior).
-    I_V(R->Y|X)    = H_V(Y|X) - H_V(Y|X,R) (Hewitt et al. 2021 §2): with `probe.condition_on=X`, one more probe of
-                   the same family and settings on X alone and one on the concatenation [X; R], trained in the same
-                   steps, each at its own least-dev-cross-entropy epoch. Hewitt et al. give the X-only probe the
-                   input [X; 0]; for every family here that is the same function class as a probe on X alone.
-
-The control task (Hewitt & Liang 2019) gets the same, from its own labels' prior and its probe: selectivity in bits
-= I_V(R->Y) - I_V(R->Y_control). The s-class probes are C binary probes: everything is computed per binary
-decision ("is the word's class k?") and summed over the C classes, so H_V(Y) is the bits of all C decisions of an
-example, and so are the others.
-
-Weight decay (`probe.module.optimizer.weight_decay`) changes V; it is chosen across runs: a sweep over it and the
-report keeps, for each task, layer and family, the run with the least dev H_V(Y|R) (`probing.report`), recording
-the choice.
+See docs/information.md, 'Definitions'.
 """
 
 from __future__ import annotations

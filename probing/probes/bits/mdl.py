@@ -1,14 +1,7 @@
 """MDL probing with the online code (Voita & Titov 2020, "Information-Theoretic Probing with Minimum Description
 Length", §2.2): the bits needed to transmit the training labels given the representations, torch-free.
 
-The n training examples, in a seeded random order, are cut into blocks at t_1 < t_2 < ... < t_S = n. The first
-block is sent with the uniform code (log2 K bits per label); block i+1 (examples t_i .. t_{i+1}-1) is sent with a
-probe trained on the first t_i examples, at -log2 p(y | x) bits per label:
-
-    online codelength = t_1 log2 K + sum_{i=1}^{S-1} sum_{t_i <= j < t_{i+1}} -log2 p_i(y_j | x_j)
-
-and compression = uniform codelength / online codelength, the uniform codelength being n log2 K. The blocks end at
-the paper's shares of the data (0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 6.25, 12.5, 25, 50, 100 %).
+See docs/word_tasks.md, 'MDL probing, online code'.
 """
 
 from __future__ import annotations

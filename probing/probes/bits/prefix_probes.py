@@ -1,19 +1,6 @@
 """The prefix probes of the MDL online code (Voita & Titov 2020 §2.2), all of them one module beside a task's probes.
 
-The n training examples take their positions in a seeded order (`order`, probing.probes.bits.mdl), cut into blocks that
-end at `ends[0] < ... < ends[S-1] = n`. Prefix probe p (p = 0..S-2) trains on the examples at positions < ends[p]
-and encodes block p+1, positions [ends[p], ends[p+1]).
-
-A task may send several labels per example, one per target column: a word task sends one (two with its control
-task), the s-class task C binary decisions (2C with the control task). Every (prefix, target) pair is an independent
-probe: head t of `heads[p]`, a `PrefixHead` of T heads (one batched product for the T probes of a prefix).
-
-Training cost. Each step runs prefix p's probes on the batch rows of its prefix only (gathered): with uniformly
-shuffled batches prefix p gets about B * t_p / n rows, so the products of an epoch cost what the prefixes' own epochs
-cost (sum_p t_p rows, about n at the paper's shares), not S-1 times the batch. The gradient of a probe is that of its
-mean cross-entropy over its prefix's rows of the batch: what it would get alone on them. A prefix without rows in a
-batch does not run, so its parameters get no gradient (None) and the optimizer skips them (torch's optimizers skip
-parameters without a gradient; Lightning zeroes gradients to None): no moment or weight-decay step for them.
+See docs/word_tasks.md, 'MDL probing, online code'.
 """
 
 from __future__ import annotations

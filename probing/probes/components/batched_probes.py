@@ -2,16 +2,7 @@
 Hewitt & Liang (2019) §4 (`probing.probes.components.families`), each reading an example's vector (a word's, or a
 pair's, built upstream as [a; b] or [a; b; a * b]) and giving K logits.
 
-`num_heads` such probes with the same shape but no shared parameter train side by side (the C binary probes of the
-s-class task, a word task's single probe, the MDL prefix probes, the probes retrained on a few neurons of
-probing.probes.neurons.analysis); each gets exactly the gradient it would get alone.
-
-Two options serve the neuron analyses (Dalvi et al. 2019; Antverg & Belinkov 2022):
-- an elastic-net penalty (the family's `l1`, `l2`): per head, l1 * sum |W| + l2 * ||W||_F over the head's weight
-  matrices (the L2 term is the Frobenius norm itself, not its square, as NeuroX's linear probe has it; biases are not
-  penalised). `penalty()` gives each head's own term, so a head's gradient is the one it would get alone;
-- an input mask (`input_mask`): head h reads only the inputs its mask keeps, as a probe trained on those columns
-  alone would (see `BatchedProbes`).
+See docs/development.md, 'Inside a probe run'.
 """
 
 from __future__ import annotations

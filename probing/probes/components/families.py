@@ -1,14 +1,7 @@
 """The probe families of Hewitt & Liang (2019) §4, each built by a factory that a config names (`_target_` of
 `probe.module`, conf/probe/*.yaml):
 
-    linear   D -> K                      (rank=r: D -> r -> K, a rank-constrained linear map, no nonlinearity)
-    mlp1     D -> H ReLU -> K            (Zhao et al. 2020's s-class probe: H = 1024, K = 2)
-    mlp2     D -> H ReLU -> H ReLU -> K  (H = 1000 in Hewitt & Liang)
-
-A `ProbeFamily` is one of them with its settings: the hidden size, the rank, dropout, the elastic-net penalty and the
-optimizer (the family V of V-information is the probes as they are trained: weight decay is part of it,
-`probing.probes.bits.information`). Each factory checks its own settings; the family builds the probes of a probe
-module (`head`: the task's head; `probes`: the batched probes of any head), so that nothing else reads its name.
+See docs/development.md, 'Inside a probe run'.
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
 """The ELMo scalar mix (Peters et al. 2018, Eq. 1): a learned, softmax-weighted sum of all encoder layers.
 
-    mix = gamma * sum_j softmax(w)_j * h_j        j = 0 .. L, layer 0 = the embedding output
-
-Paper choices kept here:
-  * weights w start at 0, so the initial mix is the plain average of the layers; gamma starts at 1 (bilm-tf).
-  * optional parameter-free layer normalisation of every layer before weighting (§3.2, "in some cases it also
-    helped"), with allennlp's masked statistics so that padding never shifts them.
-  * "a moderate amount of dropout to ELMo" (§3.3) on the mixed vector.
-  * the regulariser lambda * ||w||_2^2 on the pre-softmax weights (§3.3, bilm-tf `weight_layers`): a large lambda
-    (1) keeps the mix close to the average of all layers, a small one (0.001) lets the weights move (§5.1).
+See docs/probing.md, 'What is probed: layers, the scalar mix, baselines'.
 """
 
 from __future__ import annotations

@@ -2,30 +2,7 @@
 loses without them (Dalvi et al. 2019, "What Is One Grain of Sand in the Desert?"; Antverg & Belinkov 2022, "On the
 Pitfalls of Analyzing Individual Neurons"; Gurnee et al. 2023, "Finding Neurons in a Haystack").
 
-The task's words at `layer` are read exactly as `probe.py task=<task> layer=<layer>` reads them (the same every-word
-stores and datamodule: `WordProbing` and the representation's `word_inputs`). Then, on the CPU in minutes for the
-bundled UD sample:
-
-1. an elastic-net linear probe on every neuron (`analysis.l1`, `analysis.l2`; defaults 1e-3 and 1e-3, the values of
-   NeuroX's end-to-end example), trained as probe.py trains one (Adam, best dev epoch kept);
-2. the rankings of `analysis.ranking` (conf/analysis/neurons.yaml `rankings`: probe weights, probeless) and the
-   random control (`probing.probes.neurons.rankings`);
-3. ablation of the trained probe on the test split: the top-k, bottom-k and random-k neurons replaced, for k = 1, 2,
-   4, ..., D. Replaced by their training mean by default (`analysis.ablation=mean`), not by 0 (`zero`, NeuroX's
-   choice): a neuron's mean carries no information about the word, while 0 moves the probe's input off the data
-   (transformer layers have dimensions with large means), so zeroing measures that shift as well as the information;
-4. probes retrained on only the top-k (and random-k) neurons of each ranking, linear (with the same penalty), all
-   (ranking, k) heads of one batched model (`probing.probes.neurons.probes`), each head at its best dev epoch;
-5. the cross-check that Antverg & Belinkov ask for: each ranking is also evaluated with a probe other than the one
-   that produced it, an MLP-1 (`analysis.cross_check_hidden_dim` hidden units, no penalty) retrained on the top-k
-   neurons of each ranking, batched with the linear heads. (The probeless ranking meets a probe in 3 as well: the
-   trained probe's ablation is an intervention it did not come from.);
-6. Gurnee et al.'s k-sparse probes for each label against the rest (`probing.probes.neurons.rankings.sparse_probes`);
-7. with `analysis.per_label=true`, each label's top neurons under each ranking that has a per-label view.
-
-A word-pair task (deprel) has 2D neurons: 0..D-1 are the first word's dimensions, D..2D-1 the second's.
-results.json holds every number; `metrics` gives W&B (and the CSV logger) the headline scores and the curves at
-step k. The report (probing.report.neurons) draws the curves and tabulates the k that reaches 95% of the full probe.
+See docs/neurons.md, 'What a run computes' and 'Choices where the papers leave room'.
 """
 
 from __future__ import annotations

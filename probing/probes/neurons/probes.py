@@ -2,13 +2,7 @@
 Lightning's Trainer: named groups of `BatchedProbes` (the elastic-net linear probe on every neuron; one masked head
 per (ranking, k) for the probes retrained on k neurons, linear and MLP-1) trained together on the same batches.
 
-The loss is the sum over heads of each head's mean cross-entropy and its elastic-net term: the heads share no
-parameter, so each gets the gradient it would get alone, and a masked head is the probe trained alone on its
-neurons (`BatchedProbes`' input mask). Each head keeps the weights of its own best dev epoch (the highest dev
-accuracy, the first such epoch), as the MDL prefix probes keep theirs (`PrefixProbes`), restored when fitting ends.
-With a `patience`, fitting stops early once no head's dev accuracy has beaten its best by more than `min_delta` for
-`patience` epochs in a row (what Lightning's EarlyStopping does for one monitored number, here over every head: a
-head still learning keeps them all going, and each head's weights stay those of its own best epoch either way).
+See docs/neurons.md, 'What a run computes' and 'Choices where the papers leave room'.
 """
 
 from __future__ import annotations

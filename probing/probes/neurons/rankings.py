@@ -2,28 +2,7 @@
 loses without them. Plain torch and numpy, on features already in memory; probing.probes.neurons.analysis runs it
 on a task's words.
 
-Rankings (components, `instantiate`d from conf/analysis/neurons.yaml; each orders all D neurons, most important
-first, from the `Evidence` of the training split):
-
-    ProbeWeightRanking  Dalvi et al. 2019 (NeuroX's `get_neuron_ordering`): from a trained linear probe's weights W
-                        (K, D). Per label, the smallest set of neurons whose absolute weights hold a share p of the
-                        label's absolute weight mass; p grows 0, 1/steps, ..., 1 and each step appends the neurons
-                        that the union over labels gains. Within a step NeuroX leaves the order arbitrary (a set);
-                        here the new neurons are ordered by their largest share of a label's mass, descending. Neurons
-                        no share ever selects (all-zero weights, e.g. under a strong L1) come last, in the same order.
-    ProbelessRanking    Antverg & Belinkov 2022, no probe: score_n = sum over label pairs c < c' of |mu_c[n] -
-                        mu_c'[n]|, mu_c the mean training vector of label c (labels without training examples have no
-                        mean and are left out); neurons by decreasing score.
-    RandomRanking       a seeded permutation, the control.
-
-Per-label top neurons: for the probe, label c's neurons by |W_c,n|; probeless, by sum over the other labels c' of
-|mu_c[n] - mu_c'[n]| (label c's mean against each other label's: NeuroX's probeless per-tag ranking); the random
-ranking has none.
-
-Interventions and probes on a few neurons:
-- `ablated`: the features with some neurons replaced, by 0 ("zero", NeuroX) or by their training mean ("mean");
-- `k_values`: k = 1, 2, 4, ..., D (D included), the x axis of every curve;
-- `fit_logistic` and `sparse_probes`: Gurnee et al. 2023's k-sparse probes (one label against the rest).
+See docs/neurons.md, 'What a run computes' and 'Choices where the papers leave room'.
 """
 
 from __future__ import annotations

@@ -1,19 +1,7 @@
 """Serve a tree task (`probing.data.trees.TreeData`) to a Lightning Trainer, a batch of whole sentences at a time, the
 word vectors read from the every-word stores (`probing.data.every_word`: one row per word of every sentence).
 
-A split keeps the store's layer (or every layer, for the scalar mix) once, in its stored dtype, each sentence as the
-range of its rows, and its gold distances (or depths) and punctuation mask; a batch pads its sentences to the longest
-(padding ignored by the loss and the metrics). Batch keys:
-
-    features      (B, T, D), or (B, T, num_layers, D) for the scalar mix; float32
-    gold          (B, T, T) tree distances ("distance") or (B, T) depths ("depth"), float32
-    lengths       (B,) int64
-    punctuation   (B, T) bool: the words the metrics leave out of UUAS and of the root's argmin
-    control_gold  with a control seed: the same of the control trees (each word type attached by one behaviour drawn
-                  for it: to nothing, to the first or to the last word of its sentence; `probing.data.trees`)
-
-A sentence with a word the featurizer could not represent (flagged in its store) has no complete distance matrix: it is
-left out of its split and counted in `dropped`.
+See docs/structural.md, 'Probes and training'.
 """
 
 from __future__ import annotations

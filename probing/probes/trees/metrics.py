@@ -2,47 +2,7 @@
 (john-hewitt/structural-probes) computes them: per-sentence functions in numpy/scipy, and `TreeMetrics`, a
 torchmetrics Metric that streams them over a split (fixed-size states summed across processes under DDP).
 
-Distance probe:
-- UUAS: the undirected edges shared by the minimum spanning tree of the gold distances and the one of the predicted
-  distances, both over the words that are not punctuation (the caller's mask: the reference's XPOS tags
-  '' , . : `` -LRB- -RRB-, probing.data.trees.PUNCTUATION_XPOS), summed over the split and divided by the number
-  of gold edges (micro over edges).
-- DSpr.: for each word, the Spearman correlation of its row of predicted distances with its row of gold distances,
-  over every word of the sentence (punctuation and the word itself included, as the reference does); the mean over
-  the words (rows, not sentences) of all sentences of one length; the mean of those means over lengths 5 to 50.
-Depth probe:
-- Root %: the share of sentences whose gold root (the first word of gold depth 0) is the word of least predicted depth
-  among the words that are not punctuation, over the sentences that have such a word. The reference counts a sentence
-  of punctuation alone too, where its argmin falls back to the least predicted depth of all its words: on one word a
-  hit for every probe, on more LINEAR's first word, a hit whenever that is the gold root.
-- NSpr.: per sentence the Spearman correlation of predicted and gold depths over all its words; the mean per length,
-  then over lengths 5 to 50.
-
-Where the reference does something surprising, this module does the same:
-- The spanning tree is Kruskal's over the pairs (i, j) in row-major order (both (i, j) and (j, i), the diagonal too),
-  stably sorted by distance: where distances tie, the pair with the smaller first word, then the smaller second word,
-  is taken first. Ties are common in the gold matrix when a punctuation word sits inside the tree (its neighbours are
-  all at distance 2 of each other), so the gold edges themselves depend on this order. scipy's
-  minimum_spanning_tree is not used: it reads a distance of 0 (or below 1e-8) between two words as no edge at all,
-  which a predicted distance can be (the head clamps squared distances at 0), and its releases before it sorted
-  stably left the order of ties undefined.
-- The depth argmin skips punctuation the reference's way (`get_nopunct_argmin`): it takes the least depth, and while
-  that word is punctuation writes 9000 over its depth and looks again, at most once per word; if no word qualifies,
-  it returns the least depth overall. So when the least depth of a real word is above 9000 the loop ends on a
-  punctuation word. (A sentence of punctuation alone is not scored: see Root %.)
-- A Spearman correlation is undefined when predictions or gold are constant (a length-1 sentence, a collapsed
-  probe, a control tree whose words all attach to nothing). The reference's numpy mean turns that length's mean,
-  and so the whole 5-50 score, into NaN; here such a correlation is left out of its length's mean instead (a length
-  whose correlations are all undefined counts as absent). Wherever the reference gives a number this gives the same
-  one; one degenerate control sentence would otherwise make the control score and the selectivity NaN.
-- A score with nothing to average is undefined, None (null in results.json), where the reference gives NaN or divides
-  by zero: UUAS without a gold edge (no sentence has two words that are not punctuation), DSpr./NSpr. without a
-  defined correlation in a sentence of 5 to 50 words (a split of one-word sentences), Root % without a sentence that
-  has a word that is not punctuation (`probing.vocabulary.TREE_UNDEFINED` says why, for the warning and the report).
-
-Spearman correlations are those of scipy.stats.spearmanr (average ranks for ties, then Pearson's correlation of the
-ranks), computed for all rows of a sentence at once: equal to spearmanr's row by row up to float rounding (a test
-checks it), one vectorized pass per sentence instead of a scipy call per word, as the dev split is scored every epoch.
+See docs/structural.md, 'Metrics'.
 """
 
 from __future__ import annotations

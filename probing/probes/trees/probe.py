@@ -3,22 +3,7 @@ distances of every word pair of a sentence) and the depth probe (each word's tre
 (john-hewitt/structural-probes: loss.py, regimen.py) trains them, scored by its metrics
 (`probing.probes.trees.metrics`).
 
-Training, as the reference:
-- the L1 distance between predicted and gold distances (depths), summed over the pairs (words) of a sentence and
-  divided by its squared length (its length), then averaged over the sentences of the batch;
-- Adam (probe.module.optimizer: lr 1e-3), the learning rate divided by 10 whenever the dev loss does not fall
-  (ReduceLROnPlateau, factor 0.1, patience 0), early stopping on the dev loss (conf/task/tree_*.yaml: patience 5,
-  min_delta 1e-4) and the weights of the epoch of least dev loss kept (callbacks.keep_best monitors dev/loss there).
-The reference's batches are 20 sentences (probe.batch_size in the tree tasks' configs).
-
-The probe is B of the linear family (D -> rank, `probe.rank`, full rank D when unset: `structural.structural_map`,
-which refuses the MLP families, dropout and the elastic net, as they would not be honoured). It has no labels, so no
-online code, conditioning or bits (a classifier's parts, `probing.probes.classifier_probe`). The
-control task's probe (Hewitt & Liang 2019, adapted to trees: `probing.data.trees.control_heads`) trains beside it on
-the control trees (`control_gold`), and every score gets a control score and a selectivity (score - control score).
-
-Batches (`probing.probes.trees.data`): features (B, T, D) or (B, T, num_layers, D), gold (B, T, T) distances or (B, T)
-depths, lengths (B,), punctuation (B, T) bool, and with the control task control_gold.
+See docs/structural.md, 'Probes and training'.
 """
 
 from __future__ import annotations

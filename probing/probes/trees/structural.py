@@ -3,13 +3,7 @@ one linear map B (D x rank) under which the squared distance of two word vectors
 dependency tree (`kind="distance"`: ‖B(hᵢ − hⱼ)‖²) and the squared norm of a word vector its depth (`kind="depth"`:
 ‖B hᵢ‖²).
 
-As the reference (john-hewitt/structural-probes, probe.py) B starts uniform in (-0.05, 0.05). The squared distances
-of a sentence are computed from the Gram matrix of the projected words, ‖a‖² + ‖b‖² − 2 a·b (clamped at 0 against
-rounding), instead of the reference's explicit (T, T, rank) differences: the same values up to float rounding, two
-products instead of a tensor T times larger (bench/tree_probe.py times them against the bare products).
-
-`structural_map` is the family of a tree probe: built from the run's probe family (`probe=linear`, the tree tasks'
-default; `probe.rank` for B's rank), it refuses what a map B would not honour.
+See docs/structural.md, 'Probes and training'.
 """
 
 from __future__ import annotations

@@ -73,7 +73,7 @@ def test_a_tree_probe_carries_no_part_of_a_classifier():
         with pytest.raises(TypeError):
             TreeProbe.from_settings("distance", input_dim=4, **part)
     probe = TreeProbe.from_settings("distance", input_dim=4)
-    assert not probe.MEASURES_BITS and not hasattr(probe, "mdl_probes") and not hasattr(probe, "bits")
+    assert not probe.MEASURES_BITS and not len(probe.parts) and not hasattr(probe, "bits")
 
 
 def test_full_rank_by_default_and_probe_rank_otherwise():
