@@ -19,21 +19,24 @@ from omegaconf import DictConfig, OmegaConf
 from probing.errors import ConfigError, ProbingError
 
 
-def build(node: DictConfig, key: str, **kwargs: Any) -> Any:
+def build(node: DictConfig, key: str, settings_from: Mapping[str, str] | None = None, **kwargs: Any) -> Any:
     """`hydra.utils.instantiate(node, **kwargs)` (plain containers for the arguments), with the errors a user can fix
     kept as they are: Hydra wraps whatever a constructor raises, which would turn a one-line ProbingError into a
     traceback. The settings a ConfigError names by argument name (`probing.errors.setting`) are named by the user's
-    key path (`setting_key`), also when a `_partial_` node's object is made later, from the partial. Any other
-    failure to build is a ConfigError naming the config key `key`."""
+    key path (`setting_key`), also when a `_partial_` node's object is made later, from the partial; an argument that
+    the job passes (`kwargs`) is named by its key in `settings_from` (argument -> the key path the user sets). Any
+    other failure to build is a ConfigError naming the config key `key`."""
     try:
         built = instantiate(node, _convert_="all", **kwargs)
-        return functools.partial(call_keyed, built, node, key) if isinstance(built, functools.partial) else built
+        if isinstance(built, functools.partial):
+            return functools.partial(call_keyed, built, node, key, settings_from or {})
+        return built
     except InstantiationException as error:
         cause = error.__cause__
         while isinstance(cause, InstantiationException):
             cause = cause.__cause__
         if isinstance(cause, ConfigError):
-            raise keyed(cause, node, key, inner_path(error, node)) from None
+            raise keyed(cause, node, key, inner_path(error, node), settings_from or {}) from None
         if isinstance(cause, ProbingError):
             raise cause from None
         first_line = str(cause or error).strip().splitlines()[-1]
@@ -49,12 +52,13 @@ def nested_key(error: InstantiationException, key: str) -> str:
     return named.group(1) if named and named.group(1).startswith(f"{key}.") else key
 
 
-def call_keyed(make: Callable[..., Any], node: Any, key: str, *args: Any, **kwargs: Any) -> Any:
+def call_keyed(make: Callable[..., Any], node: Any, key: str, settings_from: Mapping[str, str], *args: Any,
+               **kwargs: Any) -> Any:
     """`make(*args, **kwargs)`, a ConfigError of it naming the key paths of the node at `key` (`keyed`)."""
     try:
         return make(*args, **kwargs)
     except ConfigError as error:
-        raise keyed(error, node, key) from None
+        raise keyed(error, node, key, settings_from=settings_from) from None
 
 
 def inner_path(error: InstantiationException, node: Any) -> str:
@@ -69,10 +73,17 @@ def inner_path(error: InstantiationException, node: Any) -> str:
     return named.group(1)[len(own) + 1:] if named.group(1).startswith(f"{own}.") else ""
 
 
-def keyed(error: ConfigError, node: Any, key: str, inner: str = "") -> ConfigError:
+def keyed(error: ConfigError, node: Any, key: str, inner: str = "",
+          settings_from: Mapping[str, str] | None = None) -> ConfigError:
     """`error`, raised by the object built from the node at path `inner` under `node` (the node at `key`), with the
     settings it names written as the key paths of the user's config (`setting_key`)."""
-    return error.renamed(lambda name: setting_key(node, key, f"{inner}.{name}" if inner else name), final=True)
+    def key_of(name: str) -> str:
+        argument, _, rest = name.partition(".")
+        if not inner and settings_from and argument in settings_from:
+            return f"{settings_from[argument]}.{rest}" if rest else settings_from[argument]
+        return setting_key(node, key, f"{inner}.{name}" if inner else name)
+
+    return error.renamed(key_of, final=True)
 
 
 # A value that is another key's (`seed: ${seed}`, or `erase: ${oc.select:erase,null}`): the key.

@@ -9,6 +9,7 @@ from omegaconf import OmegaConf
 from probing.config import build, setting_key
 from probing.data.splits import SplitConfig
 from probing.errors import ConfigError, setting, settings_under
+from probing.tasks.settings import with_data_settings
 from tests.helpers import CONFIG_DIR
 
 
@@ -86,7 +87,7 @@ def test_a_source_built_from_probe_py_names_the_keys_the_user_sets(overrides, me
     with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
         cfg = compose("probe", overrides=overrides)
     with pytest.raises(ConfigError) as raised:
-        build(cfg.data.source, "data.source")
+        build(with_data_settings(cfg).data.source, "data.source")  # as the job builds it
     assert str(raised.value) == message
 
 

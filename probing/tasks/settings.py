@@ -32,15 +32,15 @@ def with_run_folders(cfg: DictConfig) -> DictConfig:
     paths.store_dir) and the run folder's (paths.output_dir), where the Trainer (`trainer.default_root_dir`) and the
     loggers (`logger.<name>.save_dir`) write, and the checkpoints (`callbacks.<name>.dirpath`: <run>/checkpoints).
     A folder set on the command line is kept."""
-    filled = [(cfg.get("features"), "store_dir", lambda: cfg.paths.store_dir),
-              (cfg.get("trainer"), "default_root_dir", lambda: cfg.paths.output_dir),
-              *((node, "save_dir", lambda: cfg.paths.output_dir) for node in (cfg.get("logger") or {}).values()),
-              *((node, "dirpath", lambda: f"{cfg.paths.output_dir}/checkpoints")
-                for node in (cfg.get("callbacks") or {}).values())]
+    # interpolations, resolved where they are read: the run folder is Hydra's, known only once the job runs
+    filled = [(cfg.get("features"), "store_dir", "${paths.store_dir}"),
+              (cfg.get("trainer"), "default_root_dir", "${paths.output_dir}"),
+              *((node, "save_dir", "${paths.output_dir}") for node in (cfg.get("logger") or {}).values()),
+              *((node, "dirpath", "${paths.output_dir}/checkpoints") for node in (cfg.get("callbacks") or {}).values())]
     for node, key, home in filled:
         if isinstance(node, DictConfig) and key in node and node[key] is None:
             with open_dict(node):
-                node[key] = home()
+                node[key] = home
     return cfg
 
 
@@ -53,7 +53,7 @@ def with_data_settings(cfg: DictConfig) -> DictConfig:
     if isinstance(source, DictConfig):
         with open_dict(source):
             for key in [key for key in source if key in data and key != "source" and source[key] is None]:
-                source[key] = data[key]
+                source[key] = f"${{data.{key}}}"  # its errors then name data.<key>, where the user sets it
     return cfg
 
 

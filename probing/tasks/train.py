@@ -106,7 +106,9 @@ def finetune(cfg: DictConfig, config: dict[str, Any], resume: ResumePolicy,
     data = load_task_data(build(cfg.data.source, "data.source"), cfg.task.name)
     module = build(cfg.finetune.module, "finetune.module", name_or_path=cfg.model.name_or_path,
                    revision=cfg.model.revision, metric=cfg.task.metric,
-                   **{key: cfg.finetune[key] for key in MODULE_SETTINGS})
+                   **{key: cfg.finetune[key] for key in MODULE_SETTINGS},
+                   settings_from={"name_or_path": "model.name_or_path", "revision": "model.revision",
+                                  "metric": "task.metric", **{key: f"finetune.{key}" for key in MODULE_SETTINGS}})
     module = module(labels=data.labels, kind="token" if data.token_level else "sentence")
     datamodule = TaskDataModule(data, module.tokenizer, max_length=cfg.task.max_length,
                                 batch_size=cfg.task.batch_size, seed=cfg.seed, max_positions=module.max_positions)

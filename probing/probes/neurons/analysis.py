@@ -231,7 +231,7 @@ class NeuronAnalysis(Analysis):
 def chosen_rankings(rankings: Mapping[str, Mapping[str, Any]], ranking: str | Sequence[str], seed: int
                     ) -> dict[str, neurons.NeuronRanking]:
     """The rankings of `analysis.ranking` (a name or a list of names of `analysis.rankings`), built, then the random
-    control (drawn from `seed`, the run's, unless analysis.rankings.random.seed sets its own)."""
+    control (drawn from `seed`, the run's, unless the random ranking's own `seed` is set)."""
     names = [ranking] if isinstance(ranking, str) else list(ranking)
     known = [name for name in rankings if name != CONTROL]
     unknown = [name for name in names if name not in known]

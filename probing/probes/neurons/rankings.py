@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 
 from probing.data.settings import choose, require_int
+from probing.errors import setting
 
 FILLS = ("mean", "zero")  # what replaces an ablated neuron
 
@@ -75,7 +76,7 @@ class RandomRanking(NeuronRanking):
     """A random permutation of the neurons drawn from `seed`: the control every curve is read against."""
 
     def __init__(self, seed: int = 0):
-        self.seed = require_int("analysis.rankings.random.seed", seed)
+        self.seed = require_int(setting("seed"), seed)
 
     def order(self, evidence: Evidence) -> np.ndarray:
         return np.random.default_rng(self.seed).permutation(evidence.num_neurons).astype(np.int64)
