@@ -15,7 +15,7 @@ from torch.nn.utils.rnn import pad_sequence
 from probing.data.records import SkipCounter, WordInContext
 from probing.data.settings import require_bool, require_int
 from probing.devices import has_native_bf16
-from probing.errors import ConfigError
+from probing.errors import ConfigError, setting
 from probing.features.attention import (
     DEFAULT_POLICY,
     check_window_support,
@@ -24,11 +24,18 @@ from probing.features.attention import (
     parse_attention_window,
 )
 from probing.features.featurizer import PreparedInput, context_label, context_window, parse_context_size
-from probing.features.hf_models import PACKAGED_PREFIX, load_pretrained
+from probing.features.hf_models import (
+    PACKAGED_PREFIX,
+    check_weights_dtype,
+    checked_device_map,
+    input_device,
+    load_pretrained,
+)
 
 POOLINGS = ("mean", "last")
 AUTOCAST_DTYPES = {"32": None, "bf16": torch.bfloat16, "16": torch.float16}
 PRECISION_TAGS = {"32": "", "bf16": ".bf16", "16": ".fp16"}  # in the store's file name
+DTYPE_TAGS = {"fp32": "", "bf16": ".weights-bf16", "fp16": ".weights-fp16"}  # the weights' dtype, in it too
 SKIP_TOO_LONG = "target longer than max_length"
 SKIP_NO_PIECES = "target word has no wordpieces"
 
@@ -69,7 +76,9 @@ def pool_layers(hidden_states: Sequence[torch.Tensor], rows: torch.Tensor, cols:
     Only the pooled pieces are gathered from each layer (P rows, not the B x T x D states), then summed per
     record with one index_add over all layers at once.
     """
-    pieces = torch.stack([layer[rows, cols] for layer in hidden_states], dim=1).float()  # (P, L, D)
+    # (P, L, D); each layer gathered on its own device (a sharded model's are on several), then brought together
+    pieces = torch.stack([layer[rows.to(layer.device), cols.to(layer.device)].to(rows.device)
+                          for layer in hidden_states], dim=1).float()
     pooled = torch.zeros(batch_size, *pieces.shape[1:], dtype=pieces.dtype, device=pieces.device)
     return pooled.index_add_(0, rows, pieces * weights[:, None, None])
 
@@ -80,7 +89,10 @@ class WordEncoder:
     Built by Hydra from `features.encoder` (conf/features/default.yaml). `context_size`: words on each side of the
     target, or None / "all" for the whole sentence. `attention_window`: words each word may attend to on each side,
     None for the model's full attention; `attention_policy`: where the special tokens stand under a window
-    (`probing.features.attention.POLICIES`). `precision`: "32", "bf16" or "16" (see `check_precision`)."""
+    (`probing.features.attention.POLICIES`). `precision`: "32", "bf16" or "16" (see `check_precision`). `dtype`: the
+    weights' ("fp32", "bf16", "fp16"; see `check_weights_dtype`); `device_map`: accelerate's placement of a model
+    sharded over devices (then `device` must be "auto"); `gguf_file`, `cache_dir`: a GGUF model and where its
+    converted copy is cached (`probing.features.hf_models.load_encoder`)."""
 
     def __init__(
         self,
@@ -96,21 +108,36 @@ class WordEncoder:
         attention_window: int | None = None,
         allow_emulated_bf16: bool = False,
         attention_policy: str = DEFAULT_POLICY,
+        dtype: str = "fp32",
+        device_map: str | dict | None = None,
+        gguf_file: str | None = None,
+        cache_dir: str | None = None,
     ):
         precision = str(precision)
         _check_options(pooling, precision)
         self.pooling, self.context_size = pooling, parse_context_size(context_size)
         self.max_length = require_int("features.max_length", max_length, minimum=1)
+        self.device_map = checked_device_map(device_map)
+        if self.device_map is not None and device != "auto":
+            raise ConfigError(f"{setting('device_map')}={self.device_map} places the model itself, on the devices "
+                              f"there are, so {setting('device')}={device} cannot. Fix: {setting('device')}=auto")
         self.device = resolve_device(device)
-        check_precision(precision, self.device, require_bool("features.allow_emulated_bf16", allow_emulated_bf16))
+        allow_emulated = require_bool("features.allow_emulated_bf16", allow_emulated_bf16)
+        check_precision(precision, self.device, allow_emulated)
+        check_weights_dtype(dtype, precision, self.device, allow_emulated)
+        self.dtype = dtype
         self.precision, self.autocast_dtype = precision, AUTOCAST_DTYPES[precision]
         self.random_init = require_bool("model.random_init", random_init)
         self.init_seed = require_int("model.init_seed", init_seed)
         self.attention_window = parse_attention_window(attention_window)
         self.attention_policy = parse_attention_policy(attention_policy)
-        self.model, self.tokenizer, self.info = load_pretrained(name_or_path, revision, self.random_init,
-                                                                self.init_seed)
-        self.model.to(self.device)
+        self.model, self.tokenizer, self.info = load_pretrained(
+            name_or_path, revision, self.random_init, self.init_seed, dtype=dtype, device_map=self.device_map,
+            gguf_file=gguf_file, cache_dir=cache_dir)
+        if self.device_map is None:
+            self.model.to(self.device)
+        else:  # inputs go where the first layer is; the pooled vectors are gathered there
+            self.device = input_device(self.model)
         self.causal = self.attention_window is not None and check_window_support(self.model)
         self.piece_budget = self.input_length() - self.tokenizer.num_special_tokens_to_add()
         if self.piece_budget < 1:
@@ -135,7 +162,7 @@ class WordEncoder:
         with identical weights under different parents (`A/ft/model`, `B/ft/model`) do: the store compares the
         weights hash, and takes the model's name and path as provenance only."""
         name = self.info.model_name
-        if not name.startswith(PACKAGED_PREFIX) and Path(self.info.model_path).is_dir():
+        if not name.startswith(PACKAGED_PREFIX) and Path(self.info.model_path).exists():  # a folder, or a GGUF file
             folder = Path(self.info.model_path).resolve()
             name = f"{folder.parent.name}-{folder.name}-{self.info.weights_sha256[:10]}"
         return f"{name}-random-init-seed{self.init_seed}" if self.random_init else name
@@ -143,10 +170,10 @@ class WordEncoder:
     @property
     def store_kind(self) -> str:
         """What the features are, in the store's file name: the pooling of the target's wordpieces, the attention
-        window and its policy where there is one, and the forward precision unless float32 (so that stores written
-        before the precision was recorded keep their names)."""
+        window and its policy where there is one, and the forward precision and the weights' dtype unless float32 (so
+        that stores written before they were recorded keep their names)."""
         window = "" if self.attention_window is None else f".attn-{self.attention_window}-{self.attention_policy}"
-        return f"{self.pooling}{window}{PRECISION_TAGS[self.precision]}"
+        return f"{self.pooling}{window}{PRECISION_TAGS[self.precision]}{DTYPE_TAGS[self.dtype]}"
 
     def store_metadata(self) -> dict:
         """What identifies these features in a store's metadata (compared when a store is reused)."""
@@ -160,6 +187,8 @@ class WordEncoder:
         }
         if self.random_init:
             metadata |= {"random_init": True, "init_seed": self.init_seed}
+        if self.dtype != "fp32":  # absent for float32 weights, as in stores written before the option
+            metadata |= {"dtype": self.dtype}
         if self.attention_window is not None:  # absent for full attention, as in stores written before the option
             metadata |= {"attention_window": self.attention_window, "attention_policy": self.attention_policy}
         return metadata
