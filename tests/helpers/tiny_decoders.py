@@ -1,5 +1,6 @@
 """A tiny random decoder saved as a Hugging Face folder (a Llama of 3 blocks, hidden 32) with a byte-level BPE
-tokenizer trained on the test sentences' words, for runs that load a causal LM from a folder."""
+tokenizer trained on the test sentences and the packaged STREUSLE text (so that a probe run's words are a piece or
+two each), for runs that load a causal LM from a folder."""
 
 from __future__ import annotations
 
@@ -7,8 +8,17 @@ from pathlib import Path
 
 import torch
 
+import probing
+
 TRAINING_TEXT = ["the apple juice is healthy", "she eats the apple", "new york city is unbelievable",
                  "the party of progress and socialism", "stock rises in the air"] * 5
+STREUSLE = Path(probing.__file__).parent / "resources" / "streusle"
+
+
+def streusle_text() -> list[str]:
+    """The words of the packaged STREUSLE files (the second column of each token line)."""
+    return [line.split("\t")[1] for path in sorted(STREUSLE.glob("*.conllulex"))
+            for line in path.read_text(encoding="utf-8").splitlines() if line and not line.startswith("#")]
 
 
 def save_tiny_llama(out: Path, layers: int = 3) -> Path:
@@ -19,9 +29,9 @@ def save_tiny_llama(out: Path, layers: int = 3) -> Path:
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<|endoftext|>"],
+    trainer = trainers.BpeTrainer(vocab_size=2000, special_tokens=["<|endoftext|>"],
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tokenizer.train_from_iterator(TRAINING_TEXT, trainer)
+    tokenizer.train_from_iterator(TRAINING_TEXT + streusle_text(), trainer)
     fast = GPT2TokenizerFast(tokenizer_object=tokenizer, bos_token="<|endoftext|>", eos_token="<|endoftext|>",
                              unk_token="<|endoftext|>")
     fast.save_pretrained(out)
