@@ -1,6 +1,7 @@
 """Where in a transformer the features are read (`capture`): the residual stream between blocks, or a block's
 attention or MLP output, caught by forward hooks on the asked-for layers only, the forward stopped after the last
-of them. Which module each site and layer is, per architecture, and what layer L means: docs/features.md, 'Sites'."""
+of them. Which module each site and layer is, per architecture, and what layer L means: docs/features.md, 'Sites
+and layers'."""
 
 from __future__ import annotations
 
@@ -88,6 +89,8 @@ def hook_points(model: nn.Module, layers: Sequence[int], site: str) -> list[tupl
     is the first block's input (the embedding output as the blocks get it), layer l < L block l's output and layer L
     the last hidden state (after the final norm where the model has one); at `attn`/`mlp`, block l's sub-module."""
     blocks, norm = blocks_of(model)
+    if len(set(layers)) != len(layers):
+        raise ValueError(f"layers must be distinct, got {list(layers)}")
     points = []
     for layer in layers:
         if not 0 <= layer <= len(blocks):
@@ -108,9 +111,10 @@ def _state(value: Any) -> Tensor:
 
 def capture(model: nn.Module, input_ids: Tensor, attention_mask: Tensor | None, layers: Sequence[int],
             site: str = RESIDUAL, out_device: torch.device | None = None, **forward: Any) -> list[Tensor]:
-    """The (B, T, D) states of `model` at `site` of each of `layers` (hidden-state indices, see `hook_points`), in
-    the order of `layers`, from one forward pass that stops once the last of them is caught; `out_device`: where the
-    states are put (None: where each layer computed them). `forward`: more arguments of the model's forward."""
+    """The (B, T, D) states of `model` at `site` of each of `layers` (distinct hidden-state indices, see
+    `hook_points`), in the order of `layers`, from one forward pass that stops once the last of them is caught;
+    `out_device`: where the states are put (None: where each layer computed them). `forward`: more arguments of the
+    model's forward pass."""
     points = hook_points(model, layers, site)
     caught: dict[int, Tensor] = {}
     last = max(range(len(layers)), key=lambda index: layers[index])

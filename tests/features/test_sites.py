@@ -161,6 +161,8 @@ def test_layers_and_sites_are_checked_in_one_line():
         resolve_layers([], 4)
     with pytest.raises(ConfigError, match=r"site=mlp: a block of BertModel \(BertLayer\) has no mlp/feed_forward"):
         capture(tiny("bert"), *inputs(), [1], "mlp")
+    with pytest.raises(ValueError, match=r"layers must be distinct, got \[1, 1\]"):
+        capture(tiny("llama"), *inputs(), [1, 1])
 
 
 def test_an_unknown_architecture_is_one_clear_line():
