@@ -15,9 +15,6 @@ from probing.errors import ConfigError
 from probing.features.elmo_hdf5 import ElmoFileFeaturizer
 from probing.features.encoder import WordEncoder
 
-# Where a factory's arguments come from in a run's config (`probing.config.build`'s settings_from): a setting that
-# a featurizer names, `model.dtype` or `settings.precision`, is the user's `model.dtype` or `features.precision`.
-FEATURIZER_SETTINGS = {"model": "model", "settings": "features"}
 # The WordEncoder arguments read from `model` (the others from `settings`), as its refusals name them.
 MODEL_ARGUMENTS = ("dtype", "device_map", "gguf_file", "cache_dir")
 
@@ -25,18 +22,20 @@ MODEL_ARGUMENTS = ("dtype", "device_map", "gguf_file", "cache_dir")
 def word_encoder(model: Mapping[str, Any], settings: Mapping[str, Any], context_size: int | str | None = None,
                  name_or_path: str | None = None) -> WordEncoder:
     """The frozen encoder of `model` (`name_or_path`: another model folder of the same config, as the fine-tuned
-    comparison's setups read) with the extraction `settings`."""
+    comparison's setups read) with the extraction `settings` (the settings that name their own keys are those of
+    the `features` node, a refused layer or site is named there, and those of MODEL_ARGUMENTS the `model` node's)."""
     try:
         return WordEncoder(name_or_path=name_or_path or model["name_or_path"], revision=model.get("revision"),
                            random_init=model.get("random_init", False), init_seed=model.get("init_seed", 0),
                            pooling=settings["pooling"], max_length=settings["max_length"], context_size=context_size,
                            device=settings["device"], precision=settings["precision"],
                            allow_emulated_bf16=settings["allow_emulated_bf16"],
-                           attention_window=settings["attention_window"],
-                           attention_policy=settings["attention_policy"],
+                           attention_window=settings["attention_window"], attention_policy=settings["attention_policy"],
+                           layers=settings.get("layers"), site=settings.get("site", "resid"),
                            **{name: model.get(name) for name in MODEL_ARGUMENTS if model.get(name) is not None})
     except ConfigError as error:
-        raise error.renamed(lambda name: f"{'model' if name in MODEL_ARGUMENTS else 'settings'}.{name}") from None
+        raise error.renamed(lambda name: f"{'model' if name in MODEL_ARGUMENTS else 'features'}.{name}",
+                            final=True) from None
 
 
 def imported_vectors(model: Mapping[str, Any], settings: Mapping[str, Any],
@@ -63,9 +62,4 @@ def plain(node: Any) -> Any:
 def built_featurizer(features: Any, model: Any, context_size: int | str | None = None) -> Any:
     """The featurizer of `features.encoder`, built (`featurizer_config`): for a config that holds it as one node,
     as analysis=neurons's representation does."""
-    return build_featurizer(featurizer_config(features, model, context_size))
-
-
-def build_featurizer(config: Mapping[str, Any]) -> Any:
-    """The featurizer of a `featurizer_config`, its refusals naming the user's settings (`FEATURIZER_SETTINGS`)."""
-    return build(OmegaConf.create(config), "features.encoder", settings_from=FEATURIZER_SETTINGS)
+    return build(OmegaConf.create(featurizer_config(features, model, context_size)), "features.encoder")

@@ -14,7 +14,7 @@ from probing.data.records import WordInContext
 from probing.errors import ConfigError, ModelLoadError
 from probing.features import hf_models
 from probing.features.encoder import WordEncoder
-from probing.features.featurizers import build_featurizer, featurizer_config
+from probing.features.featurizers import built_featurizer
 from probing.features.hf_models import load_encoder, load_pretrained, resolve_model_path
 from tests.helpers.decoders import HIDDEN, LAYERS, TOKENIZER_OF, save_tiny_decoder
 from tests.helpers.runs import compose_job
@@ -123,7 +123,7 @@ def test_weights_in_bf16_under_an_autocast_precision_are_refused_in_one_line(dec
                          "model.dtype=bf16", "features.precision=bf16", "features.allow_emulated_bf16=true")
     with pytest.raises(ConfigError, match=r"^model\.dtype=bf16 .* features\.precision=bf16 .*Fix: "
                                           r"features\.precision=32 with model\.dtype=bf16"):
-        build_featurizer(featurizer_config(config.features, config.model))
+        built_featurizer(config.features, config.model)
 
 
 def test_bf16_weights_on_a_cpu_without_bf16_units_are_refused_as_the_bf16_precision_is(decoders, monkeypatch):
