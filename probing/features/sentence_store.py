@@ -13,7 +13,7 @@ import torch
 from torch.nn.utils.rnn import pad_sequence
 
 from probing.data.records import SkipCounter, WordInContext
-from probing.features.encoder import PRECISION_TAGS, PreparedInput, WordEncoder, pooling_index
+from probing.features.encoder import DTYPE_TAGS, PRECISION_TAGS, PreparedInput, WordEncoder, pooling_index
 from probing.features.extraction import ExtractionReport, extract_split
 from probing.features.sites import RESIDUAL
 from probing.features.store import data_files_entry, records_fingerprint, store_path
@@ -44,7 +44,7 @@ class SentenceWordEncoder(WordEncoder):
 
     @property
     def store_kind(self) -> str:
-        return f"{self.pooling}.{EVERY_WORD}{self.sites_tag}{PRECISION_TAGS[self.precision]}"
+        return f"{self.pooling}.{EVERY_WORD}{self.sites_tag}{PRECISION_TAGS[self.precision]}{DTYPE_TAGS[self.dtype]}"
 
     def store_metadata(self) -> dict:
         return {**super().store_metadata(), "rows": EVERY_WORD}
@@ -63,7 +63,8 @@ class SentenceWordEncoder(WordEncoder):
         with torch.inference_mode():
             states = self.hidden_states(input_ids, attention_mask)
             sources, cols = owner[rows].to(self.device), cols.to(self.device)
-            pieces = torch.stack([layer[sources, cols] for layer in states], dim=1).float()
+            pieces = torch.stack([layer[sources.to(layer.device), cols.to(layer.device)].to(self.device)  # a sharded
+                                  for layer in states], dim=1).float()  # model's layers are on several devices
             pooled = torch.zeros(len(batch), *pieces.shape[1:], dtype=pieces.dtype, device=pieces.device)
             pooled.index_add_(0, rows.to(self.device), pieces * weights.to(self.device)[:, None, None])
         return pooled.cpu()

@@ -16,6 +16,7 @@ from probing.features import hf_models
 from probing.features.encoder import WordEncoder
 from probing.features.featurizers import built_featurizer
 from probing.features.hf_models import load_encoder, load_pretrained, resolve_model_path
+from probing.features.sentence_store import sentence_encoder_of
 from tests.helpers.decoders import HIDDEN, LAYERS, TOKENIZER_OF, save_tiny_decoder
 from tests.helpers.runs import compose_job
 from tests.helpers.stores import assert_one_line_error
@@ -112,6 +113,10 @@ def test_bf16_weights_are_loaded_so_and_match_the_models_own_bf16_forward(decode
     assert not torch.equal(fp32.encode([prepared]), vectors)  # really computed in bf16
     assert encoder.store_kind == "mean.weights-bf16" and encoder.store_metadata()["dtype"] == "bf16"
     assert fp32.store_kind == "mean" and "dtype" not in fp32.store_metadata()  # fp32 stores keep their names
+    every_word = sentence_encoder_of(encoder)  # the every-word stores of word tasks (task=upos, ...)
+    assert every_word.store_kind == "mean.every-word.weights-bf16" and every_word.store_metadata()["dtype"] == "bf16"
+    assert sentence_encoder_of(fp32).store_kind == "mean.every-word"
+    torch.testing.assert_close(every_word.encode([prepared]), vectors, rtol=0, atol=1e-6)
 
 
 def test_weights_in_bf16_under_an_autocast_precision_are_refused_in_one_line(decoders, tmp_path):
@@ -151,6 +156,8 @@ def test_a_device_map_on_the_cpu_gives_the_single_device_vectors(decoders, devic
     single = WordEncoder(str(folder), random_init=random_init, init_seed=3)
     prepared = sharded.prepare_many([record(SENTENCE, (2,)), record("we saw them there .", (3,))])
     torch.testing.assert_close(sharded.encode(prepared), single.encode(prepared), rtol=0, atol=0)
+    every_word = sentence_encoder_of(sharded)
+    torch.testing.assert_close(every_word.encode(prepared), single.encode(prepared), rtol=0, atol=1e-6)
     assert sharded.info == single.info and sharded.store_kind == single.store_kind
 
 

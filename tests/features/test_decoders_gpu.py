@@ -9,6 +9,7 @@ import torch
 from transformers import AutoModel
 
 from probing.features.encoder import WordEncoder
+from probing.features.sentence_store import sentence_encoder_of
 from tests.features.test_decoders import SENTENCE, record
 from tests.helpers.decoders import save_tiny_decoder
 from tests.helpers.run_if import cuda_device_count, run_if
@@ -37,6 +38,8 @@ def test_a_tiny_llama_placed_by_a_device_map_gives_the_single_device_vectors(tmp
     vectors = placed.encode(prepared)
     assert vectors.device.type == "cpu" and vectors.shape == (3, 3, 32)
     torch.testing.assert_close(vectors, single.encode(prepared), rtol=1e-5, atol=1e-5)
+    every_word = sentence_encoder_of(placed)  # the every-word stores' encoder gathers its pieces itself
+    torch.testing.assert_close(every_word.encode(prepared), vectors, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
