@@ -50,8 +50,8 @@ def summary_line(result: dict[str, Any]) -> str:
 
 
 def plot_bits(results: list[dict[str, Any]], path: Path) -> bool:
-    """Bits per token by layer, one colour per run: the logit lens dashed, the tuned lens solid, the model's own
-    cross-entropy dotted."""
+    """Bits per token by layer (a log scale), one colour per run: the logit lens dashed, the tuned lens solid, the
+    model's own cross-entropy dotted."""
     plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
     for index, result in enumerate(results):
@@ -64,7 +64,8 @@ def plot_bits(results: list[dict[str, Any]], path: Path) -> bool:
                 label=f"{label}: tuned lens")
         ax.axhline(result["model_bits"], color=colour, linestyle=":", linewidth=1, label=f"{label}: the model")
     layer_axis(ax)
-    ax.set_ylabel("cross-entropy of the next token (bits per token)")
+    ax.set_yscale("log")  # the embedding output read as a prediction can cost ten times the top layer's bits
+    ax.set_ylabel("cross-entropy of the next token (bits per token, log scale)")
     ax.set_title("Logit lens and tuned lens on held-out text", fontsize=9)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
