@@ -13,7 +13,14 @@ from pathlib import Path
 
 import torch
 from safetensors import SafetensorError, safe_open
-from transformers import AutoConfig, AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerFast
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    PreTrainedModel,
+    PreTrainedTokenizerFast,
+)
 
 from probing.data.text import sha256_files
 from probing.errors import ModelLoadError
@@ -60,12 +67,13 @@ def resolve_model_path(name_or_path: str) -> str:
 
 
 def load_encoder(
-    name_or_path: str, revision: str | None = None, random_init: bool = False
+    name_or_path: str, revision: str | None = None, random_init: bool = False, *, causal_lm_head: bool = False
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerFast, EncoderInfo]:
     """Load a frozen float32 model (all hidden states on), its fast tokenizer and what identifies both.
 
     random_init=True builds the architecture from its config with freshly initialised weights (drawn from
-    torch's global generator, so seed it first); its weights_sha256 then hashes those weights.
+    torch's global generator, so seed it first); its weights_sha256 then hashes those weights. causal_lm_head=True
+    loads a causal LM with its head (AutoModelForCausalLM: the final norm and the unembedding too).
     """
     path = model_location(name_or_path)
     if _looks_like_local_path(path) and not Path(path).is_dir():
@@ -77,7 +85,7 @@ def load_encoder(
         verify_export(Path(path))
     try:
         tokenizer = _load_tokenizer(path, revision)
-        model = _load_model(path, revision, random_init)
+        model = _load_model(path, revision, random_init, causal_lm_head)
     except (OSError, ValueError, SafetensorError) as exc:  # huggingface_hub's are OSError / ValueError subclasses
         raise ModelLoadError(_load_failure_message(name_or_path, path, exc)) from exc
     model.float().requires_grad_(False).eval()
@@ -97,14 +105,15 @@ def load_encoder(
 
 
 def load_pretrained(
-    name_or_path: str, revision: str | None = None, random_init: bool = False, init_seed: int = 0
+    name_or_path: str, revision: str | None = None, random_init: bool = False, init_seed: int = 0, *,
+    causal_lm_head: bool = False
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerFast, EncoderInfo]:
     """`load_encoder`, with a random-init encoder a function of `init_seed` alone: its weights are drawn from torch's
     global generator seeded with it, whose state outside is left as it was. Every analysis and feature extraction
     loads its encoder here."""
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(init_seed)
-        return load_encoder(name_or_path, revision=revision, random_init=random_init)
+        return load_encoder(name_or_path, revision=revision, random_init=random_init, causal_lm_head=causal_lm_head)
 
 
 def _looks_like_local_path(path: str) -> bool:
@@ -166,11 +175,12 @@ def _is_byte_level(tokenizer: PreTrainedTokenizerFast) -> bool:
     return any(part.get("type") == "ByteLevel" for part in parts)
 
 
-def _load_model(path: str, revision: str | None, random_init: bool) -> PreTrainedModel:
+def _load_model(path: str, revision: str | None, random_init: bool, causal_lm_head: bool = False) -> PreTrainedModel:
+    auto = AutoModelForCausalLM if causal_lm_head else AutoModel
     if random_init:
         config = AutoConfig.from_pretrained(path, revision=revision, output_hidden_states=True)
-        return AutoModel.from_config(config)
-    return AutoModel.from_pretrained(path, revision=revision, output_hidden_states=True)
+        return auto.from_config(config)
+    return auto.from_pretrained(path, revision=revision, output_hidden_states=True)
 
 
 def _weights_sha256(path: str, model: PreTrainedModel, random_init: bool) -> str:

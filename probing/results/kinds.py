@@ -267,7 +267,27 @@ class AmnesicResults(AnalysisResults):
     scores: dict[str, Any] = key("The scores of each condition (erased, random controls, none).")
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LensResults(AnalysisResults):
+    """analysis=lens (Belrose et al. 2023): the logit lens and the tuned lens of a causal LM, by layer, in bits."""
+
+    KIND: ClassVar[str] = "lens"
+
+    weights_sha256: str = key("The SHA-256 of the model's weights.")
+    architecture: str = key("The model's architecture (its Hugging Face class).")
+    num_layers: int = key("Hidden states of the model (the embedding output included).")
+    vocab_size: int = key("The size of the model's vocabulary.")
+    sentence_source: str = key("The sentences read: data set and split.")
+    unit: str = key("The unit of every score: bits per token.")
+    split: dict[str, Any] = key("The seeded split of the sentences into the tuned lens's training text and the "
+                                "held-out text scored: seed, share, counts, the held-out sentences' indices.")
+    training: dict[str, Any] = key("How the tuned lens was trained, and its training KL by epoch and layer (bits).")
+    layers: list[dict[str, Any]] = key("Per layer: each lens's cross-entropy of the next token and KL from the "
+                                       "model's own distribution, in bits per held-out token.")
+    model_bits: Number = key("The model's own cross-entropy of the next token, in bits per held-out token.")
+
+
 # Every kind, by its name: the value of `kind` in a results.json.
 KINDS: dict[str, type[Results]] = {kind.KIND: kind for kind in (
     SClassProbeResults, WordProbeResults, TreeProbeResults, FinetuningResults, ContextualityResults, StaticPCResults,
-    IsotropyResults, AttentionSimilarityResults, NeuronsResults, AmnesicResults)}
+    IsotropyResults, AttentionSimilarityResults, NeuronsResults, AmnesicResults, LensResults)}
