@@ -77,8 +77,10 @@ def built_probing(cfg: DictConfig) -> TaskProbing:
     family = build(probe.module, "probe.module")
     control = build(probe.control_task, "probe.control_task")
     source = build(cfg.data.source, "data.source")
-    return build(cfg.probing, "probing", _partial_=True)(name=cfg.task.name, source=source, seed=cfg.seed,
-                                                         erase=erase, family=family, control=control, **settings)
+    keys = {key: f"probe.{key}" for key in PROBE_SETTINGS}  # what the probing refuses is named where the user sets it
+    make = build(cfg.probing, "probing", _partial_=True, settings_from=keys)
+    return make(name=cfg.task.name, source=source, seed=cfg.seed, erase=erase, family=family, control=control,
+                **settings)
 
 
 def with_the_compared_setup(cfg: DictConfig) -> None:
