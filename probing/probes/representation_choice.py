@@ -20,6 +20,7 @@ from probing.config import build
 from probing.data.settings import choose, require_int
 from probing.errors import ConfigError
 from probing.features.baselines import WordpieceBaseline, check_baseline, rand_baseline, static_file_baseline
+from probing.features.featurizers import featurizer_of
 from probing.features.type_spaces import AvgSpace, BertwSpace, RandSpace
 from probing.probes.representations import (
     AvgSpaceOfLayer,
@@ -123,7 +124,7 @@ class RepresentationChoice:
                                                                    "probe.condition_on"))
 
     def built_encoder(self) -> Any:
-        return build(OmegaConf.create(self.encoder), "features.encoder")
+        return featurizer_of(self.encoder)
 
     def built(self, kind: str, layer: Any, setting: str = "layer") -> Any:
         """The representation of `kind` at `layer`, with what it reads; `setting` is the one named when the layer

@@ -22,6 +22,7 @@ from probing.config import build
 from probing.data.settings import choose, optional_int, require_bool, require_int, require_number
 from probing.data.task_records import WORD_KINDS
 from probing.errors import ConfigError
+from probing.features.featurizers import featurizer_of
 from probing.features.provision import lock_wait_seconds
 from probing.probes.bits.information import majority_rates
 from probing.probes.components.batched_probes import BatchedProbes
@@ -138,8 +139,7 @@ class NeuronAnalysis(Analysis):
         probing = WordProbing(data_name=self.data_name, name=self.task, source=self.source, module=None,
                               batch_size=self.batch_size, seed=self.seed)
         probing.load()
-        representation = EncoderLayer(build(OmegaConf.create(self.encoder), "features.encoder"), layer,
-                                      self.configured_layers)
+        representation = EncoderLayer(featurizer_of(self.encoder), layer, self.configured_layers)
         # analysis=neurons always runs as a multirun (conf/analysis/globals/neurons.yaml): null waits as there
         store = {**self.store, "lock_wait_s": lock_wait_seconds(self.store.get("lock_wait_s"), in_multirun=True)}
         return probing.inputs(representation, store)
