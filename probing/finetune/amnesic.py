@@ -35,7 +35,7 @@ from probing.erasure.fitted import FittedEraser
 from probing.erasure.hidden_state import captured_hidden_state, check_hidden_state_module
 from probing.erasure.random_control import RandomEraser, random_control
 from probing.erasure.setup import UNSET_ERASURE, ErasureSetup
-from probing.errors import ConfigError, DataFormatError, setting
+from probing.errors import ConfigError, DataFormatError, setting, settings_as
 from probing.features.finetuned import EXPORT_FIX, HEAD_FILE, TASK_FILE, verify_export
 from probing.features.hf_models import load_pretrained
 from probing.features.layers import resolve_layer
@@ -68,8 +68,9 @@ class Amnesic(Analysis):
         super().__init__(name, sentences, split, max_sentences)
         self.setup = erasure_setup(erase)
         # no concept is refused by `check_inputs`: the config builds without one, as conf/erase/ has none
-        self.concept_source = None if self.setup.concept is None else concept_task(self.setup.concept,
-                                                                                      concept_paths)
+        with settings_as({"concept": "erase.concept", "paths": "concept_paths"}):  # the concept's, as set here
+            self.concept_source = None if self.setup.concept is None else concept_task(self.setup.concept,
+                                                                                          concept_paths)
         self.control_seeds = control_seed_list(control_seeds)
         self.batch_size = require_int(setting("batch_size"), batch_size, minimum=1)
         self.max_length = require_int(setting("max_length"), max_length, minimum=3)
