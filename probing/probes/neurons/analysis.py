@@ -21,7 +21,7 @@ from probing.analysis import Analysis, AnalysisInputs, analysis_device
 from probing.config import build
 from probing.data.settings import choose, optional_int, require_bool, require_int, require_number
 from probing.data.task_records import WORD_KINDS
-from probing.errors import ConfigError, setting
+from probing.errors import ConfigError, setting, settings_under
 from probing.features.featurizers import featurizer_of
 from probing.features.provision import lock_wait_seconds
 from probing.probes.bits.information import majority_rates
@@ -141,7 +141,8 @@ class NeuronAnalysis(Analysis):
         probing.load()
         representation = EncoderLayer(featurizer_of(self.encoder), layer, self.configured_layers)
         # analysis=neurons always runs as a multirun (conf/analysis/globals/neurons.yaml): null waits as there
-        store = {**self.store, "lock_wait_s": lock_wait_seconds(self.store.get("lock_wait_s"), in_multirun=True)}
+        with settings_under("store"):
+            store = {**self.store, "lock_wait_s": lock_wait_seconds(self.store.get("lock_wait_s"), in_multirun=True)}
         return probing.inputs(representation, store)
 
     def settings(self) -> dict[str, Any]:
