@@ -125,6 +125,14 @@ def test_the_refusal_of_a_shorthand_comes_when_the_choice_is_built_before_anythi
         chosen_representation(composed(*overrides, "features.encoder._target_=no.such.encoder"))
 
 
+def test_a_word_space_built_from_the_config_names_its_keys(monkeypatch):
+    monkeypatch.delenv("GLOVE_PATH", raising=False)
+    choice = chosen_representation(composed("probe.level=type", "embeddings=glove", *FAKES))
+    with pytest.raises(ConfigError, match=r"^embeddings=glove needs the embedding file\. Fix: add "
+                                          r"embeddings\.path=/path/to/vectors\.txt"):
+        choice()
+
+
 def test_a_layer_knows_its_store_layer_and_label():
     layer = EncoderLayer(fake_encoder(), -1)
     assert (layer.store_layer, layer.layer, layer.label, layer.level) == (6, 6, "6", "context")
