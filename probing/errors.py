@@ -112,4 +112,5 @@ def settings_named(names: Mapping[str, str]) -> Iterator[None]:
 
         if isinstance(error, DataFormatError):
             raise DataFormatError(error.path, error.line, renamed(error.problem), renamed(error.fix)) from None
-        raise type(error)(renamed(str(error))) from None
+        # a ConfigError keeps its marked settings, for the config layer to key
+        raise type(error)(renamed(error.marked if isinstance(error, ConfigError) else str(error))) from None
