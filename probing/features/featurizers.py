@@ -19,7 +19,8 @@ from probing.features.encoder import WordEncoder
 def word_encoder(model: Mapping[str, Any], settings: Mapping[str, Any], context_size: int | str | None = None,
                  name_or_path: str | None = None) -> WordEncoder:
     """The frozen encoder of `model` (`name_or_path`: another model folder of the same config, as the fine-tuned
-    comparison's setups read) with the extraction `settings`."""
+    comparison's setups read) with the extraction `settings`; what the encoder refuses is named as this factory's
+    `model.<key>` or `settings.<key>` (`featurizer_of` keys them model.<key> and features.<key>)."""
     try:
         return WordEncoder(name_or_path=name_or_path or model["name_or_path"], revision=model.get("revision"),
                            random_init=model.get("random_init", False), init_seed=model.get("init_seed", 0),
@@ -27,7 +28,8 @@ def word_encoder(model: Mapping[str, Any], settings: Mapping[str, Any], context_
                            device=settings["device"], precision=settings["precision"],
                            allow_emulated_bf16=settings["allow_emulated_bf16"],
                            attention_window=settings["attention_window"],
-                           attention_policy=settings["attention_policy"])
+                           attention_policy=settings["attention_policy"], layers=settings.get("layers"),
+                           site=settings.get("site", "resid"))
     except ConfigError as error:  # the encoder's arguments are this factory's model's and settings' keys
         raise error.renamed(lambda name: f"model.{name}" if name in MODEL_KEYS else f"settings.{name}") from None
 
