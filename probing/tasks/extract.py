@@ -12,7 +12,7 @@ from typing import Any
 
 from lightning.fabric import Fabric
 from lightning.fabric.strategies import DDPStrategy
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from probing.config import build
 from probing.data.every_word import EVERY_WORD_DATA, every_word_data
@@ -23,7 +23,7 @@ from probing.data.trees import read_trees
 from probing.data.word_tasks import read_word_task
 from probing.errors import ConfigError
 from probing.features.elmo_export import check_export_folder, export_every_word_stores
-from probing.features.featurizers import featurizer_config
+from probing.features.featurizers import featurizer_config, featurizer_of
 from probing.features.provision import ensure_features
 from probing.features.sentence_store import sentence_encoder_of
 from probing.features.sharded import SHARD_WAIT, extract_split_sharded
@@ -91,8 +91,7 @@ def extract(cfg: DictConfig, splits: list[str], fabric: Fabric | None = None) ->
     processes (the featurizer on that process's device)."""
     data = task_data(cfg.get("task"), cfg.data)
     on_device = {"device": str(fabric.device)} if fabric is not None else {}
-    featurizer = build(OmegaConf.create(featurizer_config(cfg.features, cfg.model, cfg.get("context_size"),
-                                                          **on_device)), "features.encoder")
+    featurizer = featurizer_of(featurizer_config(cfg.features, cfg.model, cfg.get("context_size"), **on_device))
     if data.name == EVERY_WORD_DATA:
         featurizer = sentence_encoder_of(featurizer)
     if fabric is None:
