@@ -19,7 +19,7 @@ from transformers import AutoConfig, PreTrainedTokenizerFast
 from probing.analysis import Analysis, AnalysisInputs, analysis_device
 from probing.data.sentences import Text
 from probing.data.settings import require_int, require_number
-from probing.errors import ConfigError, setting, settings_under
+from probing.errors import ConfigError, setting
 from probing.features.hf_models import load_pretrained, model_location
 from probing.probes.lens.readout import Readout, is_causal_lm
 from probing.probes.lens.scoring import bits, score
@@ -74,8 +74,7 @@ class LensAnalysis(Analysis):
     def run(self, inputs: AnalysisInputs, run_dir: Path) -> dict[str, Any]:
         device = analysis_device(self.device)
         texts, source = self.texts()
-        with settings_under("analysis"):  # the sentences refused before the model loads, their keys named
-            train, held_out = split_sentences(len(texts), self.held_out, self.seed)
+        train, held_out = split_sentences(len(texts), self.held_out, self.seed)
         model_settings = inputs.model
         model, tokenizer, info = load_pretrained(model_settings.name_or_path, model_settings.revision,
                                                  model_settings.random_init, model_settings.init_seed,
