@@ -33,15 +33,20 @@ ROWS = {
 }
 
 
+# Kinds declared after the schema: no run ever wrote them without a version, so they have no file here.
+BORN_VERSIONED = ("statement_probe",)
+
+
 def unversioned(kind: str) -> dict:
     return json.loads((UNVERSIONED / f"{kind}.json").read_text(encoding="utf-8"))
 
 
 def test_there_is_a_file_of_every_kind():
-    assert sorted(path.stem for path in UNVERSIONED.glob("*.json")) == sorted(KINDS) == sorted(ROWS)
+    assert sorted(path.stem for path in UNVERSIONED.glob("*.json")) == sorted(set(KINDS) - set(BORN_VERSIONED)) == \
+        sorted(ROWS)
 
 
-@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize("kind", sorted(ROWS))
 def test_each_is_migrated_to_its_kind_and_valid_against_its_schema(kind):
     record = unversioned(kind)
     assert "schema_version" not in record
@@ -55,7 +60,7 @@ def test_a_tree_probes_kind_was_its_structure():
                                                                                                       "distance")
 
 
-@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize("kind", sorted(ROWS))
 def test_the_report_reads_each_into_the_row_of_its_run(tmp_path, kind):
     shutil.copy(UNVERSIONED / f"{kind}.json", tmp_path / "results.json")
     write_report(tmp_path)
