@@ -74,8 +74,8 @@ def test_truth_on_a_causal_decoder_records_the_kind_and_the_shuffled_control(tmp
     assert bits["h_y"] == pytest.approx(1.0) and bits["i_v"] == pytest.approx(bits["h_y"] - bits["h_y_given_r"])
 
 
-@pytest.mark.parametrize("pooling", ["last", "mean"])
-def test_the_stored_vector_is_the_models_last_token_or_mean_over_the_text(tmp_path, tiny_llama, pooling):
+@pytest.mark.parametrize("pooling", ["last", "mean", "token-2"])
+def test_the_stored_vector_is_the_models_last_token_mean_or_given_token(tmp_path, tiny_llama, pooling):
     from transformers import AutoModel, AutoTokenizer
 
     path = write_statements(tmp_path / "mine.csv", 20)
@@ -92,7 +92,7 @@ def test_the_stored_vector_is_the_models_last_token_or_mean_over_the_text(tmp_pa
         ids = tokenizer(train.texts[row].split(), is_split_into_words=True, return_tensors="pt")
         with torch.no_grad():
             states = model(**ids, output_hidden_states=True).hidden_states[2][0]
-        expected = states[-1] if pooling == "last" else states.mean(0)
+        expected = {"last": states[-1], "mean": states.mean(0), "token-2": states[-2]}[pooling]
         np.testing.assert_allclose(stored[row], expected.numpy(), rtol=2e-3, atol=2e-3)  # stored as float16
 
 
