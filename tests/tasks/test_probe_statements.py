@@ -219,3 +219,17 @@ def test_cities_from_the_papers_folder(tmp_path, tiny, shared_data):
                          f"data.data_dir={shared_data / 'geometry_of_truth'}", "layer=0", "probe=mass_mean", *tiny)
     assert r["data"] == "cities" and r["data_summary"]["test"]["statements"] == 300
     assert [path for path, _ in r["data_files"]] == [str(shared_data / "geometry_of_truth" / "cities.csv")]
+
+
+@pytest.mark.slow
+def test_the_documented_command_runs_offline_on_the_packaged_minilm(tmp_path, minilm_path):
+    """`python probe.py task=truth model=minilm layer=3`, as a fresh clone runs it (default logger, W&B offline)."""
+    from tests.helpers import run_script
+
+    result = run_script("probe.py", "task=truth", "model=minilm", "layer=3", "trainer.max_epochs=3", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    (found,) = tmp_path.glob("logs/probe/runs/*/results.json")
+    r = json.loads(found.read_text())
+    assert (r["kind"], r["model"], r["data"], r["pooling"], r["layer"]) == (
+        "statement_probe", "minilm", "number_comparisons", "last", 3)
+    assert r["test"]["n_examples"] == 120 and 0.0 <= r["test"]["accuracy"] <= 1.0
