@@ -233,3 +233,16 @@ def test_the_documented_command_runs_offline_on_the_packaged_minilm(tmp_path, mi
     assert (r["kind"], r["model"], r["data"], r["pooling"], r["layer"]) == (
         "statement_probe", "minilm", "number_comparisons", "last", 3)
     assert r["test"]["n_examples"] == 120 and 0.0 <= r["test"]["accuracy"] <= 1.0
+
+
+def test_extract_py_fills_the_stores_that_probe_py_reads(tmp_path, tiny):
+    from probing.tasks import extract
+
+    path = write_statements(tmp_path / "mine.csv", 20)
+    common = ["task=statements", f"data.path={path}", *tiny]
+    stores = extract.run(compose_job("extract", tmp_path / "run", *[o for o in common if o != "logger=csv"]))
+    r = probe_in_process(tmp_path, "run", *common, "layer=1", "trainer.max_epochs=1")
+    assert {split: str(store) for split, store in stores.items()} == r["stores"]
+    with pytest.raises(ConfigError, match="export_elmo=.* statement stores do not hold"):
+        extract.run(compose_job("extract", tmp_path / "export", *[o for o in common if o != "logger=csv"],
+                                f"export_elmo={tmp_path / 'elmo'}"))
