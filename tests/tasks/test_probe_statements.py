@@ -18,6 +18,7 @@ from probing.data.statements import StatementFile, bundled_statements
 from probing.errors import ConfigError
 from probing.features.store import FeatureStore
 from probing.probes.statement_probes import StatementDataModule, shuffled_labels
+from probing.report import write_report
 from tests.helpers.runs import compose_job, probe_in_process, tiny_model
 
 SPLIT_KEYS = {"accuracy", "macro_f1", "per_label_f1", "n_examples", "control_accuracy", "control_macro_f1",
@@ -72,6 +73,14 @@ def test_truth_on_a_causal_decoder_records_the_kind_and_the_shuffled_control(tmp
         assert r[split]["selectivity"] == pytest.approx(r[split]["accuracy"] - r[split]["control_accuracy"])
     bits = r["bits"]["test"]
     assert bits["h_y"] == pytest.approx(1.0) and bits["i_v"] == pytest.approx(bits["h_y"] - bits["h_y_given_r"])
+    write_report(tmp_path / "truth")
+    report = (tmp_path / "truth" / "report.md").read_text(encoding="utf-8")
+    assert "# Statement probing report" in report and "## truth:" in report
+    test = r["test"]
+    assert f"| 2 | {test['accuracy']:.3f} | {test['selectivity']:.3f} |" in report
+    with (tmp_path / "truth" / "statement_probes.csv").open(encoding="utf-8") as handle:
+        (row,) = csv.DictReader(handle)
+    assert (row["task"], row["family"], row["representation"]) == ("truth", "linear", "2")
 
 
 @pytest.mark.parametrize("pooling", ["last", "mean", "token-2"])
