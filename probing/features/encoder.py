@@ -1,7 +1,7 @@
 """Frozen Hugging Face encoders as featurizers (`WordEncoder`): tokenise words in context and pool the target's
-wordpieces at every layer (mean, last or Nth piece), layer 0 included, with a long sentence cut to a window centred
-on the target, a precision of its own and an optional attention window. Where Zhao et al. 2020 leave room and what was
-chosen: docs/features.md."""
+wordpieces at the asked-for layers (mean, last or Nth piece; every layer by default, layer 0 included) of a site
+(`probing.features.sites`), with a long sentence cut to a window centred on the target, a precision of its own and
+an optional attention window. Where Zhao et al. 2020 leave room and what was chosen: docs/features.md."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from probing.features.attention import (
 )
 from probing.features.featurizer import PreparedInput, context_label, context_window, parse_context_size
 from probing.features.hf_models import PACKAGED_PREFIX, load_pretrained
+from probing.features.sites import RESIDUAL, capture, parse_site, resolve_layers
 
 POOLINGS = ("mean", "last")  # and `token<N>`: the target's piece N alone (N < 0 counts from its end; `pooled_position`)
 POSITION_POOLING = re.compile(r"token(-?\d+)")
@@ -94,7 +95,8 @@ class WordEncoder:
     Built by Hydra from `features.encoder` (conf/features/default.yaml). `context_size`: words on each side of the
     target, or None / "all" for the whole sentence. `attention_window`: words each word may attend to on each side,
     None for the model's full attention; `attention_policy`: where the special tokens stand under a window
-    (`probing.features.attention.POLICIES`). `precision`: "32", "bf16" or "16" (see `check_precision`)."""
+    (`probing.features.attention.POLICIES`). `precision`: "32", "bf16" or "16" (see `check_precision`). `layers`:
+    the hidden states computed and kept (None: all), at `site` (`probing.features.sites.SITES`)."""
 
     def __init__(
         self,
@@ -110,9 +112,12 @@ class WordEncoder:
         attention_window: int | None = None,
         allow_emulated_bf16: bool = False,
         attention_policy: str = DEFAULT_POLICY,
+        layers: Sequence[int] | None = None,
+        site: str = RESIDUAL,
     ):
         precision = str(precision)
         _check_options(pooling, precision)
+        self.site = parse_site(site)
         self.pooling, self.context_size = pooling, parse_context_size(context_size)
         self.max_length = require_int("features.max_length", max_length, minimum=1)
         self.device = resolve_device(device)
@@ -125,6 +130,7 @@ class WordEncoder:
         self.model, self.tokenizer, self.info = load_pretrained(name_or_path, revision, self.random_init,
                                                                 self.init_seed)
         self.model.to(self.device)
+        self.layers = resolve_layers(layers, self.info.num_layers, self.site, self.info.model_name)
         self.causal = self.attention_window is not None and check_window_support(self.model)
         self.piece_budget = self.input_length() - self.tokenizer.num_special_tokens_to_add()
         if self.piece_budget < 1:
@@ -160,7 +166,21 @@ class WordEncoder:
         window and its policy where there is one, and the forward precision unless float32 (so that stores written
         before the precision was recorded keep their names)."""
         window = "" if self.attention_window is None else f".attn-{self.attention_window}-{self.attention_policy}"
-        return f"{self.pooling}{window}{PRECISION_TAGS[self.precision]}"
+        return f"{self.pooling}{window}{self.sites_tag}{PRECISION_TAGS[self.precision]}"
+
+    @property
+    def every_layer(self) -> bool:
+        """Whether the features are the residual stream at every layer (the defaults, as before sites existed)."""
+        return self.site == RESIDUAL and self.layers == list(range(self.info.num_layers))
+
+    @property
+    def sites_tag(self) -> str:
+        """The site and layers in the store's file name: none for the residual stream at every layer (so that those
+        stores keep their names), else `.<site>` unless the residual stream and `.layers-<runs>` (`0to2-5`)."""
+        if self.every_layer:
+            return ""
+        site = "" if self.site == RESIDUAL else f".{self.site}"
+        return f"{site}.layers-{layer_runs(self.layers)}"
 
     def store_metadata(self) -> dict:
         """What identifies these features in a store's metadata (compared when a store is reused)."""
@@ -168,7 +188,7 @@ class WordEncoder:
         metadata = {
             "model_name": info.model_name, "model_path": info.model_path, "weights_sha256": info.weights_sha256,
             "tokenizer_class": info.tokenizer_class, "tokenizer_sha256": info.tokenizer_sha256,
-            "architecture": info.architecture, "num_layers": info.num_layers, "hidden_size": info.hidden_size,
+            "architecture": info.architecture, "num_layers": len(self.layers), "hidden_size": info.hidden_size,
             "pooling": self.pooling, "context_size": context_label(self.context_size),
             "max_length": self.max_length, "precision": self.precision,
         }
@@ -176,6 +196,8 @@ class WordEncoder:
             metadata |= {"random_init": True, "init_seed": self.init_seed}
         if self.attention_window is not None:  # absent for full attention, as in stores written before the option
             metadata |= {"attention_window": self.attention_window, "attention_policy": self.attention_policy}
+        if not self.every_layer:  # absent for the residual stream at every layer, as before sites and layers existed
+            metadata |= {"site": self.site, "layers": self.layers}
         return metadata
 
     def prepare_many(self, records: Sequence[WordInContext]) -> list[PreparedInput | None]:
@@ -221,9 +243,10 @@ class WordEncoder:
         return encoding if post_processor is None else post_processor.process(encoding)
 
     def encode(self, batch: Sequence[PreparedInput]) -> torch.Tensor:
-        """(B, num_layers, hidden) float32 on CPU: pooled target vectors at every layer, layer 0 included."""
+        """(B, len(layers), hidden) float32 on CPU: pooled target vectors at each asked-for layer (by default every
+        layer, layer 0 included)."""
         if not batch:
-            return torch.empty(0, self.info.num_layers, self.info.hidden_size)
+            return torch.empty(0, len(self.layers), self.info.hidden_size)
         input_ids = pad_sequence(
             [torch.tensor(prepared.input_ids) for prepared in batch],
             batch_first=True,
@@ -233,11 +256,17 @@ class WordEncoder:
         attention_mask = self._attention_mask(batch, (torch.arange(input_ids.shape[1]) < lengths[:, None]).long())
         rows, cols, weights = pooling_index([prepared.target_pieces for prepared in batch], self.pooling)
         with torch.inference_mode():
-            with torch.autocast(self.device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None):
-                output = self.model(input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device))
+            states = self.hidden_states(input_ids, attention_mask)
             index = (tensor.to(self.device) for tensor in (rows, cols, weights))
-            pooled = pool_layers(output.hidden_states, *index, len(batch))
+            pooled = pool_layers(states, *index, len(batch))
         return pooled.cpu()
+
+    def hidden_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> list[torch.Tensor]:
+        """The (B, T, D) states of the asked-for layers at the site, on the encoder's device, from one forward pass
+        in the forward precision that stops after the last of them (`probing.features.sites.capture`)."""
+        with torch.autocast(self.device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None):
+            return capture(self.model, input_ids.to(self.device), attention_mask.to(self.device), self.layers,
+                           self.site, out_device=self.device)
 
     def _attention_mask(self, batch: Sequence[PreparedInput], padding_mask: torch.Tensor) -> torch.Tensor:
         """The (B, T) padding mask, or with an attention window the model's (B, 1, T, T) window mask."""
@@ -248,6 +277,17 @@ class WordEncoder:
         word_ids = [prepared.word_ids for prepared in batch]
         return model_attention_mask(self.model, word_ids, self.attention_window, padding_mask, causal=self.causal,
                                     policy=self.attention_policy)
+
+
+def layer_runs(layers: Sequence[int]) -> str:
+    """Sorted layers written as runs: [0, 1, 2, 5] -> `0to2-5`."""
+    runs: list[list[int]] = []
+    for layer in layers:
+        if runs and layer == runs[-1][-1] + 1:
+            runs[-1].append(layer)
+        else:
+            runs.append([layer])
+    return "-".join(f"{run[0]}to{run[-1]}" if len(run) > 1 else str(run[0]) for run in runs)
 
 
 def check_precision(precision: str, device: torch.device, allow_emulated_bf16: bool = False) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from probing.config import build
+from probing.errors import ConfigError
 from probing.features.elmo_hdf5 import ElmoFileFeaturizer
 from probing.features.encoder import WordEncoder
 
@@ -18,13 +19,18 @@ from probing.features.encoder import WordEncoder
 def word_encoder(model: Mapping[str, Any], settings: Mapping[str, Any], context_size: int | str | None = None,
                  name_or_path: str | None = None) -> WordEncoder:
     """The frozen encoder of `model` (`name_or_path`: another model folder of the same config, as the fine-tuned
-    comparison's setups read) with the extraction `settings`."""
-    return WordEncoder(name_or_path=name_or_path or model["name_or_path"], revision=model.get("revision"),
-                       random_init=model.get("random_init", False), init_seed=model.get("init_seed", 0),
-                       pooling=settings["pooling"], max_length=settings["max_length"], context_size=context_size,
-                       device=settings["device"], precision=settings["precision"],
-                       allow_emulated_bf16=settings["allow_emulated_bf16"],
-                       attention_window=settings["attention_window"], attention_policy=settings["attention_policy"])
+    comparison's setups read) with the extraction `settings` (the settings that name their own keys are those of
+    the `features` node: a refused layer or site is named there)."""
+    try:
+        return WordEncoder(name_or_path=name_or_path or model["name_or_path"], revision=model.get("revision"),
+                           random_init=model.get("random_init", False), init_seed=model.get("init_seed", 0),
+                           pooling=settings["pooling"], max_length=settings["max_length"], context_size=context_size,
+                           device=settings["device"], precision=settings["precision"],
+                           allow_emulated_bf16=settings["allow_emulated_bf16"],
+                           attention_window=settings["attention_window"], attention_policy=settings["attention_policy"],
+                           layers=settings.get("layers"), site=settings.get("site", "resid"))
+    except ConfigError as error:
+        raise error.renamed(lambda name: f"features.{name}", final=True) from None
 
 
 def imported_vectors(model: Mapping[str, Any], settings: Mapping[str, Any],

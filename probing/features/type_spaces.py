@@ -82,12 +82,14 @@ class AvgSpace:
     """AVG-l: the mean of each word's vectors at `layer` over its contexts in the feature `stores` (split -> path);
     the task fills the stores first, so this space is built with `_partial_: true` and given them."""
 
-    def __init__(self, stores: dict[str, Path], layer: int, name: str = "avg", label: str = "AVG"):
+    def __init__(self, stores: dict[str, Path], layer: int, name: str = "avg", label: str = "AVG",
+                 store_layer: int | None = None):
         self.stores, self.layer, self.name = stores, layer, name
+        self.store_layer = layer if store_layer is None else store_layer  # its row in stores holding some layers
         self.label = f"{label}-{layer}"
 
     def vectors(self, data: TypeLevelData) -> SpaceVectors:
-        data, vectors, about = avg_vectors(average_by_word(self.stores, self.layer), data)
+        data, vectors, about = avg_vectors(average_by_word(self.stores, self.store_layer), data)
         return data, vectors, {**about, "stores": {split: str(path) for split, path in self.stores.items()}}
 
 
