@@ -255,3 +255,16 @@ def test_extract_py_fills_the_stores_that_probe_py_reads(tmp_path, tiny):
     with pytest.raises(ConfigError, match="export_elmo=.* statement stores do not hold"):
         extract.run(compose_job("extract", tmp_path / "export", *[o for o in common if o != "logger=csv"],
                                 f"export_elmo={tmp_path / 'elmo'}"))
+
+
+def test_a_store_of_the_asked_for_layers_only_serves_the_same_vectors(tmp_path, tiny_llama):
+    path = write_statements(tmp_path / "mine.csv", 20)
+    common = ["task=statements", f"data.path={path}", "layer=2", "probe=mass_mean", *tiny_llama]
+    every = probe_in_process(tmp_path, "every", *common)
+    only = probe_in_process(tmp_path, "only", *common, "features.layers=[2]")
+    with FeatureStore(only["stores"]["train"]) as store:
+        assert store.num_layers == 1
+        kept = store.read_layer(0)
+    with FeatureStore(every["stores"]["train"]) as store:
+        np.testing.assert_array_equal(kept, store.read_layer(2))
+    assert only["test"]["accuracy"] == every["test"]["accuracy"]
