@@ -1,10 +1,11 @@
 """Frozen Hugging Face encoders as featurizers (`WordEncoder`): tokenise words in context and pool the target's
-wordpieces at the asked-for layers (mean, or the last piece; every layer by default, layer 0 included) of a site
+wordpieces at the asked-for layers (mean, last or Nth piece; every layer by default, layer 0 included) of a site
 (`probing.features.sites`), with a long sentence cut to a window centred on the target, a precision of its own and
 an optional attention window. Where Zhao et al. 2020 leave room and what was chosen: docs/features.md."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -27,11 +28,13 @@ from probing.features.featurizer import PreparedInput, context_label, context_wi
 from probing.features.hf_models import PACKAGED_PREFIX, load_pretrained
 from probing.features.sites import RESIDUAL, capture, parse_site, resolve_layers
 
-POOLINGS = ("mean", "last")
+POOLINGS = ("mean", "last")  # and `token<N>`: the target's piece N alone (N < 0 counts from its end; `pooled_position`)
+POSITION_POOLING = re.compile(r"token(-?\d+)")
 AUTOCAST_DTYPES = {"32": None, "bf16": torch.bfloat16, "16": torch.float16}
 PRECISION_TAGS = {"32": "", "bf16": ".bf16", "16": ".fp16"}  # in the store's file name
 SKIP_TOO_LONG = "target longer than max_length"
 SKIP_NO_PIECES = "target word has no wordpieces"
+SKIP_NO_POSITION = "target has fewer pieces than the pooled position needs"
 
 
 def resolve_device(device: str) -> torch.device:
@@ -51,12 +54,23 @@ def centred_window(first: int, stop: int, total: int, width: int) -> tuple[int, 
     return start, start + width
 
 
+def pooled_position(pooling: str) -> int | None:
+    """The piece that `token<N>` pooling takes (N: 0 the target's first piece, -1 its last, -2 the one before); None
+    for mean and last."""
+    match = POSITION_POOLING.fullmatch(pooling)
+    return int(match.group(1)) if match else None
+
+
 def pooling_index(target_pieces: Sequence[Sequence[int]],
                   pooling: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Which (record, piece) positions are pooled, and with what weight: 1/n on each of a record's n target
-    pieces (mean) or 1 on its last piece (last). Returns (rows, cols, weights), one entry per pooled piece."""
+    pieces (mean), 1 on its last piece (last) or on its piece N (`token<N>`, every record having that piece: see
+    `WordEncoder.prepare_many`). Returns (rows, cols, weights), one entry per pooled piece."""
+    position = pooled_position(pooling)
     if pooling == "last":
         target_pieces = [pieces[-1:] for pieces in target_pieces]
+    elif position is not None:
+        target_pieces = [[pieces[position]] for pieces in target_pieces]
     counts = torch.tensor([len(pieces) for pieces in target_pieces])
     rows = torch.repeat_interleave(torch.arange(len(target_pieces)), counts)
     cols = torch.tensor([piece for pieces in target_pieces for piece in pieces])
@@ -208,6 +222,10 @@ class WordEncoder:
         if pieces[-1] + 1 - pieces[0] > self.piece_budget:
             self.skips.skip(SKIP_TOO_LONG, record.source)
             return None
+        position = pooled_position(self.pooling)
+        if position is not None and not -len(pieces) <= position < len(pieces):
+            self.skips.skip(SKIP_NO_POSITION, record.source)
+            return None
         start, end = centred_window(pieces[0], pieces[-1] + 1, len(encoding.ids), self.piece_budget)
         encoding.truncate(end, direction="right")
         encoding.truncate(end - start, direction="left")
@@ -289,7 +307,8 @@ def check_precision(precision: str, device: torch.device, allow_emulated_bf16: b
 
 
 def _check_options(pooling: str, precision: str) -> None:
-    if pooling not in POOLINGS:
-        raise ConfigError(f"Unknown pooling '{pooling}'. Fix: {setting('pooling')}=mean or {setting('pooling')}=last")
+    if pooling not in POOLINGS and pooled_position(pooling) is None:
+        raise ConfigError(f"Unknown pooling '{pooling}'. Fix: {setting('pooling')}=mean, last, or token<N> (the "
+                          "target's piece N alone: token0 its first, token-2 the one before its last)")
     if precision not in AUTOCAST_DTYPES:
         raise ConfigError(f"Unknown precision '{precision}'. Fix: {setting('precision')}=32, bf16 or 16")

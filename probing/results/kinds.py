@@ -111,6 +111,19 @@ class WordProbeResults(ProbeResults):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class StatementProbeResults(ProbeResults):
+    """probe.py on a statement task (task=truth, statements): one label per text, from one vector of the text."""
+
+    KIND: ClassVar[str] = "statement_probe"
+
+    labels: list[str] = key("The task's labels, in label order (the last is the positive one of two).")
+    control_task: dict[str, Any] | None = key("The control task: its kind (shuffled_labels: each split's labels "
+                                              "shuffled, the class balance kept) and seed; null when it did not run.")
+    data_split: dict[str, Any] = key("How the statements were split: the seed and the dev and test fractions.")
+    fitted: str = key("How a closed-form probe (mass-mean) was fitted.", optional=True)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class TreeProbeResults(ProbeResults):
     """probe.py on a tree task: a structural probe (Hewitt & Manning 2019). Before schema version 1, `structure` was
     written as `kind`."""
@@ -289,5 +302,6 @@ class LensResults(AnalysisResults):
 
 # Every kind, by its name: the value of `kind` in a results.json.
 KINDS: dict[str, type[Results]] = {kind.KIND: kind for kind in (
-    SClassProbeResults, WordProbeResults, TreeProbeResults, FinetuningResults, ContextualityResults, StaticPCResults,
-    IsotropyResults, AttentionSimilarityResults, NeuronsResults, AmnesicResults, LensResults)}
+    SClassProbeResults, WordProbeResults, StatementProbeResults, TreeProbeResults, FinetuningResults,
+    ContextualityResults, StaticPCResults, IsotropyResults, AttentionSimilarityResults, NeuronsResults, AmnesicResults,
+    LensResults)}

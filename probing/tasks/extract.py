@@ -18,7 +18,8 @@ from probing.config import build
 from probing.data.every_word import EVERY_WORD_DATA, every_word_data
 from probing.data.sources import WordInContextData, read_contexts
 from probing.data.splits import SPLIT_NAMES
-from probing.data.task_records import SCLASS_KIND, TREE_KIND
+from probing.data.statements import read_statement_task
+from probing.data.task_records import SCLASS_KIND, STATEMENT_KIND, TREE_KIND
 from probing.data.trees import read_trees
 from probing.data.word_tasks import read_word_task
 from probing.errors import ConfigError
@@ -60,9 +61,9 @@ def export_folder(folder: str | None, task: DictConfig, splits: list[str]) -> Pa
     before any extraction: created, writable, and holding no file of the user's that the export would replace."""
     if folder is None:
         return None
-    if task.get("kind", SCLASS_KIND) == SCLASS_KIND:
-        raise ConfigError(f"export_elmo={folder} writes every word of every sentence, which the s-class stores do not "
-                          "hold (one row per target word). Fix: extract a word task's stores, e.g. task=upos")
+    if task.get("kind", SCLASS_KIND) in (SCLASS_KIND, STATEMENT_KIND):
+        raise ConfigError(f"export_elmo={folder} writes every word of every sentence, which the {task.kind} stores do "
+                          "not hold (one row per target). Fix: extract a word task's stores, e.g. task=upos")
     path = Path(str(folder)).expanduser()
     check_export_folder(path, splits, where=f"export_elmo={folder}")
     return path
@@ -102,11 +103,13 @@ def extract(cfg: DictConfig, splits: list[str], fabric: Fabric | None = None) ->
 
 
 def task_data(task: DictConfig | None, data_config: DictConfig) -> WordInContextData:
-    """The records to extract: the word-in-context data of the s-class task, or every word of a word task's
-    sentences (the every-word stores that probe.py task=upos, deprel, ... read)."""
+    """The records to extract: the word-in-context data of the s-class task, one record per text of a statement task,
+    or every word of a word task's sentences (the every-word stores that probe.py task=upos, deprel, ... read)."""
     source = build(data_config.source, "data.source")
     if task is None or task.get("kind", SCLASS_KIND) == SCLASS_KIND:
         return read_contexts(source)
+    if task.get("kind") == STATEMENT_KIND:
+        return read_statement_task(source, data_config.name).store_data()
     return every_word_data(sentences_of(task, source, data_config.name))
 
 

@@ -341,7 +341,7 @@ def test_a_sentence_longer_than_the_models_positions_is_windowed_not_fed_whole(t
     (["features.precision=16"], "features.precision=16 (float16 autocast) runs on CUDA only, but the device is cpu. "
                                 "Fix: features.precision=32 (or bf16"),
     (["features.precision=bf16"], "Fix: features.precision=32, or features.allow_emulated_bf16=true to check"),
-    (["features.pooling=max"], "Unknown pooling 'max'. Fix: features.pooling=mean or features.pooling=last"),
+    (["features.pooling=max"], "Unknown pooling 'max'. Fix: features.pooling=mean, last, or token<N>"),
     (["features.precision=8"], "Unknown precision '8'. Fix: features.precision=32, bf16 or 16"),
 ])
 def test_built_from_the_config_the_encoder_names_the_keys_the_user_sets(tmp_path, cpu_bf16_units, overrides,
