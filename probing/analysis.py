@@ -22,7 +22,7 @@ from omegaconf import DictConfig
 from probing.config import build
 from probing.data.sentences import Text, texts_of
 from probing.data.settings import optional_int, require_bool, require_int
-from probing.errors import ConfigError, setting, settings_named
+from probing.errors import ConfigError, setting, settings_named, settings_under
 from probing.features.encoder import resolve_device
 
 # The keys that the data sources' errors name (probe.py's and train.py's `data`), as analysis.sentences holds them.
@@ -108,8 +108,9 @@ class Analysis(ABC):
         """The (step, scalars) of `results` that analyze.py logs (values that are no numbers are left out there)."""
 
     def load_sentences(self) -> Any:
-        """The data of `analysis.sentences`; its errors name the keys under analysis.sentences (SENTENCES_SETTINGS)."""
-        with settings_named(SENTENCES_SETTINGS):
+        """The data of `analysis.sentences`; its errors name the keys under analysis.sentences (SENTENCES_SETTINGS,
+        and the settings it marks as parts of the argument `sentences`)."""
+        with settings_named(SENTENCES_SETTINGS), settings_under("sentences"):
             return self.sentences.load()
 
     def texts(self) -> tuple[list[Text], str]:

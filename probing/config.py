@@ -5,11 +5,12 @@ checkpoints, also in a folder that was moved."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from hydra.errors import InstantiationException
@@ -43,6 +44,16 @@ def build(node: DictConfig, key: str, settings_from: Mapping[str, str] | None = 
         key = nested_key(error, key)
         raise ConfigError(f"{key}: cannot be built ({first_line}). Fix: check the values under `{key}` "
                           "(python probe.py --cfg job shows the composed config)") from error
+
+
+@contextlib.contextmanager
+def keyed_errors(node: Any, key: str, settings_from: Mapping[str, str] | None = None) -> Iterator[None]:
+    """A ConfigError raised inside by the object built from the node at `key` (its checks or its work, after `build`)
+    names the settings it marks by the user's key paths, as `build` does (`keyed`)."""
+    try:
+        yield
+    except ConfigError as error:
+        raise keyed(error, node, key, settings_from=settings_from) from None
 
 
 def nested_key(error: InstantiationException, key: str) -> str:
@@ -80,7 +91,10 @@ def keyed(error: ConfigError, node: Any, key: str, inner: str = "",
     def key_of(name: str) -> str:
         argument, _, rest = name.partition(".")
         if not inner and settings_from and argument in settings_from:
-            return f"{settings_from[argument]}.{rest}" if rest else settings_from[argument]
+            target = settings_from[argument]  # an argument's own settings: followed from the node at its key
+            root = node._get_root() if isinstance(node, DictConfig) else None
+            at = OmegaConf.select(root, target, throw_on_missing=False) if rest and root is not None else None
+            return setting_key(at, target, rest) if rest else target
         return setting_key(node, key, f"{inner}.{name}" if inner else name)
 
     return error.renamed(key_of, final=True)

@@ -1,10 +1,11 @@
 """Frozen Hugging Face encoders as featurizers (`WordEncoder`): tokenise words in context and pool the target's
-wordpieces at the asked-for layers (mean, or the last piece; every layer by default, layer 0 included) of a site
+wordpieces at the asked-for layers (mean, last or Nth piece; every layer by default, layer 0 included) of a site
 (`probing.features.sites`), with a long sentence cut to a window centred on the target, a precision of its own and
 an optional attention window. Where Zhao et al. 2020 leave room and what was chosen: docs/features.md."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -33,12 +34,14 @@ from probing.features.hf_models import (
 )
 from probing.features.sites import RESIDUAL, capture, parse_site, resolve_layers
 
-POOLINGS = ("mean", "last")
+POOLINGS = ("mean", "last")  # and `token<N>`: the target's piece N alone (N < 0 counts from its end; `pooled_position`)
+POSITION_POOLING = re.compile(r"token(-?\d+)")
 AUTOCAST_DTYPES = {"32": None, "bf16": torch.bfloat16, "16": torch.float16}
 PRECISION_TAGS = {"32": "", "bf16": ".bf16", "16": ".fp16"}  # in the store's file name
 DTYPE_TAGS = {"fp32": "", "bf16": ".weights-bf16", "fp16": ".weights-fp16"}  # the weights' dtype, in it too
 SKIP_TOO_LONG = "target longer than max_length"
 SKIP_NO_PIECES = "target word has no wordpieces"
+SKIP_NO_POSITION = "target has fewer pieces than the pooled position needs"
 
 
 def resolve_device(device: str) -> torch.device:
@@ -58,12 +61,23 @@ def centred_window(first: int, stop: int, total: int, width: int) -> tuple[int, 
     return start, start + width
 
 
+def pooled_position(pooling: str) -> int | None:
+    """The piece that `token<N>` pooling takes (N: 0 the target's first piece, -1 its last, -2 the one before); None
+    for mean and last."""
+    match = POSITION_POOLING.fullmatch(pooling)
+    return int(match.group(1)) if match else None
+
+
 def pooling_index(target_pieces: Sequence[Sequence[int]],
                   pooling: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Which (record, piece) positions are pooled, and with what weight: 1/n on each of a record's n target
-    pieces (mean) or 1 on its last piece (last). Returns (rows, cols, weights), one entry per pooled piece."""
+    pieces (mean), 1 on its last piece (last) or on its piece N (`token<N>`, every record having that piece: see
+    `WordEncoder.prepare_many`). Returns (rows, cols, weights), one entry per pooled piece."""
+    position = pooled_position(pooling)
     if pooling == "last":
         target_pieces = [pieces[-1:] for pieces in target_pieces]
+    elif position is not None:
+        target_pieces = [[pieces[position]] for pieces in target_pieces]
     counts = torch.tensor([len(pieces) for pieces in target_pieces])
     rows = torch.repeat_interleave(torch.arange(len(target_pieces)), counts)
     cols = torch.tensor([piece for pieces in target_pieces for piece in pieces])
@@ -237,6 +251,10 @@ class WordEncoder:
         if pieces[-1] + 1 - pieces[0] > self.piece_budget:
             self.skips.skip(SKIP_TOO_LONG, record.source)
             return None
+        position = pooled_position(self.pooling)
+        if position is not None and not -len(pieces) <= position < len(pieces):
+            self.skips.skip(SKIP_NO_POSITION, record.source)
+            return None
         start, end = centred_window(pieces[0], pieces[-1] + 1, len(encoding.ids), self.piece_budget)
         encoding.truncate(end, direction="right")
         encoding.truncate(end - start, direction="left")
@@ -303,22 +321,23 @@ def layer_runs(layers: Sequence[int]) -> str:
 
 def check_precision(precision: str, device: torch.device, allow_emulated_bf16: bool = False) -> None:
     """Refuse a forward precision that `device` cannot run, or (bf16 without bf16 units) would run only emulated."""
+    name = setting("precision")
     if precision == "16" and device.type != "cuda":
-        raise ConfigError(f"features.precision=16 (float16 autocast) runs on CUDA only, but the device is {device}. "
-                          "Fix: features.precision=32 (or bf16 on a CPU with bf16 units)")
+        raise ConfigError(f"{name}=16 (float16 autocast) runs on CUDA only, but the device is {device}. "
+                          f"Fix: {name}=32 (or bf16 on a CPU with bf16 units)")
     if precision != "bf16":
         return
     if device.type not in ("cpu", "cuda"):
-        raise ConfigError(f"features.precision=bf16 runs on a CPU or CUDA, but the device is {device}. "
-                          "Fix: features.precision=32")
+        raise ConfigError(f"{name}=bf16 runs on a CPU or CUDA, but the device is {device}. Fix: {name}=32")
     if not allow_emulated_bf16 and not has_native_bf16(device):
-        raise ConfigError(f"features.precision=bf16: this {device.type} has no bf16 units, so bf16 would be emulated "
-                          "and several times slower than float32. Fix: features.precision=32, or "
-                          "features.allow_emulated_bf16=true to check bf16 accuracy on this machine anyway (slow)")
+        raise ConfigError(f"{name}=bf16: this {device.type} has no bf16 units, so bf16 would be emulated "
+                          f"and several times slower than float32. Fix: {name}=32, or "
+                          f"{setting('allow_emulated_bf16')}=true to check bf16 accuracy on this machine anyway (slow)")
 
 
 def _check_options(pooling: str, precision: str) -> None:
-    if pooling not in POOLINGS:
-        raise ConfigError(f"Unknown pooling '{pooling}'. Fix: features.pooling=mean or features.pooling=last")
+    if pooling not in POOLINGS and pooled_position(pooling) is None:
+        raise ConfigError(f"Unknown pooling '{pooling}'. Fix: {setting('pooling')}=mean, last, or token<N> (the "
+                          "target's piece N alone: token0 its first, token-2 the one before its last)")
     if precision not in AUTOCAST_DTYPES:
-        raise ConfigError(f"Unknown precision '{precision}'. Fix: features.precision=32, bf16 or 16")
+        raise ConfigError(f"Unknown precision '{precision}'. Fix: {setting('precision')}=32, bf16 or 16")

@@ -16,7 +16,7 @@ from hydra.core.hydra_config import HydraConfig
 from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from probing.config import build
+from probing.config import build, keyed_errors
 from probing.data.splits import EVAL_SPLITS
 from probing.features.featurizers import featurizer_config
 from probing.features.finetuned import finetuned_task, setup_model, setup_reuse
@@ -35,6 +35,10 @@ log = logging.getLogger(__name__)
 
 # The probe's settings (conf/probe/) that every task's probing takes as they are.
 PROBE_SETTINGS = ("mix", "mdl", "mdl_fractions", "batch_size", "level", "reuse", "pair_product", "condition_on")
+# Where the user sets each argument that probe.py passes the probing: what the probing refuses (built, or while it
+# runs) is named there.
+PROBING_KEYS = {**{key: f"probe.{key}" for key in PROBE_SETTINGS}, "name": "task.name", "source": "data.source",
+                "seed": "seed", "erase": "erase", "family": "probe.module", "control": "probe.control_task"}
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
@@ -52,7 +56,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         check_trainer(cfg.trainer)
         check_probing_task(cfg.task.name, cfg.get("probing"))
         probing = built_probing(cfg)
-        with closing_loggers(cfg.get("logger")) as loggers:
+        with closing_loggers(cfg.get("logger")) as loggers, keyed_errors(cfg.probing, "probing", PROBING_KEYS):
             results = probe(cfg, probing, representation, config, out.parent, loggers)
         results = write_results(out, results, probing.RESULTS_KIND)
     log.info("%s", summary_line(results, out))
@@ -77,8 +81,9 @@ def built_probing(cfg: DictConfig) -> TaskProbing:
     family = build(probe.module, "probe.module")
     control = build(probe.control_task, "probe.control_task")
     source = build(cfg.data.source, "data.source")
-    return build(cfg.probing, "probing", _partial_=True)(name=cfg.task.name, source=source, seed=cfg.seed,
-                                                         erase=erase, family=family, control=control, **settings)
+    make = build(cfg.probing, "probing", _partial_=True, settings_from=PROBING_KEYS)
+    return make(name=cfg.task.name, source=source, seed=cfg.seed, erase=erase, family=family, control=control,
+                **settings)
 
 
 def with_the_compared_setup(cfg: DictConfig) -> None:
@@ -129,7 +134,13 @@ def chosen_representation(cfg: DictConfig) -> RepresentationChoice:
     return build(cfg.representation, "representation", _recursive_=False, layer=cfg.layer, baseline=cfg.baseline,
                  level=cfg.probe.level, embeddings=cfg.get("embeddings"), condition_on=cfg.probe.condition_on,
                  encoder=featurizer_config(cfg.features, cfg.model, cfg.context_size), context_size=cfg.context_size,
-                 configured_layers=cfg.model.get("num_layers"))
+                 configured_layers=cfg.model.get("num_layers"), settings_from=REPRESENTATION_KEYS)
+
+
+# Where the user sets the representation's arguments that probe.py passes.
+REPRESENTATION_KEYS = {"layer": "layer", "baseline": "baseline", "level": "probe.level", "embeddings": "embeddings",
+                       "condition_on": "probe.condition_on", "context_size": "context_size",
+                       "configured_layers": "model.num_layers"}
 
 
 def about_run(cfg: DictConfig, probing: TaskProbing, module: Any, inputs: ProbeInputs) -> dict[str, Any]:

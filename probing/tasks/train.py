@@ -48,7 +48,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     with_data_settings(cfg)
     check_finetuning_task(cfg.task)
     with_the_task_monitor(cfg)
-    resume = ResumePolicy(cfg.finetune.get("resume", "auto"))
+    resume = ResumePolicy(cfg.finetune.get("resume", "auto"), name="finetune.resume")
     name_the_run(cfg, *run_name(cfg))
     with running_job(run_identity(cfg)) as (out, config, previous):
         if previous is not None:
@@ -120,7 +120,7 @@ def finetune(cfg: DictConfig, config: dict[str, Any], resume: ResumePolicy,
     start = resume.checkpoint(best.dirpath, config, trainer.is_global_zero)
     trainer.fit(module, datamodule=datamodule, ckpt_path=start, weights_only=True)
     trainer.strategy.barrier("best checkpoint hashed")
-    best_epoch = load_best_weights(module, best)
+    best_epoch = load_best_weights(module, best, resume.restart)
     dev = {name.removeprefix("dev/"): float(value)
            for name, value in trainer.validate(module, datamodule=datamodule, verbose=False)[0].items()}
     model_dir = export_model(module, Path(cfg.paths.output_dir) / MODEL_DIR, data.name) \

@@ -11,7 +11,7 @@ from probing.data.records import WordInContext
 from probing.errors import ConfigError, StoreMismatchError
 from probing.features.encoder import WordEncoder, layer_runs
 from probing.features.extraction import extract_split
-from probing.features.featurizers import word_encoder
+from probing.features.featurizers import featurizer_of, word_encoder
 from probing.features.sentence_store import SentenceWordEncoder
 from probing.features.sites import capture
 from probing.features.store import FeatureStore
@@ -113,10 +113,17 @@ def test_the_factory_names_a_refused_layer_or_site_by_its_features_key(tiny_llam
     settings = {"pooling": "mean", "max_length": 64, "device": "cpu", "precision": "32", "allow_emulated_bf16": False,
                 "attention_window": None, "attention_policy": "sink"}
     model = {"name_or_path": str(tiny_llama_path)}
+
+    def config(**changed):  # as a job builds it (featurizer_config)
+        return {"_target_": f"{word_encoder.__module__}.word_encoder", "model": model,
+                "settings": {**settings, **changed}, "context_size": None}
+
     with pytest.raises(ConfigError) as raised:
-        word_encoder(model, {**settings, "layers": [0, 9]})
+        featurizer_of(config(layers=[0, 9]))
     assert_one_line_error(raised.value, "features.layers=9 is not a layer of", "0..3",
                           "Fix: features.layers=null for all")
     with pytest.raises(ConfigError) as raised:
-        word_encoder(model, {**settings, "site": "resid_post"})
+        featurizer_of(config(site="resid_post"))
     assert_one_line_error(raised.value, "features.site='resid_post' is not a site", "Fix: features.site=resid")
+    with pytest.raises(ConfigError, match=r"^settings\.site='resid_post'"):  # the factory called in Python
+        word_encoder(model, {**settings, "site": "resid_post"})
