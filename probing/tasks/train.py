@@ -47,6 +47,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     with_run_folders(cfg)
     with_data_settings(cfg)
     check_finetuning_task(cfg.task)
+    check_finetuned_weights(cfg.model)
     with_the_task_monitor(cfg)
     resume = ResumePolicy(cfg.finetune.get("resume", "auto"), name="finetune.resume")
     name_the_run(cfg, *run_name(cfg))
@@ -93,6 +94,19 @@ def check_finetuning_task(task: DictConfig) -> None:
     if task.get("kind") not in FINETUNING_KINDS:
         raise ConfigError(f"task={task.name} is a probing task (python probe.py task={task.name}); train.py fine-tunes "
                           f"on a tagging or sentence task. Fix: task={', '.join(FINETUNING_TASKS)}")
+
+
+def check_finetuned_weights(model: DictConfig) -> None:
+    """train.py reads a model folder or hub name in float32 on the trainer's devices (its precision is
+    trainer.precision): a GGUF file, another weights dtype or a device map would not be honoured, so they are refused."""
+    if model.get("gguf_file"):
+        raise ConfigError(f"model={model.name} is a GGUF file, which train.py does not fine-tune. Fix: point "
+                          "model.name_or_path at its converted folder (under paths.model_cache_dir, written by any "
+                          "probe.py or extract.py run of it) and set model.gguf_file=null")
+    if model.get("dtype", "fp32") != "fp32" or model.get("device_map") is not None:
+        raise ConfigError(f"model.dtype={model.get('dtype')}, model.device_map={model.get('device_map')}: train.py "
+                          "loads the weights in float32 and places them by the trainer. Fix: model.dtype=fp32 "
+                          "model.device_map=null, and trainer.precision=bf16-mixed for bf16")
 
 
 # The settings of `finetune` that its module takes (the others are the run's: checkpoints, resume).

@@ -76,10 +76,8 @@ class LensAnalysis(Analysis):
         texts, source = self.texts()
         train, held_out = split_sentences(len(texts), self.held_out, self.seed)
         model_settings = inputs.model
-        model, tokenizer, info = load_pretrained(model_settings.name_or_path, model_settings.revision,
-                                                 model_settings.random_init, model_settings.init_seed,
-                                                 causal_lm_head=True, gguf_file=model_settings.get("gguf_file"),
-                                                 cache_dir=model_settings.get("cache_dir"))
+        model, tokenizer, info = load_pretrained(model_settings.name_or_path, **model_settings.load_arguments(),
+                                                 causal_lm_head=True)
         model.to(device)
         encoded = encode(tokenizer, [running_text(text) for text in texts], self.max_length)
         readout = Readout.of(model)
