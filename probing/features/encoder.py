@@ -222,7 +222,7 @@ class WordEncoder:
         if self.random_init:
             metadata |= {"random_init": True, "init_seed": self.init_seed}
         if self.dtype != "fp32":  # absent for float32 weights, as in stores written before the option
-            metadata |= {"dtype": self.dtype}
+            metadata |= {"weights_dtype": self.dtype}
         if self.attention_window is not None:  # absent for full attention, as in stores written before the option
             metadata |= {"attention_window": self.attention_window, "attention_policy": self.attention_policy}
         if not self.every_layer:  # absent for the residual stream at every layer, as before sites and layers existed

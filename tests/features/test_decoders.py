@@ -111,10 +111,11 @@ def test_bf16_weights_are_loaded_so_and_match_the_models_own_bf16_forward(decode
     torch.testing.assert_close(vectors[0], expected, rtol=0, atol=1e-6)  # not cast after loading (rotary buffers)
     fp32 = WordEncoder(str(folder))
     assert not torch.equal(fp32.encode([prepared]), vectors)  # really computed in bf16
-    assert encoder.store_kind == "mean.weights-bf16" and encoder.store_metadata()["dtype"] == "bf16"
-    assert fp32.store_kind == "mean" and "dtype" not in fp32.store_metadata()  # fp32 stores keep their names
+    assert encoder.store_kind == "mean.weights-bf16" and encoder.store_metadata()["weights_dtype"] == "bf16"
+    assert fp32.store_kind == "mean" and "weights_dtype" not in fp32.store_metadata()  # fp32 stores keep their names
     every_word = sentence_encoder_of(encoder)  # the every-word stores of word tasks (task=upos, ...)
-    assert every_word.store_kind == "mean.every-word.weights-bf16" and every_word.store_metadata()["dtype"] == "bf16"
+    assert every_word.store_kind == "mean.every-word.weights-bf16"
+    assert every_word.store_metadata()["weights_dtype"] == "bf16"
     assert sentence_encoder_of(fp32).store_kind == "mean.every-word"
     torch.testing.assert_close(every_word.encode([prepared]), vectors, rtol=0, atol=1e-6)
 
