@@ -8,8 +8,9 @@ import json
 
 import pytest
 
-from probing.data.records import WordInContext
+from probing.data.records import RecordTable, WordInContext
 from probing.features.encoder import WordEncoder
+from probing.features.store import records_fingerprint
 from tests.helpers import run_script
 from tests.helpers.tiny_decoders import save_tiny_llama
 
@@ -54,6 +55,15 @@ def test_an_attention_window_is_the_one_path_that_builds_a_t_by_t_mask(tiny_llam
     (mask,) = masks_seen(encoder)
     longest = max(len(item.input_ids) for item in encoder.prepare_many(statements()))
     assert mask.shape == (3, 1, longest, longest)
+
+
+def test_the_fingerprint_pass_reads_a_table_a_block_at_a_time_with_the_fields_of_the_records():
+    records = [WordInContext(("a", "b", "c"), (position,), "abc"[position], "x" if position else "y", f"t:{n}")
+               for n in range(4) for position in range(3)]
+    table = RecordTable.from_records(records)
+    expected = [(record.tokens, list(record.target), record.word, record.sclass) for record in records]
+    assert list(table.fields(block=5)) == list(table.fields()) == expected
+    assert records_fingerprint(table) == records_fingerprint(records)  # the table's path and the objects' path
 
 
 @pytest.mark.slow
