@@ -17,7 +17,7 @@ statements into a `RecordTable`, then `extract_split`s them into a float16 store
 Printed: one line per size, MB per 1k statements (the traced peak's slope between the smallest and largest size) and
 `peak_ratio=<peak(N_max)/peak(N_min)>` (flat = ~1). Windows (rows written together) and tokenising calls are 1,000
 rows by default, so that every size fills them: a decoder of many layers gets windows of that order from the
-library's own rule (SmolLM2 at every layer: 64 MB / (31 x 576 x 4 B) = 940 rows), while this narrow model would get
+library's own rule (SmolLM2 at every layer: 64 MB / (31 x 576 x 4 B) = 939 rows), while this narrow model would get
 its row cap, 16,384 (`--window 0 --prepare-rows 0`: the library's defaults; sizes below the cap then fill a single
 window, whose memory grows with N up to the cap).
 
