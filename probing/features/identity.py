@@ -16,9 +16,11 @@ from probing.features.featurizer import parse_context_size
 class FeatureIdentity:
     """The model (its path, and the SHA-256 of its weights, which tells a fine-tuned encoder apart), the layer and the
     representation's name (`3`/`layer3`, `mix`, `pbert`, ...), how a word's wordpieces are pooled, the context kept
-    around it (`context_size` words on each side, None: the whole sentence) and the attention window and policy the
-    encoder ran with (None: its own attention). Its fields are the keys under which results.json, probes files and
-    eraser files record them; a featurizer's store records them under its own keys (`of_store`)."""
+    around it (`context_size` words on each side, None: the whole sentence), the attention window and policy the
+    encoder ran with (None: its own attention), the dtype its weights were loaded in (`bf16`, `fp16`; None: float32)
+    and the precision its forward ran in under autocast (`bf16`, `16`; None: float32, or no forward: a baseline of
+    the embeddings, a static file). Its fields are the keys under which results.json, probes files and eraser files
+    record them; a featurizer's store records them under its own keys (`of_store`)."""
 
     model_name_or_path: Any = None
     weights_sha256: str | None = None
@@ -28,6 +30,8 @@ class FeatureIdentity:
     context_size: int | None = None
     attention_window: int | None = None
     attention_policy: str | None = None
+    weights_dtype: str | None = None
+    forward_precision: str | None = None
 
     # The fields that name the model: saved probes are scored on another model's features (Zhao et al. 2020).
     MODEL: ClassVar[tuple[str, ...]] = ("model_name_or_path", "weights_sha256")
@@ -58,13 +62,17 @@ class FeatureIdentity:
         """What a featurizer's store metadata (its `store_metadata()`, the keys its stores record) say of the
         identity: the model's location (`model_path`), its weights hash, pooling (`pooling` where the stores record
         none: a baseline's own), context size (recorded as a number or "all"), attention window and policy (recorded
-        only for a window). A featurizer without a model (P-Rand, a static file) has no location or weights hash.
-        The layer and representation are the run's, not the store's."""
+        only for a window), the weights' dtype (recorded only when not float32) and the forward's precision (recorded
+        by every encoder that runs a forward, None here at float32: saved files and results made before either was
+        recorded were made at float32, and compare equal). A featurizer without a model (P-Rand, a static file) has
+        no location or weights hash. The layer and representation are the run's, not the store's."""
         return cls(model_name_or_path=metadata.get("model_path"), weights_sha256=metadata.get("weights_sha256"),
                    pooling=metadata.get("pooling", pooling),
                    context_size=parse_context_size(metadata.get("context_size")),
                    attention_window=metadata.get("attention_window"),
-                   attention_policy=metadata.get("attention_policy"))
+                   attention_policy=metadata.get("attention_policy"),
+                   weights_dtype=unless_float32(metadata.get("weights_dtype"), "fp32"),
+                   forward_precision=unless_float32(metadata.get("precision"), "32"))
 
     def recorded(self) -> dict[str, Any]:
         """Its fields as they are recorded."""
@@ -74,6 +82,12 @@ class FeatureIdentity:
         """`field: <this> (saved) vs <current> (this run)` for each of `fields` (None: all) where this identity, a
         saved file's, and the current run's disagree."""
         return settings_differences(self.recorded(), current.recorded(), fields or self.fields())
+
+
+def unless_float32(value: Any, float32: str) -> str | None:
+    """A dtype or precision as the identity records it: None for float32 (`float32`: its name in the store's
+    metadata), or absent."""
+    return None if value is None or str(value) == float32 else str(value)
 
 
 def settings_differences(saved: Mapping[str, Any], current: Mapping[str, Any], keys: Sequence[str]) -> list[str]:

@@ -298,6 +298,10 @@ class TypeSpace:
     described: dict[str, Any] = described_featurizer(None)
 
 
+# What AVG-l's type vectors take from the encoder whose vectors of words in context they average.
+AVERAGED_FROM = ("model_name_or_path", "weights_sha256", "weights_dtype", "forward_precision")
+
+
 class AvgSpaceOfLayer(TypeSpace):
     """AVG-l (Table 5, after Schuster et al. 2019): `space` is AvgSpace awaiting the stores of the data's contexts,
     which the encoder fills first, and the layer."""
@@ -314,7 +318,7 @@ class AvgSpaceOfLayer(TypeSpace):
     def built_space(self, source: Any, store_settings: Mapping[str, Any]) -> Any:
         stores = ensure_features(read_contexts(source), self.encoder, **store_settings)
         model = described_featurizer(self.encoder)
-        self.described = {**self.described, **{key: model[key] for key in ("model_name_or_path", "weights_sha256")}}
+        self.described = {**self.described, **{key: model[key] for key in AVERAGED_FROM}}
         self.encoder = None  # its memory is let go before training
         return self.space(stores=stores, layer=self.layer, store_layer=self.store_layer)
 

@@ -5,13 +5,19 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from probing.features.identity import FeatureIdentity
 from probing.probes.saved import MUST_MATCH
 from probing.results.kinds import ProbeResults
 
 RECORDED = {"model_name_or_path": "/models/minilm", "weights_sha256": "ab" * 32, "layer": 3,
             "representation": "3", "pooling": "mean", "context_size": None, "attention_window": None,
-            "attention_policy": None}
+            "attention_policy": None, "weights_dtype": None, "forward_precision": None}
+# What probes files, eraser files and results.json recorded before the weights' dtype and forward precision were
+# fields of the identity (every run was then at float32).
+RECORDED_BEFORE_PRECISION = {key: value for key, value in RECORDED.items()
+                             if key not in ("weights_dtype", "forward_precision")}
 
 
 def test_it_is_recorded_under_the_keys_on_disk_and_read_back():
@@ -29,7 +35,49 @@ def test_a_store_records_it_under_its_own_keys():
     assert (windowed.pooling, windowed.context_size, windowed.attention_window) == ("first", 4, 2)
     assert FeatureIdentity.of_store({}, pooling="mean") == FeatureIdentity(pooling="mean")  # a baseline's own
     assert FeatureIdentity.of_the_featurizer() == ("model_name_or_path", "weights_sha256", "pooling", "context_size",
-                                                  "attention_window", "attention_policy")
+                                                  "attention_window", "attention_policy", "weights_dtype",
+                                                  "forward_precision")
+
+
+@pytest.mark.parametrize(("metadata", "weights_dtype", "forward_precision"), [
+    ({}, None, None),  # a featurizer that runs no forward (a baseline, static vectors), or a store made before
+    ({"precision": "32"}, None, None),
+    ({"precision": "bf16"}, None, "bf16"),
+    ({"precision": "16"}, None, "16"),
+    ({"precision": "32", "weights_dtype": "bf16"}, "bf16", None),
+    ({"precision": "32", "weights_dtype": "fp16"}, "fp16", None),
+    ({"precision": "32", "weights_dtype": "fp32"}, None, None),
+])
+def test_a_store_records_the_weights_dtype_and_the_forward_precision_none_at_float32(metadata, weights_dtype,
+                                                                                    forward_precision):
+    identity = FeatureIdentity.of_store(metadata)
+    assert (identity.weights_dtype, identity.forward_precision) == (weights_dtype, forward_precision)
+
+
+def test_files_recorded_before_the_precision_was_a_field_agree_with_a_float32_run():
+    saved = FeatureIdentity.of(RECORDED_BEFORE_PRECISION)
+    store = {"model_path": "/models/minilm", "weights_sha256": "ab" * 32, "pooling": "mean", "context_size": "all",
+             "precision": "32"}
+    at_float32 = dataclasses.replace(FeatureIdentity.of_store(store), layer=3, representation="3")
+    assert saved == at_float32 and saved.differences(at_float32) == []
+    in_bf16 = dataclasses.replace(FeatureIdentity.of_store({**store, "precision": "bf16"}), layer=3,
+                                  representation="3")
+    assert saved.differences(in_bf16) == [
+        "forward_precision: None (saved) vs 'bf16' (this run)"]
+
+
+@pytest.mark.parametrize(("settings", "recorded"), [
+    ({}, (None, None)),
+    ({"precision": "bf16"}, (None, "bf16")),
+    ({"dtype": "bf16"}, ("bf16", None)),
+])
+def test_an_encoders_store_metadata_give_the_weights_dtype_and_precision_it_ran_with(tiny_bert_path, settings,
+                                                                                   recorded):
+    from probing.features.encoder import WordEncoder
+
+    encoder = WordEncoder(str(tiny_bert_path), allow_emulated_bf16=True, **settings)
+    identity = FeatureIdentity.of_store(encoder.store_metadata())
+    assert (identity.weights_dtype, identity.forward_precision) == recorded
 
 
 def test_differences_name_each_field_with_both_values_in_field_order():
