@@ -12,11 +12,19 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, ClassVar, Literal
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: the features' weights_dtype and forward_precision (probing.results.migrate)
 JOBS = ("probe", "extract", "train", "analyze")
 ABSENT = None  # the default of a key that not every run of its kind writes
 Number = float  # an int or a float (JSON's number)
 Scores = dict[str, Any]  # scores by name: numbers (null where nothing was scored), lists by class, counts
+
+
+# The docs of the identity's fields that schema version 2 added, declared by every kind that records the identity.
+WEIGHTS_DTYPE = ("The dtype the model's weights were loaded in (model.dtype): bf16 or fp16; null for float32 or "
+                 "without a model. Added in schema version 2 (null in older results).")
+FORWARD_PRECISION = ("The precision of the model's forward under autocast (features.precision): bf16 or 16; null for "
+                     "float32, or where no forward ran (a baseline of the embeddings, static vectors). Added in schema "
+                     "version 2 (null in older results).")
 
 
 def key(doc: str, *, optional: bool = False) -> Any:
@@ -54,14 +62,16 @@ class ProbeResults(Results):
     probe_family: str = key("The family of the probe network: linear, mlp, rank-k, mass-mean, ...")
     rank: int | None = key("The rank of a low-rank probe; null for full rank.")
     model: str = key("The model's config name (model.name).")
-    # model_name_or_path to attention_policy, layer and representation: the fields of the features' identity
-    # (probing.features.identity.FeatureIdentity), as saved probes and erasers record it too.
+    # model_name_or_path to attention_policy, weights_dtype, forward_precision, layer and representation: the fields
+    # of the features' identity (probing.features.identity.FeatureIdentity), as saved probes and erasers record it too.
     model_name_or_path: str | None = key("Where the model was loaded from; null for a baseline without a model.")
     weights_sha256: str | None = key("The SHA-256 of the model's weights; tells a fine-tuned encoder apart.")
     pooling: str | None = key("How word pieces become one vector (first, mean, last, ...).")
     context_size: int | None = key("Words of context on each side; null for the whole sentence.")
     attention_window: int | None = key("The attention window of a windowed encoder; null for none.")
     attention_policy: str | None = key("How the window treats special tokens; null without a window.")
+    weights_dtype: str | None = key(WEIGHTS_DTYPE)
+    forward_precision: str | None = key(FORWARD_PRECISION)
     finetuned_task: str | None = key("The task a fine-tuned encoder was trained on (its task.json); null otherwise.")
     random_init: bool = key("Whether the encoder's weights were randomly initialised.")
     data: str = key("The data set's config name (data.name).")
@@ -249,6 +259,14 @@ class NeuronsResults(AnalysisResults):
     labels: list[str] = key("The task's labels.")
     layer: Any = key("The layer of the neurons.")
     representation: str = key("The representation's label.")
+    # the features' identity (probing.features.identity.FeatureIdentity), as probe runs record it
+    weights_sha256: str | None = key("The SHA-256 of the model's weights; null for features without a model.")
+    pooling: str | None = key("How word pieces become one vector (first, mean, last, ...).")
+    context_size: int | None = key("Words of context on each side; null for the whole sentence.")
+    attention_window: int | None = key("The attention window of a windowed encoder; null for none.")
+    attention_policy: str | None = key("How the window treats special tokens; null without a window.")
+    weights_dtype: str | None = key(WEIGHTS_DTYPE)
+    forward_precision: str | None = key(FORWARD_PRECISION)
     neurons: int = key("Neurons of the layer.")
     ks: list[int] = key("The numbers of top neurons scored.")
     probe: dict[str, Any] = key("The elastic-net probe's accuracies.")

@@ -27,7 +27,7 @@ LOAD_FIX = "delete that results.json or rerun its job (probe.py, train.py and an
 def load(record: dict[str, Any], path: str | Path | None = None, kind: str | None = None) -> Results:
     """`record` (a results.json of any schema version, from `path`) as its kind's type; one DataFormatError naming
     `path` if its kind is unknown or a declared value is not of its declared type. A key it lacks, or holds as null,
-    is ABSENT (see `check_file` for a file of the current version). `kind`: the kind of a record that is not stamped
+    is ABSENT (see `check_file` for a file of a schema version). `kind`: the kind of a record that is not stamped
     yet (a job's results, which its own figures read before they are written), read as that kind."""
     current = migrated(record)
     if kind is not None and "schema_version" not in record:
@@ -103,8 +103,9 @@ def shown_type(hint: Any) -> str:
 
 
 def check_file(record: dict[str, Any], path: str | Path) -> None:
-    """Refuse (one DataFormatError naming `path`) a results.json of a schema version (not migrated) that does not hold
-    what its kind's JSON Schema declares: a key it requires missing, a value of another type, another version."""
+    """Refuse (one DataFormatError naming `path`) a results.json of a schema version that does not hold what its
+    kind's JSON Schema declares, read as the current version holds it (`migrated`: the keys added since an older
+    version read as null): a key it requires missing, a value of another type, a version this one does not know."""
     import jsonschema
 
     kind = record.get("kind")
@@ -112,7 +113,7 @@ def check_file(record: dict[str, Any], path: str | Path) -> None:
         raise DataFormatError(path, None, f"its kind {kind!r} is none that this version of the report knows "
                               f"({', '.join(KINDS)})", LOAD_FIX)
     try:
-        validate(record, kind)
+        validate(migrated(record), kind)
     except jsonschema.ValidationError as error:
         where = "".join(f"[{part!r}]" if isinstance(part, int) else f".{part}" for part in error.absolute_path)
         raise DataFormatError(path, None, f"it does not hold what a {kind} run records ({error.message}"

@@ -54,7 +54,7 @@ def test_types_are_those_of_json_schema():
 def test_a_file_of_the_current_version_lacking_what_its_kind_requires_is_refused(tmp_path):
     record = {"schema_version": SCHEMA_VERSION, "job": "probe", "kind": "tree_probe",
               **{key: value for key, value in TREE.items() if key not in ("kind", "linear_baseline")},
-              "structure": "distance", "model_weights": []}
+              "structure": "distance", "model_weights": [], "weights_dtype": None, "forward_precision": None}
     check_file({**record, "linear_baseline": TREE["linear_baseline"]}, "results.json")
     with pytest.raises(DataFormatError, match="results.json: it does not hold what a tree_probe run records "
                                               "\\('linear_baseline' is a required property\\)"):

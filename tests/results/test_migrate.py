@@ -1,11 +1,14 @@
-"""Results written before the schema (no `schema_version`) read as schema version 1: each kind told from the keys its
-job wrote then, a tree probe's structure moved from `kind` to `structure`, current results left as they are."""
+"""Results written before the schema (no `schema_version`) read as the current version: each kind told from the keys
+its job wrote then, a tree probe's structure moved from `kind` to `structure`; results of version 1 read with the keys
+version 2 added (the features' weights dtype and forward precision) null, where their kind declares them; current
+results left as they are."""
 
 from __future__ import annotations
 
 import pytest
 
 from probing.results import SCHEMA_VERSION, migrated
+from probing.results.migrate import ADDED
 
 # The keys that tell each kind apart in what today's writers put in results.json (probing.tasks.probe.about_run and
 # the task's probing, probing.tasks.train.finetune, probing.tasks.analyze.run with each analysis's results).
@@ -21,6 +24,9 @@ UNVERSIONED = {
     "neurons": {"analysis": "neurons", "task": "upos", "representation": "3", "model": "minilm"},
 }
 JOBS = {"sclass_probe": "probe", "word_probe": "probe", "tree_probe": "probe", "finetuning": "train"}
+# The kinds that record the features' identity: version 2 added two of its fields to them.
+IDENTIFIED = {"sclass_probe", "word_probe", "tree_probe", "neurons"}
+IN_VERSION_2 = ("weights_dtype", "forward_precision")
 
 
 @pytest.mark.parametrize("kind", sorted(UNVERSIONED))
@@ -28,8 +34,36 @@ def test_results_written_before_the_schema_are_told_their_kind(kind):
     record = migrated(UNVERSIONED[kind])
     assert (record["schema_version"], record["job"], record["kind"]) == (SCHEMA_VERSION, JOBS.get(kind, "analyze"),
                                                                          kind)
-    assert {key: value for key, value in record.items() if key not in ("schema_version", "job", "kind", "structure")
+    assert {key: value for key, value in record.items() if key not in ("schema_version", "job", "kind", "structure",
+                                                                       *IN_VERSION_2)
             } == {key: value for key, value in UNVERSIONED[kind].items() if key != "kind"}
+    assert {key: record[key] for key in IN_VERSION_2 if key in record} == (
+        dict.fromkeys(IN_VERSION_2) if kind in IDENTIFIED else {})
+
+
+def test_version_2_added_the_weights_dtype_and_the_forward_precision():
+    assert ADDED == {2: IN_VERSION_2}
+
+
+@pytest.mark.parametrize("kind", ["statement_probe", "word_probe", "neurons"])
+def test_results_of_version_1_read_with_the_keys_of_version_2_null(kind):
+    """Version 1 did not record the weights' dtype or the forward precision: every run was at float32, which the
+    identity records as null."""
+    old = {"schema_version": 1, "job": JOBS.get(kind, "analyze"), "kind": kind, "model": "minilm", "pooling": "last"}
+    record = migrated(old)
+    assert record == {**old, "schema_version": SCHEMA_VERSION, "weights_dtype": None, "forward_precision": None}
+    assert list(record)[:3] == ["schema_version", "job", "kind"] and old["schema_version"] == 1  # not changed
+
+
+def test_results_of_version_1_of_a_kind_without_the_identity_only_change_version():
+    old = {"schema_version": 1, "job": "train", "kind": "finetuning", "precision": "bf16-mixed"}
+    assert migrated(old) == {**old, "schema_version": SCHEMA_VERSION}
+
+
+@pytest.mark.parametrize("version", [SCHEMA_VERSION + 1, 0, "1"])
+def test_a_version_this_one_does_not_know_is_left_for_the_schema_check_to_name(version):
+    record = {"schema_version": version, "job": "probe", "kind": "word_probe"}
+    assert migrated(record) is record
 
 
 def test_a_tree_probes_structure_moves_from_kind_to_structure():
