@@ -31,7 +31,7 @@ from probing.probes.callbacks import (
     training_warnings,
 )
 from probing.probes.components.families import ProbeFamily
-from probing.probes.controls import NO_CONTROL_TASK, ControlTask
+from probing.probes.controls import NO_CONTROL_TASK, ControlPart, ControlTask
 from probing.probes.probe_module import ProbeModule
 from probing.probes.representations import ProbeInputs, features_about
 from probing.probes.saved import (
@@ -305,7 +305,7 @@ class TreeProbing(TaskProbing):
         """The control probe keeps the weights of its own least dev loss."""
         if self.control.seed is None:
             return []
-        return [KeepBestWeights(monitor="dev/control_loss", mode="min", submodule="control_probes")]
+        return [KeepBestWeights(monitor="dev/control_loss", mode="min", submodule=ControlPart.HEAD)]
 
     def results(self, module: ProbeModule, inputs: ProbeInputs) -> dict[str, Any]:
         datamodule = inputs.datamodule

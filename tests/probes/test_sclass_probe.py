@@ -164,7 +164,7 @@ def test_control_head_learns_alongside_and_selectivity_is_the_difference(splits)
     # Unseen words' random classes cannot be read off the features: the control probes fail where the real succeed.
     assert test["micro_f1"] >= 0.99 and test["control_micro_f1"] < 0.5 and test["selectivity"] > 0.5
     # The heads share no parameter, and each has its own optimizer state.
-    real, control = set(map(id, model.probes.parameters())), set(map(id, model.control_probes.parameters()))
+    real, control = set(map(id, model.probes.parameters())), set(map(id, model.parts["control"].probes.parameters()))
     assert not real & control
 
 
@@ -300,7 +300,8 @@ def test_repeated_validation_passes_score_alike_and_keep_the_metric_state_size(s
     for _ in range(3):
         run.validate(model, loader(data), verbose=False)
         scores.append(model.split_metrics["dev"])
-        sizes.append(sum(t.nbytes for name in ("dev", "dev_control") for t in model.metrics[name].table))
+        metrics = (model.metrics["dev"], model.parts["control"].metrics["dev"])
+        sizes.append(sum(t.nbytes for metric in metrics for t in metric.table))
     assert scores[0] == scores[1] == scores[2] and scores[0]["n_contexts"] == len(data)
     assert sizes[0] == sizes[1] == sizes[2] > 0
 
