@@ -14,7 +14,7 @@ from torch import Tensor, nn
 
 from probing.data.settings import require_bool, require_int
 from probing.data.splits import EVAL_SPLITS
-from probing.errors import ConfigError
+from probing.errors import ConfigError, setting
 from probing.features.static_embeddings import word_seed
 from probing.probes.bits.information import CONTROL_PROBES
 from probing.probes.parts import ProbePart
@@ -65,30 +65,38 @@ def seen_rows(word_ids: np.ndarray, fraction: float, seed: int) -> np.ndarray:
 class ControlTask:
     """`probe.control_task`, built once: `seed` is the control classes' seed (None when the task is off) and
     `seen_fraction` the share of training contexts held out as the seen split (0 = none; `check_level` refuses it
-    where no word has several contexts)."""
+    where no word has several contexts, `refuse_seen_split` for a task that has no use for it). The probe module's
+    part (`ControlPart`) is built from whether it is on."""
 
     def __init__(self, enabled: bool = True, seed: int = 0, seen_fraction: float | None = 0.0):
-        enabled = require_bool("probe.control_task.enabled", enabled)
-        self.seed = require_int("probe.control_task.seed", seed) if enabled else None
+        enabled = require_bool(setting("enabled"), enabled)
+        self.seed = require_int(setting("seed"), seed) if enabled else None
         self.seen_fraction = self._checked_fraction(float(seen_fraction or 0.0))
 
     def _checked_fraction(self, fraction: float) -> float:
         if not fraction:
             return 0.0
-        key = f"probe.control_task.seen_fraction={fraction}"
+        key = f"{setting('seen_fraction')}={fraction}"
         if not 0.0 < fraction < 1.0:
             raise ConfigError(f"{key} is not a fraction. Fix: a value in [0, 1), e.g. 0.2 (0 = no seen split)")
         if self.seed is None:
             raise ConfigError(f"{key} holds out contexts to score the control task on, but the control task is off. "
-                              "Fix: probe.control_task.enabled=true, or seen_fraction=0")
+                              f"Fix: {setting('enabled')}=true, or {setting('seen_fraction')}=0")
         return fraction
 
     def check_level(self, level: str) -> None:
-        """A seen split needs several contexts per word: refused at the type level (`probe.level`)."""
+        """A seen split needs several contexts per word: refused at the type level (a probe run's level)."""
         if self.seen_fraction and level != "context":
-            raise ConfigError(f"probe.control_task.seen_fraction={self.seen_fraction} needs several contexts per "
-                              "word; at probe.level=type each word is one training row, so no word can be both trained "
-                              "on and held out. Fix: seen_fraction=0")
+            raise ConfigError(f"{setting('seen_fraction')}={self.seen_fraction} needs several contexts per word; at "
+                              "the type level each word is one training row, so no word can be both trained on and "
+                              f"held out. Fix: {setting('seen_fraction')}=0")
+
+    def refuse_seen_split(self, task: str) -> None:
+        """A seen split holds out s-class contexts: refused for task `task`, whose dev and test already hold words
+        seen in training (a word or tree task)."""
+        if self.seen_fraction:
+            raise ConfigError(f"{setting('seen_fraction')} holds out s-class contexts; task={task}'s dev and test "
+                              f"already hold words seen in training. Fix: {setting('seen_fraction')}=0")
 
 
 NO_CONTROL_TASK = ControlTask(enabled=False)

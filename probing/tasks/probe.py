@@ -16,8 +16,9 @@ from hydra.core.hydra_config import HydraConfig
 from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from probing.config import build
+from probing.config import build, keyed
 from probing.data.splits import EVAL_SPLITS
+from probing.errors import ConfigError
 from probing.features.featurizers import featurizer_config
 from probing.features.finetuned import finetuned_task, setup_model, setup_reuse
 from probing.features.identity import FeatureIdentity
@@ -35,6 +36,9 @@ log = logging.getLogger(__name__)
 
 # The probe's settings (conf/probe/) that every task's probing takes as they are.
 PROBE_SETTINGS = ("mix", "mdl", "mdl_fractions", "batch_size", "level", "reuse", "pair_product", "condition_on")
+# Where the user sets each argument that probe.py passes to the task's probing (what its messages name).
+PROBING_KEYS = {"seed": "seed", "erase": "erase", "family": "probe.module", "control": "probe.control_task",
+                **{key: f"probe.{key}" for key in PROBE_SETTINGS}}
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
@@ -77,8 +81,8 @@ def built_probing(cfg: DictConfig) -> TaskProbing:
     family = build(probe.module, "probe.module")
     control = build(probe.control_task, "probe.control_task")
     source = build(cfg.data.source, "data.source")
-    return build(cfg.probing, "probing", _partial_=True)(name=cfg.task.name, source=source, seed=cfg.seed,
-                                                         erase=erase, family=family, control=control, **settings)
+    return build(cfg.probing, "probing", settings_from=PROBING_KEYS, _partial_=True)(
+        name=cfg.task.name, source=source, seed=cfg.seed, erase=erase, family=family, control=control, **settings)
 
 
 def with_the_compared_setup(cfg: DictConfig) -> None:
@@ -101,7 +105,10 @@ def probe(cfg: DictConfig, probing: TaskProbing, representation: RepresentationC
     that a bad setting starts no run), the Trainer, the fit, dev and test; the run's results."""
     started = time.time()
     L.seed_everything(cfg.seed, workers=True)
-    probing.load()  # the task's data before the model: what the data cannot serve is refused first
+    try:
+        probing.load()  # the task's data before the model: what the data cannot serve is refused first
+    except ConfigError as error:  # named as at the probing's build
+        raise keyed(error, cfg.probing, "probing", settings_from=PROBING_KEYS) from None
     inputs = probing.inputs(representation(), store_settings(cfg.features))
     module = probing.build_module(inputs)
     trainer = build_trainer(cfg, probing.keepers(inputs), loggers=loggers)

@@ -7,9 +7,9 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from probing.errors import ProbingError
+from probing.errors import ConfigError, ProbingError
 from probing.probes.bits.information import BASELINE_PROBES, CONTROL_PROBES, JOINT_PROBES, PROBES
-from probing.probes.bits.parts import ConditioningPart, OnlineCodePart
+from probing.probes.bits.parts import ConditioningPart, OnlineCodePart, check_conditioning, check_online_code
 from probing.probes.controls import ControlPart
 from probing.probes.word_probe import WordProbe
 
@@ -79,3 +79,17 @@ def test_the_control_part_trains_and_scores_its_head_on_the_control_targets():
     assert scores["selectivity"] == pytest.approx(accuracy - control_accuracy)
     assert list(scores)[-3:] == ["control_accuracy", "control_macro_f1", "selectivity"]
 
+
+def test_a_part_refuses_what_the_run_cannot_combine_with_it_from_the_settings():
+    """Before any data is read: the online code without labels (a tree probe), conditioning with an erasure. Each
+    names its setting by argument name (probe.py's build writes the key path)."""
+    check_online_code(None, labels=False)
+    check_online_code(object(), labels=True)
+    with pytest.raises(ConfigError, match="mdl=true sends labels with the online code") as error:
+        check_online_code(object(), labels=False)
+    assert error.value.settings == ("mdl",)
+    check_conditioning("0", None)
+    check_conditioning(None, object())
+    with pytest.raises(ConfigError, match="erase= and condition_on=0 together") as error:
+        check_conditioning("0", object())
+    assert error.value.settings == ("condition_on",)
