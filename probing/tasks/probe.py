@@ -36,9 +36,10 @@ log = logging.getLogger(__name__)
 
 # The probe's settings (conf/probe/) that every task's probing takes as they are.
 PROBE_SETTINGS = ("mix", "mdl", "mdl_fractions", "batch_size", "level", "reuse", "pair_product", "condition_on")
-# Where the user sets each argument that probe.py passes to the task's probing (what its messages name).
-PROBING_KEYS = {"seed": "seed", "erase": "erase", "family": "probe.module", "control": "probe.control_task",
-                **{key: f"probe.{key}" for key in PROBE_SETTINGS}}
+# Where the user sets each argument that probe.py passes the probing: what the probing refuses (built, or while it
+# runs) is named there.
+PROBING_KEYS = {**{key: f"probe.{key}" for key in PROBE_SETTINGS}, "name": "task.name", "source": "data.source",
+                "seed": "seed", "erase": "erase", "family": "probe.module", "control": "probe.control_task"}
 
 
 def run(cfg: DictConfig) -> dict[str, Any]:
@@ -81,8 +82,9 @@ def built_probing(cfg: DictConfig) -> TaskProbing:
     family = build(probe.module, "probe.module")
     control = build(probe.control_task, "probe.control_task")
     source = build(cfg.data.source, "data.source")
-    return build(cfg.probing, "probing", settings_from=PROBING_KEYS, _partial_=True)(
-        name=cfg.task.name, source=source, seed=cfg.seed, erase=erase, family=family, control=control, **settings)
+    make = build(cfg.probing, "probing", _partial_=True, settings_from=PROBING_KEYS)
+    return make(name=cfg.task.name, source=source, seed=cfg.seed, erase=erase, family=family, control=control,
+                **settings)
 
 
 def with_the_compared_setup(cfg: DictConfig) -> None:
