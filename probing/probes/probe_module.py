@@ -7,8 +7,6 @@ See docs/development.md, 'Inside a probe run'.
 
 from __future__ import annotations
 
-import functools
-import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -19,14 +17,11 @@ from torch import Tensor, nn
 
 from probing.data.settings import choose
 from probing.data.splits import EVAL_SPLITS, TEST_SPLITS
-from probing.devices import has_native_bf16
 from probing.errors import ProbingError
 from probing.probes.controls import ControlPart, control_part
 from probing.probes.parts import ProbePart
 from probing.probes.saved import current_names
 from probing.vocabulary import LEVELS
-
-log = logging.getLogger(__name__)
 
 
 class ProbeModule(lightning.LightningModule):
@@ -143,9 +138,6 @@ class ProbeModule(lightning.LightningModule):
         """The parts in the order their losses and parameter groups join the module's (`ProbePart.ORDER`)."""
         return sorted(self.parts.values(), key=lambda part: part.ORDER)
 
-    def on_fit_start(self) -> None:
-        note_precision(str(self.trainer.precision), self.device)
-
     def training_step(self, batch: dict, batch_idx: int) -> Tensor:
         """The task's loss + the probes' penalty + the losses of the parts (the control task's first). The heads share
         no parameter, so each gets the gradient it would get alone."""
@@ -239,17 +231,3 @@ class ProbeModule(lightning.LightningModule):
         """A fitting epoch's dev pass (not the sanity check, nor a validation after fitting)."""
         return not self.trainer.sanity_checking and self.trainer.state.fn == TrainerFn.FITTING
 
-
-@functools.cache  # once per process: the fresh probes of an erasure and the run's probe share it
-def note_precision(precision: str, device: torch.device) -> None:
-    """bf16 training on a device without bf16 arithmetic units is correct but emulated, many times slower than
-    float32 (on CPU: no AVX-512 BF16 or AMX): a warning. float32 on a CPU with them: a one-line hint, as bf16-mixed
-    trains the default probe run 2.3 times as fast there at the same F1 within the seeds' spread (bench/probe_run.py).
-    It stays opt-in so that a command gives the same numbers on every machine (a default that followed the hardware
-    would make a laptop's table differ from a cluster's)."""
-    if precision.startswith("bf16") and not has_native_bf16(device):
-        log.warning("trainer.precision=%s: this %s has no bf16 arithmetic units, so bf16 is emulated and slower than "
-                    "float32 here (the scores are unaffected). Fix: trainer.precision=32-true on this machine",
-                    precision, device.type)
-    elif precision.startswith("32") and device.type == "cpu" and has_native_bf16(device):
-        log.info("this CPU has bf16 units: trainer.precision=bf16-mixed trains the probes about twice as fast")

@@ -17,7 +17,6 @@ from probing.errors import ConfigError, ProbingError
 from probing.probes import controls
 from probing.probes.bits.parts import OnlineCodePart
 from probing.probes.bits.prefix_probes import PrefixProbes
-from probing.probes.probe_module import note_precision
 from probing.probes.saved import save_probes
 from probing.probes.sclass_probe import SClassProbe
 
@@ -342,17 +341,3 @@ def test_mdl_prefix_probes_train_beside_the_probes_and_are_not_saved(tmp_path):
     assert {name.split(".")[0] for name in names} == {"probes"}
     with pytest.raises(ProbingError, match="`order`"):
         module.training_step({key: value for key, value in batch.items() if key != "order"}, 0)
-
-
-@pytest.mark.parametrize("native,precision,message", [
-    (False, "bf16-mixed", "bf16 is emulated"), (True, "32-true", "this CPU has bf16 units"),
-    (True, "bf16-mixed", None), (False, "32-true", None)])
-def test_the_precision_note_warns_of_emulation_and_hints_at_bf16_units(monkeypatch, caplog, native, precision,
-                                                                        message):
-    monkeypatch.setattr("probing.probes.probe_module.has_native_bf16", lambda device: native)
-    note_precision.cache_clear()
-    with caplog.at_level("INFO", logger="probing.probes.probe_module"):
-        note_precision(precision, torch.device("cpu"))
-        note_precision(precision, torch.device("cpu"))  # said once per process
-    notes = [record.message for record in caplog.records]
-    assert (notes == []) if message is None else (len(notes) == 1 and message in notes[0])
