@@ -5,11 +5,12 @@ checkpoints, also in a folder that was moved."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from hydra.errors import InstantiationException
@@ -43,6 +44,16 @@ def build(node: DictConfig, key: str, settings_from: Mapping[str, str] | None = 
         key = nested_key(error, key)
         raise ConfigError(f"{key}: cannot be built ({first_line}). Fix: check the values under `{key}` "
                           "(python probe.py --cfg job shows the composed config)") from error
+
+
+@contextlib.contextmanager
+def keyed_errors(node: Any, key: str, settings_from: Mapping[str, str] | None = None) -> Iterator[None]:
+    """A ConfigError raised inside by the object built from the node at `key` (its checks or its work, after `build`)
+    names the settings it marks by the user's key paths, as `build` does (`keyed`)."""
+    try:
+        yield
+    except ConfigError as error:
+        raise keyed(error, node, key, settings_from=settings_from) from None
 
 
 def nested_key(error: InstantiationException, key: str) -> str:

@@ -16,9 +16,8 @@ from hydra.core.hydra_config import HydraConfig
 from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from probing.config import build, keyed
+from probing.config import build, keyed_errors
 from probing.data.splits import EVAL_SPLITS
-from probing.errors import ConfigError
 from probing.features.featurizers import featurizer_config
 from probing.features.finetuned import finetuned_task, setup_model, setup_reuse
 from probing.features.identity import FeatureIdentity
@@ -57,7 +56,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         check_trainer(cfg.trainer)
         check_probing_task(cfg.task.name, cfg.get("probing"))
         probing = built_probing(cfg)
-        with closing_loggers(cfg.get("logger")) as loggers:
+        with closing_loggers(cfg.get("logger")) as loggers, keyed_errors(cfg.probing, "probing", PROBING_KEYS):
             results = probe(cfg, probing, representation, config, out.parent, loggers)
         results = write_results(out, results, probing.RESULTS_KIND)
     log.info("%s", summary_line(results, out))
@@ -107,10 +106,7 @@ def probe(cfg: DictConfig, probing: TaskProbing, representation: RepresentationC
     that a bad setting starts no run), the Trainer, the fit, dev and test; the run's results."""
     started = time.time()
     L.seed_everything(cfg.seed, workers=True)
-    try:
-        probing.load()  # the task's data before the model: what the data cannot serve is refused first
-    except ConfigError as error:  # named as at the probing's build
-        raise keyed(error, cfg.probing, "probing", settings_from=PROBING_KEYS) from None
+    probing.load()  # the task's data before the model: what the data cannot serve is refused first
     inputs = probing.inputs(representation(), store_settings(cfg.features))
     module = probing.build_module(inputs)
     trainer = build_trainer(cfg, probing.keepers(inputs), loggers=loggers)

@@ -119,8 +119,7 @@ def test_a_sentence_longer_than_the_encoders_window_is_scored_each_word_in_a_win
 
 @pytest.mark.parametrize("overrides,message", [
     (["probe=mlp1"], "the probe family mlp1: a structural probe is a linear map B"),
-    (["probe.mdl=true"], "probe.mdl=true sends labels with the online code; a tree probe predicts distances. Fix: "
-                         "probe.mdl=false"),
+    (["probe.mdl=true"], "probe.mdl=true sends labels with the online code"),
     (["probe.module.l1=0.001"], "a structural probe is trained without an elastic-net penalty"),
     (["probe.level=type"], "probe.level=type is a setting of the s-class task"),
     (["probe.reuse=somewhere"], "probe.reuse scores saved s-class probes; task=tree_distance trains its own"),
