@@ -22,7 +22,7 @@ from omegaconf import DictConfig
 from probing.config import build
 from probing.data.sentences import Text, texts_of
 from probing.data.settings import optional_int, require_bool, require_int
-from probing.errors import ConfigError, setting, settings_named
+from probing.errors import ConfigError, setting, settings_named, settings_under
 from probing.features.encoder import resolve_device
 
 # The keys that the data sources' errors name (probe.py's and train.py's `data`), as analysis.sentences holds them.
@@ -31,20 +31,34 @@ SENTENCES_SETTINGS = {"data.data_dir": "analysis.sentences.data_dir", "data.sour
 
 @dataclass(frozen=True)
 class ModelSettings:
-    """The `model` an analysis reads: its name (in the results and logs), where it is loaded from, and whether its
-    weights are replaced by a random initialisation drawn with `init_seed`."""
+    """The `model` an analysis reads: its name (in the results and logs), where it is loaded from (a GGUF file's
+    name and its conversion cache included), and whether its weights are replaced by a random initialisation drawn
+    with `init_seed`. Analyses load the weights in float32 on one device: another `dtype` or a `device_map` is
+    refused rather than ignored."""
 
     name: Any
     name_or_path: Any
     revision: str | None = None
     random_init: bool = False
     init_seed: int = 0
+    gguf_file: str | None = None
+    cache_dir: str | None = None
 
     @classmethod
     def of(cls, model: DictConfig) -> ModelSettings:
+        for key, default in (("dtype", "fp32"), ("device_map", None)):
+            if model.get(key, default) != default:
+                raise ConfigError(f"model.{key}={model.get(key)}: analyze.py loads the model in float32 on one device "
+                                  f"and would not honour it. Fix: model.{key}={'null' if default is None else default}")
         return cls(model.name, model.name_or_path, model.get("revision"),
                    require_bool("model.random_init", model.get("random_init", False)),
-                   require_int("model.init_seed", model.get("init_seed", 0)))
+                   require_int("model.init_seed", model.get("init_seed", 0)),
+                   model.get("gguf_file"), model.get("cache_dir"))
+
+    def load_arguments(self) -> dict[str, Any]:
+        """The arguments of `load_pretrained` that say which weights to read."""
+        return {"revision": self.revision, "random_init": self.random_init, "init_seed": self.init_seed,
+                "gguf_file": self.gguf_file, "cache_dir": self.cache_dir}
 
     def described(self) -> dict[str, Any]:
         """The first keys of every analysis's results."""
@@ -108,8 +122,9 @@ class Analysis(ABC):
         """The (step, scalars) of `results` that analyze.py logs (values that are no numbers are left out there)."""
 
     def load_sentences(self) -> Any:
-        """The data of `analysis.sentences`; its errors name the keys under analysis.sentences (SENTENCES_SETTINGS)."""
-        with settings_named(SENTENCES_SETTINGS):
+        """The data of `analysis.sentences`; its errors name the keys under analysis.sentences (SENTENCES_SETTINGS,
+        and the settings it marks as parts of the argument `sentences`)."""
+        with settings_named(SENTENCES_SETTINGS), settings_under("sentences"):
             return self.sentences.load()
 
     def texts(self) -> tuple[list[Text], str]:

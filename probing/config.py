@@ -91,7 +91,10 @@ def keyed(error: ConfigError, node: Any, key: str, inner: str = "",
     def key_of(name: str) -> str:
         argument, _, rest = name.partition(".")
         if not inner and settings_from and argument in settings_from:
-            return f"{settings_from[argument]}.{rest}" if rest else settings_from[argument]
+            target = settings_from[argument]  # an argument's own settings: followed from the node at its key
+            root = node._get_root() if isinstance(node, DictConfig) else None
+            at = OmegaConf.select(root, target, throw_on_missing=False) if rest and root is not None else None
+            return setting_key(at, target, rest) if rest else target
         return setting_key(node, key, f"{inner}.{name}" if inner else name)
 
     return error.renamed(key_of, final=True)

@@ -79,6 +79,16 @@ def settings_under(argument: str) -> Iterator[None]:
         raise error.renamed(lambda name: f"{argument}.{name}") from None
 
 
+@contextmanager
+def settings_as(names: Mapping[str, str]) -> Iterator[None]:
+    """A ConfigError raised inside names each setting `n` of `names` as `names[n]`: a caller that passes its own
+    settings as another function's arguments (the amnesic analysis's `concept_paths` as a concept's `paths`)."""
+    try:
+        yield
+    except ConfigError as error:
+        raise error.renamed(lambda name: names.get(name, name)) from None
+
+
 class StoreCorruptError(ProbingError):
     """A feature store's contents are damaged: a checksum does not match, or a value is NaN or inf."""
 
@@ -102,4 +112,5 @@ def settings_named(names: Mapping[str, str]) -> Iterator[None]:
 
         if isinstance(error, DataFormatError):
             raise DataFormatError(error.path, error.line, renamed(error.problem), renamed(error.fix)) from None
-        raise type(error)(renamed(str(error))) from None
+        # a ConfigError keeps its marked settings, for the config layer to key
+        raise type(error)(renamed(error.marked if isinstance(error, ConfigError) else str(error))) from None

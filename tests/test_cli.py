@@ -224,7 +224,7 @@ def test_a_command_line_that_composes_passes(arguments, config_name):
 
 
 def test_a_config_name_that_its_group_lacks_is_refused_with_the_groups_options():
-    expected = "probe=mlp3: probe has no config 'mlp3'. Fix: one of linear, mlp1, mlp2, sclass_mlp"
+    expected = "probe=mlp3: probe has no config 'mlp3'. Fix: one of linear, mass_mean, mlp1, mlp2, sclass_mlp"
     assert refusal("probe=mlp3") == refusal("-m", "probe=mlp1,mlp3") == refusal("probe=[mlp1,mlp3]") == expected
     assert refusal("analysis/sentences=nope", config_name="analyze").startswith(
         "analysis/sentences=nope: analysis/sentences has no config 'nope'. Fix: one of mrpc, ner, pos, sst2, streusle, "
@@ -272,7 +272,7 @@ def test_a_config_group_option_on_the_search_path_is_an_option(tmp_path):
     searchpath = f"hydra.searchpath=[file://{tmp_path}]"
     check_command_line([searchpath, "probe=mlp3"], CONFIG_DIR, "probe")
     assert refusal(searchpath, "probe=mlp4") == (
-        "probe=mlp4: probe has no config 'mlp4'. Fix: one of linear, mlp1, mlp2, mlp3, sclass_mlp")
+        "probe=mlp4: probe has no config 'mlp4'. Fix: one of linear, mass_mean, mlp1, mlp2, mlp3, sclass_mlp")
 
 
 def test_the_configs_of_an_installed_package_are_checked_as_hydra_reads_them():

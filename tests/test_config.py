@@ -81,7 +81,7 @@ def test_a_node_that_cannot_be_built_inside_another_is_named_by_its_own_key():
 # What probe.py does with each kind of task (conf/probings/): the class its `probing` builds; none for a fine-tuning
 # task of sentences.
 PROBING_OF_KIND = {"sclass": "SClassProbing", "token": "WordProbing", "word": "WordProbing", "pair": "WordProbing",
-                   "tree": "TreeProbing", "sentence": None}
+                   "tree": "TreeProbing", "sentence": None, "statement": "StatementProbing"}
 
 
 @pytest.mark.parametrize("task", sorted(path.stem for path in (Path(CONFIG_DIR) / "task").glob("*.yaml")))

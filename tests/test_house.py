@@ -45,7 +45,7 @@ KNOWS_KEY_PATHS = ("config.py", "cli/", "tasks/")
 KEY_PATH = re.compile(r"\b[a-z_]+\.[a-z_]+(?:\.[a-z_]+)*=")
 # The target is about 20; what remains is raised while a job runs, away from any `build` (docs/development.md). This
 # ceiling only keeps the count from growing back while it comes down.
-MAX_KEY_PATHS_IN_LIBRARY_CODE = 136
+MAX_KEY_PATHS_IN_LIBRARY_CODE = 36
 
 
 def key_paths_in_library_code() -> dict[str, int]:

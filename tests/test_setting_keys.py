@@ -6,7 +6,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from probing.config import build, setting_key
+from probing.config import build, keyed, keyed_errors, setting_key
 from probing.data.splits import SplitConfig
 from probing.errors import ConfigError, setting, settings_under
 from probing.tasks.settings import with_data_settings
@@ -59,6 +59,17 @@ def test_build_names_the_nested_node_that_refused():
                                                                                 "seed": "x"}}})
     with pytest.raises(ConfigError, match=r"^outer\.inner\.seed='x'"):
         build(node.outer, "outer")
+
+
+def test_an_argument_the_job_passes_is_followed_from_the_key_it_comes_from():
+    node = OmegaConf.create({"data": {"split": {"seed": "x"}, "source": {"split": "${data.split}"}},
+                             "job": {"_target_": f"{__name__}.refuse"}})
+    error = ConfigError(f"{setting('source.split.seed')}='x'. Fix: {setting('seed')}=0")
+    assert str(keyed(error, node.job, "job", settings_from={"source": "data.source", "seed": "seed"})) == \
+        "data.split.seed='x'. Fix: seed=0"
+    with pytest.raises(ConfigError, match=r"^data\.split\.seed='x'"), keyed_errors(node.job, "job",
+                                                                                {"source": "data.source"}):
+        raise error
 
 
 def test_setting_key_without_a_node_is_the_key_and_the_name():

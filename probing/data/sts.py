@@ -72,14 +72,14 @@ def parse_score(text: str, path: Path, line: int) -> float | None:
                               "the score field must be a number or empty") from None
 
 
-def sts_files(root: Path, patterns: Sequence[str]) -> list[Path]:
-    """The files below `root` matching `patterns` (globs relative to it), sorted, each once."""
-    if not root.is_dir():
-        raise ConfigError(f"analysis.sentences.data_dir={root} is not a folder. Fix: point it (or STS_DIR) at the "
+def sts_files(data_dir: Path, patterns: Sequence[str]) -> list[Path]:
+    """The files below `data_dir` matching `patterns` (globs relative to it), sorted, each once."""
+    if not data_dir.is_dir():
+        raise ConfigError(f"{setting('data_dir')}={data_dir} is not a folder. Fix: point it (or STS_DIR) at the "
                           "folder holding semeval_sts/ and stsbenchmark/")
-    files = sorted({path for pattern in patterns for path in root.glob(pattern) if path.is_file()})
+    files = sorted({path for pattern in patterns for path in data_dir.glob(pattern) if path.is_file()})
     if not files:
-        raise ConfigError(f"no file below {root} matches {list(patterns)}. Fix: analysis.sentences.patterns="
+        raise ConfigError(f"no file below {data_dir} matches {list(patterns)}. Fix: {setting('patterns')}="
                           "['semeval_sts/*/*.tsv'] (SemEval STS 2012-2016) or ['stsbenchmark/sts-*.csv']")
     return files
 

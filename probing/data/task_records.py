@@ -18,9 +18,9 @@ REQUIRED_SPLITS = ("train", "dev")
 # against. sclass: a word in context and its semantic class (probe.py's s-class probes); token: every word of a
 # sentence tagged (train.py's taggers, probe.py's word probes); word, pair: labelled words or word pairs (probe.py);
 # sentence: a text or text pair labelled (train.py); tree: the dependency tree of a sentence (probe.py's structural
-# probes).
-SCLASS_KIND, TREE_KIND = "sclass", "tree"
-TASK_KINDS = (SCLASS_KIND, "token", "word", "pair", "sentence", TREE_KIND)
+# probes); statement: one label per text, read from the vector of the whole text (probe.py, probing.data.statements).
+SCLASS_KIND, TREE_KIND, STATEMENT_KIND = "sclass", "tree", "statement"
+TASK_KINDS = (SCLASS_KIND, "token", "word", "pair", "sentence", TREE_KIND, STATEMENT_KIND)
 FINETUNING_KINDS = ("token", "sentence")
 WORD_KINDS = ("token", "word", "pair")  # the kinds that probe.py probes a word (or word pair) at a time
 TOKEN_TASKS = ("pos", "upos", "xpos", "ner")

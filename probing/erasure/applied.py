@@ -20,55 +20,58 @@ from probing.erasure.fitted import FittedEraser
 from probing.erasure.leace import LeaceEraser
 from probing.erasure.random_control import RandomEraser, random_control
 from probing.erasure.setup import ErasureSetup
-from probing.errors import ConfigError
+from probing.errors import ConfigError, setting, settings_under
 from probing.features.identity import FeatureIdentity, settings_differences
 
 ConceptSplits = dict[str, tuple[Tensor, Tensor]]
 
 
-def concept_data(setup: ErasureSetup, task_name: str, task_source: object, task_data: Any) -> Any:
+def concept_data(erase: ErasureSetup, task_name: str, task_source: object, task_data: Any) -> Any:
     """The concept's word-task data: the probed task's own when the concept is the task (no second read)."""
-    source = concept_source(setup.concept, task_name, task_source)
-    return task_data if source is task_source else read_word_task(source, f"erase.concept={setup.concept}")
+    with settings_under("erase"):
+        source = concept_source(erase.concept, task_name, task_source)
+    return task_data if source is task_source else read_word_task(source, erase.concept)
 
 
-def fit_eraser(setup: ErasureSetup, concept: ConceptSplits, num_classes: int, fitted_on: Mapping[str, Any],
+def fit_eraser(erase: ErasureSetup, concept: ConceptSplits, num_classes: int, fitted_on: Mapping[str, Any],
                concept_name: str) -> tuple[FittedEraser, FittedEraser, dict[str, Any]]:
     """The eraser (fitted, or the saved one checked against `fitted_on`), the random control of its rank, and what
-    results.json records of them. Both are fitted on `setup.device` and returned on the CPU."""
-    train_x, train_y = (tensor.to(setup.device) for tensor in concept["train"])
-    if setup.path is not None:
-        fitted, about = load_eraser(setup.path)
-        check_fitted_on(fitted, about, setup, fitted_on, concept_name)
+    results.json records of them. Both are fitted on `erase.device` and returned on the CPU."""
+    train_x, train_y = (tensor.to(erase.device) for tensor in concept["train"])
+    if erase.path is not None:
+        fitted, about = load_eraser(erase.path)
+        check_fitted_on(fitted, about, erase, fitted_on, concept_name)
     else:
-        eraser = setup.eraser
+        eraser = erase.eraser
         if isinstance(eraser, RandomEraser) and eraser.rank is None:  # as many directions as LEACE erases
             eraser = random_control(LeaceEraser().fit(train_x, train_y, num_classes), eraser.seed)
-        held_out = tuple(tensor.to(setup.device) for tensor in concept["dev"]) if "dev" in concept else None
-        fitted = eraser.fit(train_x, train_y, num_classes, held_out=held_out).to("cpu")
-    control = random_control(fitted, setup.control_seed).fit(train_x, train_y, num_classes).to("cpu")
+        held_out = tuple(tensor.to(erase.device) for tensor in concept["dev"]) if "dev" in concept else None
+        with settings_under("erase.eraser"):  # what the eraser refuses once it sees the features
+            fitted = eraser.fit(train_x, train_y, num_classes, held_out=held_out).to("cpu")
+    control = random_control(fitted, erase.control_seed).fit(train_x, train_y, num_classes).to("cpu")
     record = {"concept": concept_name, "method": fitted.method, "rank": fitted.rank,
               "dropped_dims": list(fitted.dropped_dims), "fitted_on_words": len(train_y), "about": fitted.about,
-              "control_rank": control.rank, "control_seed": setup.control_seed, "device": setup.device.type,
-              "loaded_from": str(setup.path) if setup.path is not None else None}
+              "control_rank": control.rank, "control_seed": erase.control_seed, "device": erase.device.type,
+              "loaded_from": str(erase.path) if erase.path is not None else None}
     return fitted, control, record
 
 
-def check_fitted_on(fitted: FittedEraser, about: Mapping[str, Any], setup: ErasureSetup,
+def check_fitted_on(fitted: FittedEraser, about: Mapping[str, Any], erase: ErasureSetup,
                     current: Mapping[str, Any], concept_name: str) -> None:
     """A saved eraser applies only to the features it was fitted on (`about`: the model and its weights, the
     layer, ...) and the concept it erases, and only for the method and settings of erase= (it is applied, not
     refitted, so a setting of erase.eraser that differs from its fit would be ignored; a null one, the random
     control's rank, takes the file's)."""
-    settings = {f"eraser.{key}": value for key, value in setup.eraser.settings().items() if value is not None}
+    settings = {f"eraser.{key}": value for key, value in erase.eraser.settings().items() if value is not None}
     saved = {"concept": about.get("concept"), "method": fitted.method,
              **{key: fitted.about.get(key.removeprefix("eraser.")) for key in settings}}
-    wanted = {"concept": concept_name, "method": setup.method, **settings}
+    wanted = {"concept": concept_name, "method": erase.method, **settings}
     found = [*FeatureIdentity.of(about).differences(FeatureIdentity.of(current)),
              *settings_differences(saved, wanted, list(saved))]
     if found:
-        raise ConfigError(f"erase.path={setup.path} was fitted on other features, concept or settings than this "
-                          f"run's: {'; '.join(found)}. Fix: erase.path=null (fit one here), or the settings it was "
+        path = setting("erase.path")
+        raise ConfigError(f"{path}={erase.path} was fitted on other features, concept or settings than this "
+                          f"run's: {'; '.join(found)}. Fix: {path}=null (fit one here), or the settings it was "
                           "fitted with")
 
 
@@ -89,11 +92,12 @@ class Erasure:
         self.record["eraser_file"] = str(path)
 
 
-def check_own_concept(setup: ErasureSetup, task_name: str) -> None:
+def check_own_concept(erase: ErasureSetup, task_name: str) -> None:
     """A task without other labels on its data (the s-class task) erases its own."""
-    if setup.concept not in (None, task_name):
-        raise ConfigError(f"erase.concept={setup.concept}: task={task_name} erases its own labels. Fix: "
-                          f"erase.concept={task_name} (or null)")
+    if erase.concept not in (None, task_name):
+        concept = setting("erase.concept")
+        raise ConfigError(f"{concept}={erase.concept}: task={task_name} erases its own labels. Fix: "
+                          f"{concept}={task_name} (or null)")
 
 
 def erased_on(fitted: FittedEraser, vectors: Tensor, device: torch.device) -> Tensor:

@@ -31,11 +31,11 @@ class RandomEraser(ConceptEraser):
 
     def directions(self, centred, labels, num_classes, held_out):
         if self.rank is None:
-            raise ConfigError("erase.eraser.rank=null: the random control has no rank to match. Fix: set "
-                              "erase.eraser.rank to the rank of the eraser it controls for")
+            raise ConfigError(f"{setting('rank')}=null: the random control has no rank to match. Fix: set "
+                              f"{setting('rank')} to the rank of the eraser it controls for")
         if self.rank > centred.shape[1]:
-            raise ConfigError(f"erase.eraser.rank={self.rank}: more directions than the {centred.shape[1]} feature "
-                              "dimensions that vary. Fix: set erase.eraser.rank to at most that")
+            raise ConfigError(f"{setting('rank')}={self.rank}: more directions than the {centred.shape[1]} feature "
+                              f"dimensions that vary. Fix: set {setting('rank')} to at most that")
         gaussian = torch.randn(centred.shape[1], self.rank, dtype=torch.float64,
                                generator=torch.Generator().manual_seed(self.seed))
         basis = torch.linalg.qr(gaussian)[0].to(centred.device)

@@ -69,10 +69,10 @@ class WordpieceBaseline:
         return self.matrix.shape[1]
 
     def store_metadata(self) -> dict[str, Any]:
-        """The encoder's identity without its attention window and forward precision: these baselines never run the
-        model."""
+        """The encoder's identity without its attention window, forward precision, site and layers: these baselines
+        never run the model."""
         encoder = {key: value for key, value in self.encoder.store_metadata().items()
-                   if key not in ("attention_window", "attention_policy", "precision")}
+                   if key not in ("attention_window", "attention_policy", "precision", "site", "layers")}
         return {**encoder, "baseline": self.kind, "pooling": "mean", "num_layers": 1, "hidden_size": self.hidden_size}
 
     def prepare_many(self, records: Sequence[WordInContext]) -> list[PreparedInput | None]:

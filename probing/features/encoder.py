@@ -1,10 +1,11 @@
 """Frozen Hugging Face encoders as featurizers (`WordEncoder`): tokenise words in context and pool the target's
-wordpieces at every layer (mean, or the last piece), layer 0 included, with a long sentence cut to a window centred
-on the target, a precision of its own and an optional attention window. Where Zhao et al. 2020 leave room and what was
-chosen: docs/features.md."""
+wordpieces at the asked-for layers (mean, last or Nth piece; every layer by default, layer 0 included) of a site
+(`probing.features.sites`), with a long sentence cut to a window centred on the target, a precision of its own and
+an optional attention window. Where Zhao et al. 2020 leave room and what was chosen: docs/features.md."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -15,7 +16,7 @@ from torch.nn.utils.rnn import pad_sequence
 from probing.data.records import SkipCounter, WordInContext
 from probing.data.settings import require_bool, require_int
 from probing.devices import has_native_bf16
-from probing.errors import ConfigError
+from probing.errors import ConfigError, setting
 from probing.features.attention import (
     DEFAULT_POLICY,
     check_window_support,
@@ -24,13 +25,23 @@ from probing.features.attention import (
     parse_attention_window,
 )
 from probing.features.featurizer import PreparedInput, context_label, context_window, parse_context_size
-from probing.features.hf_models import PACKAGED_PREFIX, load_pretrained
+from probing.features.hf_models import (
+    PACKAGED_PREFIX,
+    check_weights_dtype,
+    checked_device_map,
+    input_device,
+    load_pretrained,
+)
+from probing.features.sites import RESIDUAL, capture, parse_site, resolve_layers
 
-POOLINGS = ("mean", "last")
+POOLINGS = ("mean", "last")  # and `token<N>`: the target's piece N alone (N < 0 counts from its end; `pooled_position`)
+POSITION_POOLING = re.compile(r"token(-?\d+)")
 AUTOCAST_DTYPES = {"32": None, "bf16": torch.bfloat16, "16": torch.float16}
 PRECISION_TAGS = {"32": "", "bf16": ".bf16", "16": ".fp16"}  # in the store's file name
+DTYPE_TAGS = {"fp32": "", "bf16": ".weights-bf16", "fp16": ".weights-fp16"}  # the weights' dtype, in it too
 SKIP_TOO_LONG = "target longer than max_length"
 SKIP_NO_PIECES = "target word has no wordpieces"
+SKIP_NO_POSITION = "target has fewer pieces than the pooled position needs"
 
 
 def resolve_device(device: str) -> torch.device:
@@ -50,12 +61,23 @@ def centred_window(first: int, stop: int, total: int, width: int) -> tuple[int, 
     return start, start + width
 
 
+def pooled_position(pooling: str) -> int | None:
+    """The piece that `token<N>` pooling takes (N: 0 the target's first piece, -1 its last, -2 the one before); None
+    for mean and last."""
+    match = POSITION_POOLING.fullmatch(pooling)
+    return int(match.group(1)) if match else None
+
+
 def pooling_index(target_pieces: Sequence[Sequence[int]],
                   pooling: str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Which (record, piece) positions are pooled, and with what weight: 1/n on each of a record's n target
-    pieces (mean) or 1 on its last piece (last). Returns (rows, cols, weights), one entry per pooled piece."""
+    pieces (mean), 1 on its last piece (last) or on its piece N (`token<N>`, every record having that piece: see
+    `WordEncoder.prepare_many`). Returns (rows, cols, weights), one entry per pooled piece."""
+    position = pooled_position(pooling)
     if pooling == "last":
         target_pieces = [pieces[-1:] for pieces in target_pieces]
+    elif position is not None:
+        target_pieces = [[pieces[position]] for pieces in target_pieces]
     counts = torch.tensor([len(pieces) for pieces in target_pieces])
     rows = torch.repeat_interleave(torch.arange(len(target_pieces)), counts)
     cols = torch.tensor([piece for pieces in target_pieces for piece in pieces])
@@ -69,7 +91,9 @@ def pool_layers(hidden_states: Sequence[torch.Tensor], rows: torch.Tensor, cols:
     Only the pooled pieces are gathered from each layer (P rows, not the B x T x D states), then summed per
     record with one index_add over all layers at once.
     """
-    pieces = torch.stack([layer[rows, cols] for layer in hidden_states], dim=1).float()  # (P, L, D)
+    # (P, L, D); each layer gathered on its own device (a sharded model's are on several), then brought together
+    pieces = torch.stack([layer[rows.to(layer.device), cols.to(layer.device)].to(rows.device)
+                          for layer in hidden_states], dim=1).float()
     pooled = torch.zeros(batch_size, *pieces.shape[1:], dtype=pieces.dtype, device=pieces.device)
     return pooled.index_add_(0, rows, pieces * weights[:, None, None])
 
@@ -80,7 +104,11 @@ class WordEncoder:
     Built by Hydra from `features.encoder` (conf/features/default.yaml). `context_size`: words on each side of the
     target, or None / "all" for the whole sentence. `attention_window`: words each word may attend to on each side,
     None for the model's full attention; `attention_policy`: where the special tokens stand under a window
-    (`probing.features.attention.POLICIES`). `precision`: "32", "bf16" or "16" (see `check_precision`)."""
+    (`probing.features.attention.POLICIES`). `precision`: "32", "bf16" or "16" (see `check_precision`). `layers`:
+    the hidden states computed and kept (None: all), at `site` (`probing.features.sites.SITES`). `dtype`: the
+    weights' ("fp32", "bf16", "fp16"; see `check_weights_dtype`); `device_map`: accelerate's placement of a model
+    sharded over devices (then `device` must be "auto"); `gguf_file`, `cache_dir`: a GGUF model and where its
+    converted copy is cached (`probing.features.hf_models.load_encoder`)."""
 
     def __init__(
         self,
@@ -96,21 +124,40 @@ class WordEncoder:
         attention_window: int | None = None,
         allow_emulated_bf16: bool = False,
         attention_policy: str = DEFAULT_POLICY,
+        layers: Sequence[int] | None = None,
+        site: str = RESIDUAL,
+        dtype: str = "fp32",
+        device_map: str | dict | None = None,
+        gguf_file: str | None = None,
+        cache_dir: str | None = None,
     ):
         precision = str(precision)
         _check_options(pooling, precision)
+        self.site = parse_site(site)
         self.pooling, self.context_size = pooling, parse_context_size(context_size)
         self.max_length = require_int("features.max_length", max_length, minimum=1)
+        self.device_map = checked_device_map(device_map)
+        if self.device_map is not None and device != "auto":
+            raise ConfigError(f"{setting('device_map')}={self.device_map} places the model itself, on the devices "
+                              f"there are, so {setting('device')}={device} cannot. Fix: {setting('device')}=auto")
         self.device = resolve_device(device)
-        check_precision(precision, self.device, require_bool("features.allow_emulated_bf16", allow_emulated_bf16))
+        allow_emulated = require_bool("features.allow_emulated_bf16", allow_emulated_bf16)
+        check_precision(precision, self.device, allow_emulated)
+        check_weights_dtype(dtype, precision, self.device, allow_emulated)
+        self.dtype = dtype
         self.precision, self.autocast_dtype = precision, AUTOCAST_DTYPES[precision]
         self.random_init = require_bool("model.random_init", random_init)
         self.init_seed = require_int("model.init_seed", init_seed)
         self.attention_window = parse_attention_window(attention_window)
         self.attention_policy = parse_attention_policy(attention_policy)
-        self.model, self.tokenizer, self.info = load_pretrained(name_or_path, revision, self.random_init,
-                                                                self.init_seed)
-        self.model.to(self.device)
+        self.model, self.tokenizer, self.info = load_pretrained(
+            name_or_path, revision, self.random_init, self.init_seed, dtype=dtype, device_map=self.device_map,
+            gguf_file=gguf_file, cache_dir=cache_dir)
+        if self.device_map is None:
+            self.model.to(self.device)
+        else:  # inputs go where the first layer is; the pooled vectors are gathered there
+            self.device = input_device(self.model)
+        self.layers = resolve_layers(layers, self.info.num_layers, self.site, self.info.model_name)
         self.causal = self.attention_window is not None and check_window_support(self.model)
         self.piece_budget = self.input_length() - self.tokenizer.num_special_tokens_to_add()
         if self.piece_budget < 1:
@@ -135,7 +182,7 @@ class WordEncoder:
         with identical weights under different parents (`A/ft/model`, `B/ft/model`) do: the store compares the
         weights hash, and takes the model's name and path as provenance only."""
         name = self.info.model_name
-        if not name.startswith(PACKAGED_PREFIX) and Path(self.info.model_path).is_dir():
+        if not name.startswith(PACKAGED_PREFIX) and Path(self.info.model_path).exists():  # a folder, or a GGUF file
             folder = Path(self.info.model_path).resolve()
             name = f"{folder.parent.name}-{folder.name}-{self.info.weights_sha256[:10]}"
         return f"{name}-random-init-seed{self.init_seed}" if self.random_init else name
@@ -143,10 +190,24 @@ class WordEncoder:
     @property
     def store_kind(self) -> str:
         """What the features are, in the store's file name: the pooling of the target's wordpieces, the attention
-        window and its policy where there is one, and the forward precision unless float32 (so that stores written
-        before the precision was recorded keep their names)."""
+        window and its policy where there is one, and the forward precision and the weights' dtype unless float32 (so
+        that stores written before they were recorded keep their names)."""
         window = "" if self.attention_window is None else f".attn-{self.attention_window}-{self.attention_policy}"
-        return f"{self.pooling}{window}{PRECISION_TAGS[self.precision]}"
+        return f"{self.pooling}{window}{self.sites_tag}{PRECISION_TAGS[self.precision]}{DTYPE_TAGS[self.dtype]}"
+
+    @property
+    def every_layer(self) -> bool:
+        """Whether the features are the residual stream at every layer (the defaults, as before sites existed)."""
+        return self.site == RESIDUAL and self.layers == list(range(self.info.num_layers))
+
+    @property
+    def sites_tag(self) -> str:
+        """The site and layers in the store's file name: none for the residual stream at every layer (so that those
+        stores keep their names), else `.<site>` unless the residual stream and `.layers-<runs>` (`0to2-5`)."""
+        if self.every_layer:
+            return ""
+        site = "" if self.site == RESIDUAL else f".{self.site}"
+        return f"{site}.layers-{layer_runs(self.layers)}"
 
     def store_metadata(self) -> dict:
         """What identifies these features in a store's metadata (compared when a store is reused)."""
@@ -154,14 +215,18 @@ class WordEncoder:
         metadata = {
             "model_name": info.model_name, "model_path": info.model_path, "weights_sha256": info.weights_sha256,
             "tokenizer_class": info.tokenizer_class, "tokenizer_sha256": info.tokenizer_sha256,
-            "architecture": info.architecture, "num_layers": info.num_layers, "hidden_size": info.hidden_size,
+            "architecture": info.architecture, "num_layers": len(self.layers), "hidden_size": info.hidden_size,
             "pooling": self.pooling, "context_size": context_label(self.context_size),
             "max_length": self.max_length, "precision": self.precision,
         }
         if self.random_init:
             metadata |= {"random_init": True, "init_seed": self.init_seed}
+        if self.dtype != "fp32":  # absent for float32 weights, as in stores written before the option
+            metadata |= {"weights_dtype": self.dtype}
         if self.attention_window is not None:  # absent for full attention, as in stores written before the option
             metadata |= {"attention_window": self.attention_window, "attention_policy": self.attention_policy}
+        if not self.every_layer:  # absent for the residual stream at every layer, as before sites and layers existed
+            metadata |= {"site": self.site, "layers": self.layers}
         return metadata
 
     def prepare_many(self, records: Sequence[WordInContext]) -> list[PreparedInput | None]:
@@ -186,6 +251,10 @@ class WordEncoder:
         if pieces[-1] + 1 - pieces[0] > self.piece_budget:
             self.skips.skip(SKIP_TOO_LONG, record.source)
             return None
+        position = pooled_position(self.pooling)
+        if position is not None and not -len(pieces) <= position < len(pieces):
+            self.skips.skip(SKIP_NO_POSITION, record.source)
+            return None
         start, end = centred_window(pieces[0], pieces[-1] + 1, len(encoding.ids), self.piece_budget)
         encoding.truncate(end, direction="right")
         encoding.truncate(end - start, direction="left")
@@ -203,9 +272,10 @@ class WordEncoder:
         return encoding if post_processor is None else post_processor.process(encoding)
 
     def encode(self, batch: Sequence[PreparedInput]) -> torch.Tensor:
-        """(B, num_layers, hidden) float32 on CPU: pooled target vectors at every layer, layer 0 included."""
+        """(B, len(layers), hidden) float32 on CPU: pooled target vectors at each asked-for layer (by default every
+        layer, layer 0 included)."""
         if not batch:
-            return torch.empty(0, self.info.num_layers, self.info.hidden_size)
+            return torch.empty(0, len(self.layers), self.info.hidden_size)
         input_ids = pad_sequence(
             [torch.tensor(prepared.input_ids) for prepared in batch],
             batch_first=True,
@@ -215,11 +285,17 @@ class WordEncoder:
         attention_mask = self._attention_mask(batch, (torch.arange(input_ids.shape[1]) < lengths[:, None]).long())
         rows, cols, weights = pooling_index([prepared.target_pieces for prepared in batch], self.pooling)
         with torch.inference_mode():
-            with torch.autocast(self.device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None):
-                output = self.model(input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device))
+            states = self.hidden_states(input_ids, attention_mask)
             index = (tensor.to(self.device) for tensor in (rows, cols, weights))
-            pooled = pool_layers(output.hidden_states, *index, len(batch))
+            pooled = pool_layers(states, *index, len(batch))
         return pooled.cpu()
+
+    def hidden_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> list[torch.Tensor]:
+        """The (B, T, D) states of the asked-for layers at the site, on the encoder's device, from one forward pass
+        in the forward precision that stops after the last of them (`probing.features.sites.capture`)."""
+        with torch.autocast(self.device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None):
+            return capture(self.model, input_ids.to(self.device), attention_mask.to(self.device), self.layers,
+                           self.site, out_device=self.device)
 
     def _attention_mask(self, batch: Sequence[PreparedInput], padding_mask: torch.Tensor) -> torch.Tensor:
         """The (B, T) padding mask, or with an attention window the model's (B, 1, T, T) window mask."""
@@ -232,24 +308,36 @@ class WordEncoder:
                                     policy=self.attention_policy)
 
 
+def layer_runs(layers: Sequence[int]) -> str:
+    """Sorted layers written as runs: [0, 1, 2, 5] -> `0to2-5`."""
+    runs: list[list[int]] = []
+    for layer in layers:
+        if runs and layer == runs[-1][-1] + 1:
+            runs[-1].append(layer)
+        else:
+            runs.append([layer])
+    return "-".join(f"{run[0]}to{run[-1]}" if len(run) > 1 else str(run[0]) for run in runs)
+
+
 def check_precision(precision: str, device: torch.device, allow_emulated_bf16: bool = False) -> None:
     """Refuse a forward precision that `device` cannot run, or (bf16 without bf16 units) would run only emulated."""
+    name = setting("precision")
     if precision == "16" and device.type != "cuda":
-        raise ConfigError(f"features.precision=16 (float16 autocast) runs on CUDA only, but the device is {device}. "
-                          "Fix: features.precision=32 (or bf16 on a CPU with bf16 units)")
+        raise ConfigError(f"{name}=16 (float16 autocast) runs on CUDA only, but the device is {device}. "
+                          f"Fix: {name}=32 (or bf16 on a CPU with bf16 units)")
     if precision != "bf16":
         return
     if device.type not in ("cpu", "cuda"):
-        raise ConfigError(f"features.precision=bf16 runs on a CPU or CUDA, but the device is {device}. "
-                          "Fix: features.precision=32")
+        raise ConfigError(f"{name}=bf16 runs on a CPU or CUDA, but the device is {device}. Fix: {name}=32")
     if not allow_emulated_bf16 and not has_native_bf16(device):
-        raise ConfigError(f"features.precision=bf16: this {device.type} has no bf16 units, so bf16 would be emulated "
-                          "and several times slower than float32. Fix: features.precision=32, or "
-                          "features.allow_emulated_bf16=true to check bf16 accuracy on this machine anyway (slow)")
+        raise ConfigError(f"{name}=bf16: this {device.type} has no bf16 units, so bf16 would be emulated "
+                          f"and several times slower than float32. Fix: {name}=32, or "
+                          f"{setting('allow_emulated_bf16')}=true to check bf16 accuracy on this machine anyway (slow)")
 
 
 def _check_options(pooling: str, precision: str) -> None:
-    if pooling not in POOLINGS:
-        raise ConfigError(f"Unknown pooling '{pooling}'. Fix: features.pooling=mean or features.pooling=last")
+    if pooling not in POOLINGS and pooled_position(pooling) is None:
+        raise ConfigError(f"Unknown pooling '{pooling}'. Fix: {setting('pooling')}=mean, last, or token<N> (the "
+                          "target's piece N alone: token0 its first, token-2 the one before its last)")
     if precision not in AUTOCAST_DTYPES:
-        raise ConfigError(f"Unknown precision '{precision}'. Fix: features.precision=32, bf16 or 16")
+        raise ConfigError(f"Unknown precision '{precision}'. Fix: {setting('precision')}=32, bf16 or 16")

@@ -9,12 +9,12 @@ from typing import Any
 
 from probing.data.sources import WordInContextData
 from probing.data.splits import SPLIT_NAMES
-from probing.errors import ConfigError
+from probing.errors import ConfigError, setting
 from probing.features.extraction import extract_split
 from probing.features.featurizer import Featurizer
 from probing.features.store import data_files_entry, records_fingerprint, store_path
 
-# How long a job of a multirun waits for another job extracting into the store it needs (features.lock_wait_s=null).
+# How long a job of a multirun waits for another job extracting into the store it needs (`lock_wait_s` null).
 MULTIRUN_LOCK_WAIT_S = 24 * 3600.0
 
 
@@ -60,13 +60,13 @@ def ensure_features(data: WordInContextData, featurizer: Featurizer, *, store_di
     return paths
 
 
-def lock_wait_seconds(setting: Any, in_multirun: bool) -> float:
-    """features.lock_wait_s: how long to wait for another run extracting into the same store. null = wait up to
-    MULTIRUN_LOCK_WAIT_S in a multirun (a parallel launcher's jobs share their stores, and a layer sweep's first jobs
-    all need the same one), refuse at once in a single run."""
-    if setting is None:
+def lock_wait_seconds(lock_wait_s: Any, in_multirun: bool) -> float:
+    """The stores' `lock_wait_s` (features.lock_wait_s): how long to wait for another run extracting into the same
+    store. null = wait up to MULTIRUN_LOCK_WAIT_S in a multirun (a parallel launcher's jobs share their stores, and a
+    layer sweep's first jobs all need the same one), refuse at once in a single run."""
+    if lock_wait_s is None:
         return MULTIRUN_LOCK_WAIT_S if in_multirun else 0.0
-    if isinstance(setting, bool) or not isinstance(setting, (int, float)) or setting < 0:
-        raise ConfigError(f"features.lock_wait_s={setting!r} is not a number of seconds. Fix: a number >= 0, or "
-                          "null (wait in a multirun, refuse at once in a single run)")
-    return float(setting)
+    if isinstance(lock_wait_s, bool) or not isinstance(lock_wait_s, (int, float)) or lock_wait_s < 0:
+        raise ConfigError(f"{setting('lock_wait_s')}={lock_wait_s!r} is not a number of seconds. Fix: a number >= 0, "
+                          "or null (wait in a multirun, refuse at once in a single run)")
+    return float(lock_wait_s)

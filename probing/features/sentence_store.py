@@ -13,8 +13,9 @@ import torch
 from torch.nn.utils.rnn import pad_sequence
 
 from probing.data.records import SkipCounter, WordInContext
-from probing.features.encoder import PRECISION_TAGS, PreparedInput, WordEncoder, pooling_index
+from probing.features.encoder import DTYPE_TAGS, PRECISION_TAGS, PreparedInput, WordEncoder, pooling_index
 from probing.features.extraction import ExtractionReport, extract_split
+from probing.features.sites import RESIDUAL
 from probing.features.store import data_files_entry, records_fingerprint, store_path
 
 EVERY_WORD = "every-word"
@@ -25,9 +26,10 @@ class SentenceWordEncoder(WordEncoder):
     once and pools all its words."""
 
     def __init__(self, name_or_path: str, pooling: str = "mean", max_length: int = 512, device: str = "cpu",
-                 revision: str | None = None, random_init: bool = False, init_seed: int = 0):
+                 revision: str | None = None, random_init: bool = False, init_seed: int = 0,
+                 layers: Sequence[int] | None = None, site: str = RESIDUAL):
         super().__init__(name_or_path, pooling=pooling, max_length=max_length, context_size=None, device=device,
-                         revision=revision, random_init=random_init, init_seed=init_seed)
+                         revision=revision, random_init=random_init, init_seed=init_seed, layers=layers, site=site)
 
     @classmethod
     def sharing(cls, encoder: WordEncoder) -> SentenceWordEncoder:
@@ -42,15 +44,15 @@ class SentenceWordEncoder(WordEncoder):
 
     @property
     def store_kind(self) -> str:
-        return f"{self.pooling}.{EVERY_WORD}{PRECISION_TAGS[self.precision]}"
+        return f"{self.pooling}.{EVERY_WORD}{self.sites_tag}{PRECISION_TAGS[self.precision]}{DTYPE_TAGS[self.dtype]}"
 
     def store_metadata(self) -> dict:
         return {**super().store_metadata(), "rows": EVERY_WORD}
 
     def encode(self, batch: Sequence[PreparedInput]) -> torch.Tensor:
-        """(B, num_layers, hidden) float32 on CPU: each record's pooled word, one forward pass per distinct input."""
+        """(B, len(layers), hidden) float32 on CPU: each record's pooled word, one forward pass per distinct input."""
         if not batch:
-            return torch.empty(0, self.info.num_layers, self.info.hidden_size)
+            return torch.empty(0, len(self.layers), self.info.hidden_size)
         distinct: dict[tuple[int, ...], int] = {}
         owner = torch.tensor([distinct.setdefault(tuple(prepared.input_ids), len(distinct)) for prepared in batch])
         inputs = [torch.tensor(ids) for ids in distinct]
@@ -59,10 +61,10 @@ class SentenceWordEncoder(WordEncoder):
         attention_mask = (torch.arange(input_ids.shape[1]) < lengths[:, None]).long()
         rows, cols, weights = pooling_index([prepared.target_pieces for prepared in batch], self.pooling)
         with torch.inference_mode():
-            with torch.autocast(self.device.type, dtype=self.autocast_dtype, enabled=self.autocast_dtype is not None):
-                output = self.model(input_ids=input_ids.to(self.device), attention_mask=attention_mask.to(self.device))
+            states = self.hidden_states(input_ids, attention_mask)
             sources, cols = owner[rows].to(self.device), cols.to(self.device)
-            pieces = torch.stack([layer[sources, cols] for layer in output.hidden_states], dim=1).float()
+            pieces = torch.stack([layer[sources.to(layer.device), cols.to(layer.device)].to(self.device)  # a sharded
+                                  for layer in states], dim=1).float()  # model's layers are on several devices
             pooled = torch.zeros(len(batch), *pieces.shape[1:], dtype=pieces.dtype, device=pieces.device)
             pooled.index_add_(0, rows.to(self.device), pieces * weights.to(self.device)[:, None, None])
         return pooled.cpu()

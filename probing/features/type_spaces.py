@@ -13,7 +13,7 @@ import numpy as np
 
 from probing.data.settings import require_int
 from probing.data.types import TypeLevelData, WordTypes
-from probing.errors import ConfigError
+from probing.errors import ConfigError, setting
 from probing.features.baselines import input_embedding_matrix, mean_rows
 from probing.features.encoder import WordEncoder
 from probing.features.static_embeddings import read_static_embeddings, seeded_normal_vectors
@@ -45,9 +45,9 @@ class StaticSpace:
     def __init__(self, path: str | None, name: str = "static", label: str = "static", oov_seed: int = 0):
         if not path:
             raise ConfigError(f"embeddings={name} needs the embedding file. Fix: add "
-                              "embeddings.path=/path/to/vectors.txt (word2vec or GloVe text format, .gz allowed)")
+                              f"{setting('path')}=/path/to/vectors.txt (word2vec or GloVe text format, .gz allowed)")
         self.path, self.name, self.label = Path(path), name, label
-        self.oov_seed = require_int("embeddings.oov_seed", oov_seed)
+        self.oov_seed = require_int(setting("oov_seed"), oov_seed)
 
     def vectors(self, data: TypeLevelData) -> SpaceVectors:
         """Every split's words looked up in the file; OOV words counted (per split)."""
@@ -82,12 +82,14 @@ class AvgSpace:
     """AVG-l: the mean of each word's vectors at `layer` over its contexts in the feature `stores` (split -> path);
     the task fills the stores first, so this space is built with `_partial_: true` and given them."""
 
-    def __init__(self, stores: dict[str, Path], layer: int, name: str = "avg", label: str = "AVG"):
+    def __init__(self, stores: dict[str, Path], layer: int, name: str = "avg", label: str = "AVG",
+                 store_layer: int | None = None):
         self.stores, self.layer, self.name = stores, layer, name
+        self.store_layer = layer if store_layer is None else store_layer  # its row in stores holding some layers
         self.label = f"{label}-{layer}"
 
     def vectors(self, data: TypeLevelData) -> SpaceVectors:
-        data, vectors, about = avg_vectors(average_by_word(self.stores, self.layer), data)
+        data, vectors, about = avg_vectors(average_by_word(self.stores, self.store_layer), data)
         return data, vectors, {**about, "stores": {split: str(path) for split, path in self.stores.items()}}
 
 

@@ -35,7 +35,7 @@ from probing.erasure.fitted import FittedEraser
 from probing.erasure.hidden_state import captured_hidden_state, check_hidden_state_module
 from probing.erasure.random_control import RandomEraser, random_control
 from probing.erasure.setup import UNSET_ERASURE, ErasureSetup
-from probing.errors import ConfigError, DataFormatError, setting
+from probing.errors import ConfigError, DataFormatError, setting, settings_as
 from probing.features.finetuned import EXPORT_FIX, HEAD_FILE, TASK_FILE, verify_export
 from probing.features.hf_models import load_pretrained
 from probing.features.layers import resolve_layer
@@ -67,9 +67,10 @@ class Amnesic(Analysis):
                  batch_size: int, max_length: int, device: str):
         super().__init__(name, sentences, split, max_sentences)
         self.setup = erasure_setup(erase)
-        # erase.concept=null is refused by `check_inputs`: the config builds without a concept, as conf/erase/ has none
-        self.concept_source = None if self.setup.concept is None else concept_task(self.setup.concept,
-                                                                                      concept_paths)
+        # no concept is refused by `check_inputs`: the config builds without one, as conf/erase/ has none
+        with settings_as({"concept": "erase.concept", "paths": "concept_paths"}):  # the concept's, as set here
+            self.concept_source = None if self.setup.concept is None else concept_task(self.setup.concept,
+                                                                                          concept_paths)
         self.control_seeds = control_seed_list(control_seeds)
         self.batch_size = require_int(setting("batch_size"), batch_size, minimum=1)
         self.max_length = require_int(setting("max_length"), max_length, minimum=3)
@@ -78,14 +79,16 @@ class Amnesic(Analysis):
     def check_inputs(self, inputs: AnalysisInputs) -> None:
         """A concept and a layer are required, and the model must be the trained one."""
         if self.concept_source is None:
-            raise ConfigError(f"erase.concept=null: analysis=amnesic has no task of its own to erase. Fix: "
-                              f"erase.concept=upos (one of {', '.join(CONCEPTS)})")
+            concept = setting("erase.concept")
+            raise ConfigError(f"{concept}=null: analysis=amnesic has no task of its own to erase. Fix: "
+                              f"{concept}=upos (one of {', '.join(CONCEPTS)})")
         if inputs.layer is None:
             raise ConfigError("layer=null: analysis=amnesic erases the concept from one hidden state. Fix: layer=N "
                               "(0 = the embedding output, 1..L the transformer layers, -1 the top one), e.g. layer=3")
         if inputs.model.random_init:
-            raise ConfigError("model.random_init=true: amnesic probing measures what a trained model's output loses, "
-                              "and a re-initialised encoder has lost everything already. Fix: model.random_init=false")
+            random_init = setting("model.random_init")  # the job's model, which the analysis is given
+            raise ConfigError(f"{random_init}=true: amnesic probing measures what a trained model's output loses, "
+                              f"and a re-initialised encoder has lost everything already. Fix: {random_init}=false")
 
     def run(self, inputs: AnalysisInputs, run_dir: Path) -> dict[str, Any]:
         device = analysis_device(self.device)
@@ -129,8 +132,9 @@ class Amnesic(Analysis):
         if self.split is None:
             return data, "test" if data.splits.get("test") else "dev"
         if self.split not in data.splits:
-            raise ConfigError(f"analysis.split={self.split}: the {data.name} data has the splits "
-                              f"{', '.join(data.splits)}. Fix: analysis.split=null (test where there is one, else dev)")
+            raise ConfigError(f"{setting('split')}={self.split}: the {data.name} data has the splits "
+                              f"{', '.join(data.splits)}. Fix: {setting('split')}=null (test where there is one, else "
+                              "dev)")
         return data, self.split
 
     def fit_erasers(self, train: tuple[Tensor, Tensor], dev: tuple[Tensor, Tensor], num_classes: int,
@@ -175,7 +179,7 @@ def erasure_setup(erase: dict[str, Any] | None) -> ErasureSetup:
     setup = None if erase is None else build(OmegaConf.create(erase), "erase")
     if setup is None:
         raise ConfigError("erase=none: analysis=amnesic erases a concept. Fix: erase=leace (or inlp, mean_projection) "
-                          "erase.concept=upos")
+                          f"{setting('erase.concept')}=upos")
     if setup.path is not None:
         raise ConfigError(f"{setting('erase.path')}={setup.path}: analysis=amnesic fits its eraser on the analysed "
                           f"model's own hidden state. Fix: {setting('erase.path')}=null")
@@ -244,8 +248,9 @@ def load_analysed(model: ModelSettings, device: torch.device) -> AnalysedModel:
     if untrained or tokenizer.mask_token_id is None:
         lacking = f"its weights lack {', '.join(untrained[:2])}" if untrained else "its tokenizer has no mask token"
         raise ConfigError(f"model {model.name} has no masked-LM head ({lacking}), and is not a model exported by "
-                          "train.py (no task.json). Fix: model.name_or_path=<train run>/model (a model fine-tuned by "
-                          "train.py, e.g. from the packaged MiniLM), or a masked LM such as bert-base-uncased")
+                          f"train.py (no task.json). Fix: {setting('model.name_or_path')}=<train run>/model (a model "
+                          "fine-tuned by train.py, e.g. from the packaged MiniLM), or a masked LM such as "
+                          "bert-base-uncased")
     masked_lm.float().requires_grad_(False).eval().to(device)
     return AnalysedModel(masked_lm.base_model, tokenizer, info.weights_sha256, MASKED_LM, masked_lm=masked_lm)
 

@@ -33,13 +33,18 @@ from probing.errors import CheckpointError, ConfigError
 log = logging.getLogger(__name__)
 
 HASH_SUFFIX = ".sha256"
-RESTART_FIX = "relaunch with finetune.resume=restart to train from the start"
+RESTART_FIX = "relaunch with resume=restart to train from the start"  # restart_fix("resume"), as built in Python
 CHECKPOINT_CONFIG = "config.json"  # beside the checkpoints: the configuration they belong to
 BEST, LAST, STEP = "best.ckpt", "last.ckpt", "step.ckpt"  # the files of conf/callbacks/finetune.yaml
 RESUME_POLICIES = ("auto", "best", "restart")  # finetune.resume; see conf/finetune/default.yaml
 # How torch.load(weights_only=True) begins its refusal of a pickle holding other objects (its advice to load it
 # with weights_only=False, which would run their code, is not passed on).
 WEIGHTS_ONLY_REFUSAL = "Weights only load failed"
+
+
+def restart_fix(name: str) -> str:
+    """The fix of a checkpoint that cannot be resumed: relaunch with the resume setting `name` restart."""
+    return f"relaunch with {name}=restart to train from the start"
 
 
 def hash_file(checkpoint: str | Path) -> Path:
@@ -97,12 +102,13 @@ def load_checkpoint_weights(module: torch.nn.Module, checkpoint: str | Path, fix
     return int(state["epoch"])
 
 
-def load_best_weights(module: torch.nn.Module, best: ModelCheckpoint) -> int:
-    """Put the weights of the best dev epoch that `best` kept into `module`; returns that epoch."""
+def load_best_weights(module: torch.nn.Module, best: ModelCheckpoint, fix: str = RESTART_FIX) -> int:
+    """Put the weights of the best dev epoch that `best` kept into `module`; returns that epoch (a damaged file is
+    refused with `fix`)."""
     if not best.best_model_path:
         raise ConfigError(f"no checkpoint of the best dev epoch was written (callbacks.best monitors "
                           f"{best.monitor}). Fix: task.monitor must be a dev metric of the task")
-    return load_checkpoint_weights(module, best.best_model_path)
+    return load_checkpoint_weights(module, best.best_model_path, fix)
 
 
 def best_checkpoint(trainer: L.Trainer) -> ModelCheckpoint:
@@ -124,17 +130,18 @@ def run_identity(cfg: DictConfig) -> DictConfig:
 
 
 class ResumePolicy:
-    """How a run relaunched into its folder goes on (`finetune.resume`). auto: from the newer of last.ckpt (epoch
+    """How a run relaunched into its folder goes on (`policy`; its messages name it `name`, the setting the user
+    chooses it by: train.py's `finetune.resume`). auto: from the newer of last.ckpt (epoch
     end) and step.ckpt (every few steps), if any; best: from best.ckpt (the state at the end of the best dev epoch so
     far); restart: from the start, the run's checkpoints deleted. Checkpoints are verified against their recorded
     hash; those of another configuration are refused, never resumed or overwritten."""
 
-    def __init__(self, policy: str = "auto"):
+    def __init__(self, policy: str = "auto", name: str = "resume"):
         if policy not in RESUME_POLICIES:
-            raise ConfigError(f"finetune.resume={policy!r} is not a way to resume. Fix: finetune.resume=auto "
-                              f"(the newest checkpoint), best ({BEST}, the best dev epoch) or restart (train from the "
-                              "start)")
-        self.policy = policy
+            raise ConfigError(f"{name}={policy!r} is not a way to resume. Fix: {name}=auto (the newest checkpoint), "
+                              f"best ({BEST}, the best dev epoch) or restart (train from the start)")
+        self.policy, self.name = policy, name
+        self.restart = restart_fix(name)  # the fix of a checkpoint that cannot be resumed
 
     def checkpoint(self, checkpoints: str | None, config: dict[str, Any], is_rank_zero: bool) -> str | None:
         """The checkpoint in the folder `checkpoints` of an interrupted run of this same configuration to resume
@@ -166,15 +173,15 @@ class ResumePolicy:
             return None
         if self.policy == "best":
             if not (folder / BEST).is_file():
-                raise ConfigError(f"finetune.resume=best, but {folder} holds no {BEST} (no epoch of this run was "
-                                  "validated). Fix: finetune.resume=auto or finetune.resume=restart")
-            return resumable(folder / BEST, RESTART_FIX)
+                raise ConfigError(f"{self.name}=best, but {folder} holds no {BEST} (no epoch of this run was "
+                                  f"validated). Fix: {self.name}=auto or {self.name}=restart")
+            return resumable(folder / BEST, self.restart)
         found = [folder / name for name in (LAST, STEP) if (folder / name).is_file()]
         if not found:
             return None
         newest = max(found, key=lambda path: path.stat().st_mtime_ns)
-        fix = (f"relaunch with finetune.resume=best to resume from {BEST} (the end of the best dev epoch), or "
-               "finetune.resume=restart to train from the start") if (folder / BEST).is_file() else RESTART_FIX
+        fix = (f"relaunch with {self.name}=best to resume from {BEST} (the end of the best dev epoch), or "
+               f"{self.name}=restart to train from the start") if (folder / BEST).is_file() else self.restart
         return resumable(newest, fix)
 
 

@@ -7,6 +7,7 @@ See docs/geometry.md, 'Attention-map similarity'.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -22,11 +23,11 @@ Loaded = tuple[PreTrainedModel, PreTrainedTokenizerFast, EncoderInfo]
 
 
 def load_attention_model(name_or_path: str, revision: str | None = None, random_init: bool = False,
-                         init_seed: int = 0) -> Loaded:
+                         init_seed: int = 0, **weights: Any) -> Loaded:
     """An encoder loaded like any other (probing.features.hf_models.load_pretrained: frozen, float32, with what
     identifies it; a random-init encoder a function of `init_seed` alone), switched to eager attention so that
     `output_attentions=True` returns the weights."""
-    model, tokenizer, info = load_pretrained(name_or_path, revision, random_init, init_seed)
+    model, tokenizer, info = load_pretrained(name_or_path, revision, random_init, init_seed, **weights)
     model.set_attn_implementation("eager")
     return model, tokenizer, info
 

@@ -52,7 +52,7 @@ class AttentionSimilarity(Analysis):
                               "another model. Fix: compare_to=<train run>/model (a model fine-tuned by train.py)")
         compare_to, model = str(inputs.compare_to), inputs.model
         texts, source = self.texts()
-        first = attention.load_attention_model(model.name_or_path, model.revision, model.random_init, model.init_seed)
+        first = attention.load_attention_model(model.name_or_path, **model.load_arguments())
         second = load_compared_model(compare_to)
         attention.check_comparable(first, second)
         max_length = attention.usable_max_length(self.max_length, first, second)

@@ -35,8 +35,8 @@ class Contextuality(OccurrenceAnalysis):
     `mev_centered`."""
 
     report = contextuality_report
-    instead_of_layer = ("it measures the hidden states of analysis.layers, null = every one",
-                        "analysis.layers=[{layer}], and leave layer unset")
+    instead_of_layer = (f"it measures the hidden states of {setting('layers')}, null = every one",
+                        f"{setting('layers')}=[{{layer}}], and leave layer unset")
     min_contexts_floor = 2
 
     def __init__(self, samples: int, sentence_samples: int, seed: int, mev_centered: bool, layers: Any,
@@ -86,16 +86,17 @@ class Contextuality(OccurrenceAnalysis):
 
 
 def chosen_layers(layers: Any, num_layers: int, model: str = "this model") -> list[int]:
-    """`analysis.layers` (null = all; one layer or a list, negative counting from the top) as the sorted hidden-state
-    indices of `model`, which has `num_layers` of them (0 = the embeddings)."""
+    """The analysis's `layers` (null = all; one layer or a list, negative counting from the top) as the sorted
+    hidden-state indices of `model`, which has `num_layers` of them (0 = the embeddings)."""
     if layers is None:
         return list(range(num_layers))
     chosen = list(layers) if isinstance(layers, Sequence) and not isinstance(layers, str) else [layers]
-    fix = f"analysis.layers=null for all, or a list within 0..{num_layers - 1}"
+    name = setting("layers")
+    fix = f"{name}=null for all, or a list within 0..{num_layers - 1}"
     if not chosen:
-        raise ConfigError(f"analysis.layers=[] names no layer of {model}, whose hidden states are 0..{num_layers - 1}. "
+        raise ConfigError(f"{name}=[] names no layer of {model}, whose hidden states are 0..{num_layers - 1}. "
                           f"Fix: {fix}")
-    return sorted({resolve_layer(layer, num_layers, "analysis.layers", model, fix) for layer in chosen})
+    return sorted({resolve_layer(layer, num_layers, name, model, fix) for layer in chosen})
 
 
 def checked_samples(occurrences: Occurrences, min_contexts: int, words: int, sentences: int,
@@ -106,10 +107,11 @@ def checked_samples(occurrences: Occurrences, min_contexts: int, words: int, sen
     if not samples.words:
         raise ConfigError(f"no word of the {len(occurrences.sentences)} sentences occurs in "
                           f"{min_contexts} distinct sentences. Fix: use more sentences "
-                          "(analysis.max_sentences=null, analysis.split=all) or lower analysis.min_contexts")
+                          f"({setting('max_sentences')}=null, {setting('split')}=all) or lower "
+                          f"{setting('min_contexts')}")
     if not samples.sentences or len(set(occurrences.sentence[samples.baseline].tolist())) < 2:
         raise ConfigError("fewer than 2 sentences with 2 or more words: there is no intra-sentence similarity or "
-                          "anisotropy baseline. Fix: use more sentences (analysis.max_sentences=null)")
+                          f"anisotropy baseline. Fix: use more sentences ({setting('max_sentences')}=null)")
     for asked, used, what in ((words, len(samples.words), "words"), (sentences, len(samples.sentences), "sentences")):
         if used < asked:
             log.warning("only %d %s qualify, fewer than the %d asked: all of them are used", used, what, asked)

@@ -56,8 +56,7 @@ class Isotropy(Analysis):
         """The isotropy block, the benchmark rows and the unused-token bins; writes their files."""
         benchmarks = [read_similarity(path) for path in self.benchmarks]  # bad files refused before the model loads
         model = inputs.model
-        encoder, tokenizer, info = load_pretrained(model.name_or_path, model.revision, model.random_init,
-                                                   model.init_seed)
+        encoder, tokenizer, info = load_pretrained(model.name_or_path, **model.load_arguments())
         layer = chosen_layer(inputs.layer, info.num_layers, model.name)
         W, spaces_of, source = self.vectors(encoder, tokenizer, layer, model.name)
         removed = iso.check_removed(self.pc_removed, W.shape[1])

@@ -70,8 +70,9 @@ def require_contexts(occurrences: Occurrences, min_contexts: int) -> None:
     """Refuse, before any model or store work, sentences in which no word occurs in `min_contexts` distinct ones."""
     if not word_index(occurrences, min_contexts):
         raise ConfigError(f"no word of the {len(occurrences.sentences)} sentences occurs in {min_contexts} distinct "
-                          "sentences (analysis.min_contexts). Fix: use more sentences (analysis.max_sentences=null, "
-                          "analysis.split=all, or a larger analysis.sentences) or lower analysis.min_contexts")
+                          f"sentences ({setting('min_contexts')}). Fix: use more sentences "
+                          f"({setting('max_sentences')}=null, {setting('split')}=all, or a larger "
+                          f"{setting('sentences')}) or lower {setting('min_contexts')}")
 
 
 def stored_occurrences(store: FeatureStore, occurrences: Occurrences) -> tuple[Occurrences, int]:

@@ -1,6 +1,6 @@
 """Which representation a probe run reads: conf/probe.yaml's `representation`, given the user's plain values.
 
-The shorthand (`layer=3`, `layer=-1`, `layer=mix`, `baseline=pbert` or `layer=pbert`, and at `probe.level=type`
+The shorthand (`layer=3`, `layer=-1`, `layer=mix`, `baseline=pbert` or `layer=pbert`, and at the type level
 `layer=l` (AVG-l), `layer=rand`, `layer=bertw` or `embeddings=...`) and `probe.condition_on` are read once, by
 `RepresentationChoice`: the task module builds it from those values before any work (and `probing.cli.SweepCheck`
 for every job of a sweep), so that a shorthand that names no representation is one ConfigError with a fix. Called,
@@ -18,8 +18,9 @@ from omegaconf import OmegaConf
 
 from probing.config import build
 from probing.data.settings import choose, require_int
-from probing.errors import ConfigError
+from probing.errors import ConfigError, setting
 from probing.features.baselines import WordpieceBaseline, check_baseline, rand_baseline, static_file_baseline
+from probing.features.featurizers import featurizer_of
 from probing.features.type_spaces import AvgSpace, BertwSpace, RandSpace
 from probing.probes.representations import (
     AvgSpaceOfLayer,
@@ -41,16 +42,16 @@ CONDITIONING_BASELINES = ("pbert", "bertw", "prand")
 def representation_kind(layer: Any, baseline: str | None, level: str, embeddings: str | None) -> str:
     """The kind of representation that the shorthand names. A shorthand that names none (an unknown probe.level or
     baseline, a baseline with layer=mix, a layer that is neither an index nor a name) is a ConfigError."""
-    choose("probe.level", level, LEVELS)
+    choose(setting("level"), level, LEVELS)
     if level == "type":
         if embeddings == "bertw" or (embeddings is None and layer in NAMED_TYPE_SPACES):
             return f"type_{embeddings or layer}"
         if embeddings is not None and embeddings != "avg":
             return "static"
         if isinstance(layer, bool) or not isinstance(layer, int):
-            raise ConfigError(f"probe.level=type needs a word space, and layer={layer} names none. Fix: layer=l "
-                              "(AVG-l), layer=rand, layer=bertw, or a static file: embeddings=glove "
-                              "embeddings.path=/path/to/glove.6B.300d.txt")
+            raise ConfigError(f"{setting('level')}=type needs a word space, and layer={layer} names none. Fix: "
+                              "layer=l (AVG-l), layer=rand, layer=bertw, or a static file: embeddings=glove "
+                              f"{setting('embeddings.path')}=/path/to/glove.6B.300d.txt")
         return "avg"
     if baseline is not None:
         check_baseline(str(baseline))
@@ -72,18 +73,19 @@ def conditioning_kind(condition_on: Any, layer: Any = None) -> str:
     so the probes on X and on [X; R] would not share one X, or one R."""
     if condition_on is None:
         return "none"
+    name = setting("condition_on")
     if layer == MIX:
-        raise ConfigError(f"probe.condition_on={condition_on} with layer={MIX}: the scalar mix is learned by each "
-                          "probe, so the probe on [X; R] would mix R its own way. Fix: probe a layer (layer=3) or "
-                          "probe.condition_on=null")
+        raise ConfigError(f"{name}={condition_on} with layer={MIX}: the scalar mix is learned by each "
+                          f"probe, so the probe on [X; R] would mix R its own way. Fix: probe a layer (layer=3) or "
+                          f"{name}=null")
     if condition_on in CONDITIONING_BASELINES:
         return str(condition_on)
     if condition_on == MIX:
-        raise ConfigError(f"probe.condition_on={MIX}: the scalar mix is learned by each probe, so the probe on X and "
+        raise ConfigError(f"{name}={MIX}: the scalar mix is learned by each probe, so the probe on X and "
                           "the probe on [X; R] would condition on different mixes. Fix: condition on a layer "
-                          f"(probe.condition_on=0) or a baseline ({', '.join(CONDITIONING_BASELINES)})")
+                          f"({name}=0) or a baseline ({', '.join(CONDITIONING_BASELINES)})")
     if isinstance(condition_on, bool) or not isinstance(condition_on, int):
-        raise ConfigError(f"probe.condition_on={condition_on!r} names no representation. Fix: a layer (0 = the "
+        raise ConfigError(f"{name}={condition_on!r} names no representation. Fix: a layer (0 = the "
                           f"embeddings) or a baseline ({', '.join(CONDITIONING_BASELINES)}), or null")
     return "layer"
 
@@ -111,9 +113,9 @@ class RepresentationChoice:
         self.conditioning = conditioning_kind(condition_on, layer)
         self.layer, self.condition_on, self.encoder = layer, condition_on, plain(encoder)
         self.context_size, self.configured_layers = context_size, configured_layers
-        self.rand_dim = require_int("representation.rand_dim", rand_dim, minimum=1)
-        self.rand_seed = require_int("representation.rand_seed", rand_seed)
-        self.oov_seed = require_int("representation.oov_seed", oov_seed)
+        self.rand_dim = require_int(setting("rand_dim"), rand_dim, minimum=1)
+        self.rand_seed = require_int(setting("rand_seed"), rand_seed)
+        self.oov_seed = require_int(setting("oov_seed"), oov_seed)
 
     def __call__(self) -> Any:
         probed = self.built(self.kind, self.layer)
@@ -123,7 +125,7 @@ class RepresentationChoice:
                                                                    "probe.condition_on"))
 
     def built_encoder(self) -> Any:
-        return build(OmegaConf.create(self.encoder), "features.encoder")
+        return featurizer_of(self.encoder)
 
     def built(self, kind: str, layer: Any, setting: str = "layer") -> Any:
         """The representation of `kind` at `layer`, with what it reads; `setting` is the one named when the layer

@@ -18,12 +18,14 @@ from probing.data.every_word import every_word_data
 from probing.data.sources import WordInContextData, read_contexts
 from probing.data.splits import SEEN, split_summary
 from probing.data.types import TypeLevelData, type_summary
+from probing.errors import ConfigError
 from probing.features.baselines import check_baseline, oov_summary
 from probing.features.featurizer import Featurizer
 from probing.features.identity import FeatureIdentity
 from probing.features.layers import resolve_layer
 from probing.features.provision import ensure_features
 from probing.features.sentence_store import sentence_encoder_of
+from probing.features.sites import RESIDUAL
 from probing.features.store import FeatureStore
 from probing.probes.bits.mdl import OnlineCode
 from probing.probes.controls import ControlTask, class_distribution, control_classes
@@ -40,6 +42,25 @@ def warn_if_num_layers_differ(configured: int | None, encoder: Featurizer) -> No
         log.warning("model.num_layers=%s, but %s has %d layers (0..%d): presets that sweep every layer use the "
                     "config value; set model.num_layers=%d", configured, encoder.info.model_name, num_layers,
                     num_layers - 1, num_layers)
+
+
+def stored_layer(encoder: Featurizer, layer: int, setting: str = "layer") -> int:
+    """Where hidden state `layer` is among the layers that the encoder's stores hold (`layers`: those of the setting
+    features.layers; a featurizer without them holds every layer); a layer they lack is refused."""
+    held = getattr(encoder, "layers", None)
+    if held is None:
+        return layer
+    if layer not in held:
+        raise ConfigError(f"{setting}={layer}: the features hold only the layers {held} (the setting features.layers). "
+                          f"Fix: probe one of them, or add {layer} to features.layers (null keeps every layer)")
+    return held.index(layer)
+
+
+def layer_label(encoder: Featurizer, layer: int) -> str:
+    """The representation's label of hidden state `layer`: its index, or `<site>-<index>` for an attention or MLP
+    output (so that saved probes and erasers of one site are never taken for another's)."""
+    site = getattr(encoder, "site", RESIDUAL)
+    return str(layer) if site == RESIDUAL else f"{site}-{layer}"
 
 
 @dataclass
@@ -188,7 +209,7 @@ class EncoderLayer(ContextRepresentation):
     def __init__(self, encoder: Featurizer, layer: Any, configured_layers: int | None = None, setting: str = "layer"):
         warn_if_num_layers_differ(configured_layers, encoder)
         index = resolve_layer(layer, encoder.info.num_layers, setting, model=encoder.info.model_name)
-        super().__init__(encoder, index, index, str(index))
+        super().__init__(encoder, stored_layer(encoder, index, setting), index, layer_label(encoder, index))
 
     def word_featurizer(self) -> Featurizer:
         return sentence_encoder_of(self.featurizer)
@@ -199,6 +220,11 @@ class LayerMix(ContextRepresentation):
 
     def __init__(self, encoder: Featurizer, configured_layers: int | None = None):
         warn_if_num_layers_differ(configured_layers, encoder)
+        if not getattr(encoder, "every_layer", True):
+            raise ConfigError(f"layer={MIX} mixes every hidden state of the model, but the features hold only the "
+                              f"layers {encoder.layers} at site {encoder.site} (the settings features.layers and "
+                              "features.site). Fix: set both to their defaults (null, resid), or probe one layer "
+                              f"(layer={encoder.layers[-1]})")
         super().__init__(encoder, ALL_LAYERS, MIX, MIX, expected_layers=encoder.info.num_layers)
 
     def word_featurizer(self) -> Featurizer:
@@ -279,6 +305,7 @@ class AvgSpaceOfLayer(TypeSpace):
     def __init__(self, space: Callable[..., Any], encoder: Featurizer, layer: Any):
         super().__init__(space)
         self.encoder, self.layer = encoder, resolve_layer(layer, encoder.info.num_layers, model=encoder.info.model_name)
+        self.store_layer = stored_layer(encoder, self.layer)
 
     @property
     def label(self) -> str:
@@ -289,7 +316,7 @@ class AvgSpaceOfLayer(TypeSpace):
         model = described_featurizer(self.encoder)
         self.described = {**self.described, **{key: model[key] for key in ("model_name_or_path", "weights_sha256")}}
         self.encoder = None  # its memory is let go before training
-        return self.space(stores=stores, layer=self.layer)
+        return self.space(stores=stores, layer=self.layer, store_layer=self.store_layer)
 
 
 def type_splits(data: TypeLevelData, vectors: dict[str, np.ndarray], seed: int | None) -> dict[str, TensorSplit]:

@@ -64,6 +64,8 @@ class TaskProbing:
     `batch_size`, `level`, `reuse` (saved probes, the s-class task's), `pair_product` (a word-pair task's) and
     `condition_on` (the representation the probes are conditioned on, a word task's only)."""
 
+    CLOSED_FORM = False  # whether the task takes a family fitted in closed form (mass-mean): statement tasks only
+
     def __init__(self, name: str, source: Any, module: Callable[..., ProbeModule] | None, seed: int,
                  family: ProbeFamily | None = None, mix: Mapping[str, Any] | None = None,
                  control: ControlTask | None = None, mdl: bool = False,
@@ -82,6 +84,9 @@ class TaskProbing:
         self.batch_size = require_int(setting("batch_size"), batch_size, minimum=1)
         self.level, self.reuse = level, reuse
         self.pair_product = require_bool(setting("pair_product"), pair_product)
+        if family is not None and family.closed_form and not self.CLOSED_FORM:
+            raise ConfigError(f"probe={family.name} is fitted in closed form on one vector per text, and task={name} "
+                              "trains its probes by gradient steps. Fix: probe=linear, or task=truth")
 
     def load(self) -> None:
         """Read what can be read before the model loads (a task the data cannot serve is refused first)."""

@@ -16,7 +16,7 @@ from hydra.experimental.callback import Callback
 
 from probing.data.files import write_atomically
 from probing.errors import DataFormatError
-from probing.report import tree_probes, word_probes
+from probing.report import statement_probes, tree_probes, word_probes
 from probing.report.aggregate import RESULTS_FILE, RESULTS_FIX, aggregate, find_results, require
 from probing.report.finetuned_probing import has_finetuned_runs, write_finetuned_probing_report
 from probing.report.finetuning import is_finetuning, write_finetuning_report
@@ -42,6 +42,7 @@ def analysis_section_modules() -> list[ModuleType]:
 OTHER_SECTIONS = (
     tree_probes.SECTION,
     word_probes.SECTION,
+    statement_probes.SECTION,
     (is_finetuning, write_finetuning_report, "Fine-tuning report", ("epochs_trained", "duration_s")),
     *(module.SECTION for module in analysis_section_modules()),
 )

@@ -340,24 +340,28 @@ def _file_part(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", str(name))
 
 
-def write_word_probe_report(results: list[dict[str, Any]], out_dir: Path) -> tuple[str, list[str]]:
+WORD_INTRO = ("Multi-class probes of each representation (Hewitt & Liang 2019: linear, MLP-1, MLP-2; `linear r=k`: "
+              "rank k). Selectivity = accuracy - control-task accuracy. MDL (Voita & Titov 2020): online codelength "
+              "of the training labels; compression = uniform codelength / online codelength; control: the same for "
+              "the control task's labels. Dev scores, macro-F1 and per-label F1: `{csv}`.")
+
+
+def write_word_probe_report(results: list[dict[str, Any]], out_dir: Path, csv_file: str = CSV_FILE,
+                            prefix: str = "word_probes", intro: str = WORD_INTRO) -> tuple[str, list[str]]:
     """The Markdown section of the word-task probe runs, word_probes.csv and the plots per task; returns (text,
-    files)."""
+    files). A kind of run with the same scores (statement probes) names its own `csv_file`, plot `prefix` and
+    `intro` (a template of `{csv}`)."""
     rows = aggregate_word_runs(results)
-    write_word_csv(rows, out_dir / CSV_FILE)
-    files = [CSV_FILE]
+    write_word_csv(rows, out_dir / csv_file)
+    files = [csv_file]
     for task, task_rows in group_by(rows, ("task",)).items():
-        for name, plot in ((f"word_probes_{_file_part(task[0])}_by_layer.png", plot_accuracy_by_layer),
-                           (f"word_probes_{_file_part(task[0])}_mdl_by_layer.png", plot_mdl_by_layer),
-                           (f"word_probes_{_file_part(task[0])}_bits_by_layer.png", plot_bits_by_layer)):
+        for name, plot in ((f"{prefix}_{_file_part(task[0])}_by_layer.png", plot_accuracy_by_layer),
+                           (f"{prefix}_{_file_part(task[0])}_mdl_by_layer.png", plot_mdl_by_layer),
+                           (f"{prefix}_{_file_part(task[0])}_bits_by_layer.png", plot_bits_by_layer)):
             if plot(task_rows, out_dir / name):
                 files.append(name)
-    intro = ("Multi-class probes of each representation (Hewitt & Liang 2019: linear, MLP-1, MLP-2; `linear r=k`: "
-             "rank k). Selectivity = accuracy - control-task accuracy. MDL (Voita & Titov 2020): online codelength of "
-             "the training labels; compression = uniform codelength / online codelength; control: the same for the "
-             f"control task's labels. Dev scores, macro-F1 and per-label F1: `{CSV_FILE}`.")
     plots = [name for name in files if name.endswith(".png")]
-    text = f"{intro}\n\n{tables_section(rows)}"
+    text = f"{intro.format(csv=csv_file)}\n\n{tables_section(rows)}"
     decays = weight_decay_choices(word_records(results), tuple(k for k in WORD_SETTING_KEYS if k != "variant"))
     if decays:
         text += f"\n\nWeight decay chosen by the least dev H_V(Y|R) (bits; never by test).\n\n{decays}"

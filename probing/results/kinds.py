@@ -111,6 +111,19 @@ class WordProbeResults(ProbeResults):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class StatementProbeResults(ProbeResults):
+    """probe.py on a statement task (task=truth, statements): one label per text, from one vector of the text."""
+
+    KIND: ClassVar[str] = "statement_probe"
+
+    labels: list[str] = key("The task's labels, in label order (the last is the positive one of two).")
+    control_task: dict[str, Any] | None = key("The control task: its kind (shuffled_labels: each split's labels "
+                                              "shuffled, the class balance kept) and seed; null when it did not run.")
+    data_split: dict[str, Any] = key("How the statements were split: the seed and the dev and test fractions.")
+    fitted: str = key("How a closed-form probe (mass-mean) was fitted.", optional=True)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class TreeProbeResults(ProbeResults):
     """probe.py on a tree task: a structural probe (Hewitt & Manning 2019). Before schema version 1, `structure` was
     written as `kind`."""
@@ -267,7 +280,28 @@ class AmnesicResults(AnalysisResults):
     scores: dict[str, Any] = key("The scores of each condition (erased, random controls, none).")
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LensResults(AnalysisResults):
+    """analysis=lens (Belrose et al. 2023): the logit lens and the tuned lens of a causal LM, by layer, in bits."""
+
+    KIND: ClassVar[str] = "lens"
+
+    weights_sha256: str = key("The SHA-256 of the model's weights.")
+    architecture: str = key("The model's architecture (its Hugging Face class).")
+    num_layers: int = key("Hidden states of the model (the embedding output included).")
+    vocab_size: int = key("The size of the model's vocabulary.")
+    sentence_source: str = key("The sentences read: data set and split.")
+    unit: str = key("The unit of every score: bits per token.")
+    split: dict[str, Any] = key("The seeded split of the sentences into the tuned lens's training text and the "
+                                "held-out text scored: seed, share, counts, the held-out sentences' indices.")
+    training: dict[str, Any] = key("How the tuned lens was trained, and its training KL by epoch and layer (bits).")
+    layers: list[dict[str, Any]] = key("Per layer: each lens's cross-entropy of the next token and KL from the "
+                                       "model's own distribution, in bits per held-out token.")
+    model_bits: Number = key("The model's own cross-entropy of the next token, in bits per held-out token.")
+
+
 # Every kind, by its name: the value of `kind` in a results.json.
 KINDS: dict[str, type[Results]] = {kind.KIND: kind for kind in (
-    SClassProbeResults, WordProbeResults, TreeProbeResults, FinetuningResults, ContextualityResults, StaticPCResults,
-    IsotropyResults, AttentionSimilarityResults, NeuronsResults, AmnesicResults)}
+    SClassProbeResults, WordProbeResults, StatementProbeResults, TreeProbeResults, FinetuningResults,
+    ContextualityResults, StaticPCResults, IsotropyResults, AttentionSimilarityResults, NeuronsResults, AmnesicResults,
+    LensResults)}

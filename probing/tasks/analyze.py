@@ -18,6 +18,7 @@ from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig, OmegaConf
 
 from probing.analysis import Analysis, AnalysisInputs, ModelSettings, build_analysis
+from probing.config import keyed_errors
 from probing.errors import ConfigError
 from probing.features.featurizers import featurizer_config, plain
 from probing.tasks.loggers import closing_loggers, name_the_run
@@ -40,14 +41,18 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     refuse_unread_overrides(command_line_overrides(), cfg.analysis.get("name"))
     analysis = build_analysis(cfg.analysis, **job_settings(cfg))
     inputs = AnalysisInputs(ModelSettings.of(cfg.model), cfg.get("layer"), cfg.get("compare_to"), cfg.paths.store_dir)
-    analysis.check_inputs(inputs)
+    # what the analysis refuses once built (its checks of the job's inputs, its run) is named where the user sets it
+    keys = {"model": "model", "layer": "layer", "compare_to": "compare_to", "store": "features"}
+    with keyed_errors(cfg.analysis, "analysis", keys):
+        analysis.check_inputs(inputs)
     name_the_run(cfg, *run_name(cfg))
     with running_job(cfg) as (out, config, previous):
         if previous is not None:
             return previous
         started = time.time()
         L.seed_everything(cfg.seed, verbose=False)
-        results = {"analysis": analysis.name, **analysis.run(inputs, out.parent)}
+        with keyed_errors(cfg.analysis, "analysis", keys):
+            results = {"analysis": analysis.name, **analysis.run(inputs, out.parent)}
         results |= {"duration_s": round(time.time() - started, 2), "config": config}
         with closing_loggers(cfg.get("logger")) as loggers:
             log_results(loggers, config, logged_metrics(analysis, results))

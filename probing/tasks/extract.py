@@ -12,18 +12,19 @@ from typing import Any
 
 from lightning.fabric import Fabric
 from lightning.fabric.strategies import DDPStrategy
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from probing.config import build
 from probing.data.every_word import EVERY_WORD_DATA, every_word_data
 from probing.data.sources import WordInContextData, read_contexts
 from probing.data.splits import SPLIT_NAMES
-from probing.data.task_records import SCLASS_KIND, TREE_KIND
+from probing.data.statements import read_statement_task
+from probing.data.task_records import SCLASS_KIND, STATEMENT_KIND, TREE_KIND
 from probing.data.trees import read_trees
 from probing.data.word_tasks import read_word_task
 from probing.errors import ConfigError
 from probing.features.elmo_export import check_export_folder, export_every_word_stores
-from probing.features.featurizers import featurizer_config
+from probing.features.featurizers import featurizer_config, featurizer_of
 from probing.features.provision import ensure_features
 from probing.features.sentence_store import sentence_encoder_of
 from probing.features.sharded import SHARD_WAIT, extract_split_sharded
@@ -60,9 +61,9 @@ def export_folder(folder: str | None, task: DictConfig, splits: list[str]) -> Pa
     before any extraction: created, writable, and holding no file of the user's that the export would replace."""
     if folder is None:
         return None
-    if task.get("kind", SCLASS_KIND) == SCLASS_KIND:
-        raise ConfigError(f"export_elmo={folder} writes every word of every sentence, which the s-class stores do not "
-                          "hold (one row per target word). Fix: extract a word task's stores, e.g. task=upos")
+    if task.get("kind", SCLASS_KIND) in (SCLASS_KIND, STATEMENT_KIND):
+        raise ConfigError(f"export_elmo={folder} writes every word of every sentence, which the {task.kind} stores do "
+                          "not hold (one row per target). Fix: extract a word task's stores, e.g. task=upos")
     path = Path(str(folder)).expanduser()
     check_export_folder(path, splits, where=f"export_elmo={folder}")
     return path
@@ -91,8 +92,7 @@ def extract(cfg: DictConfig, splits: list[str], fabric: Fabric | None = None) ->
     processes (the featurizer on that process's device)."""
     data = task_data(cfg.get("task"), cfg.data)
     on_device = {"device": str(fabric.device)} if fabric is not None else {}
-    featurizer = build(OmegaConf.create(featurizer_config(cfg.features, cfg.model, cfg.get("context_size"),
-                                                          **on_device)), "features.encoder")
+    featurizer = featurizer_of(featurizer_config(cfg.features, cfg.model, cfg.get("context_size"), **on_device))
     if data.name == EVERY_WORD_DATA:
         featurizer = sentence_encoder_of(featurizer)
     if fabric is None:
@@ -103,11 +103,13 @@ def extract(cfg: DictConfig, splits: list[str], fabric: Fabric | None = None) ->
 
 
 def task_data(task: DictConfig | None, data_config: DictConfig) -> WordInContextData:
-    """The records to extract: the word-in-context data of the s-class task, or every word of a word task's
-    sentences (the every-word stores that probe.py task=upos, deprel, ... read)."""
+    """The records to extract: the word-in-context data of the s-class task, one record per text of a statement task,
+    or every word of a word task's sentences (the every-word stores that probe.py task=upos, deprel, ... read)."""
     source = build(data_config.source, "data.source")
     if task is None or task.get("kind", SCLASS_KIND) == SCLASS_KIND:
         return read_contexts(source)
+    if task.get("kind") == STATEMENT_KIND:
+        return read_statement_task(source, data_config.name).store_data()
     return every_word_data(sentences_of(task, source, data_config.name))
 
 

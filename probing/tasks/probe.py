@@ -135,7 +135,13 @@ def chosen_representation(cfg: DictConfig) -> RepresentationChoice:
     return build(cfg.representation, "representation", _recursive_=False, layer=cfg.layer, baseline=cfg.baseline,
                  level=cfg.probe.level, embeddings=cfg.get("embeddings"), condition_on=cfg.probe.condition_on,
                  encoder=featurizer_config(cfg.features, cfg.model, cfg.context_size), context_size=cfg.context_size,
-                 configured_layers=cfg.model.get("num_layers"))
+                 configured_layers=cfg.model.get("num_layers"), settings_from=REPRESENTATION_KEYS)
+
+
+# Where the user sets the representation's arguments that probe.py passes.
+REPRESENTATION_KEYS = {"layer": "layer", "baseline": "baseline", "level": "probe.level", "embeddings": "embeddings",
+                       "condition_on": "probe.condition_on", "context_size": "context_size",
+                       "configured_layers": "model.num_layers"}
 
 
 def about_run(cfg: DictConfig, probing: TaskProbing, module: Any, inputs: ProbeInputs) -> dict[str, Any]:

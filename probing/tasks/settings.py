@@ -9,6 +9,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, open_dict
 
+from probing.config import keyed_errors
 from probing.data.settings import choose, require_int
 from probing.data.task_records import TASK_KINDS
 from probing.features.provision import lock_wait_seconds
@@ -60,9 +61,10 @@ def with_data_settings(cfg: DictConfig) -> DictConfig:
 def store_settings(features: DictConfig) -> dict[str, Any]:
     """The keyword arguments of `probing.features.provision.ensure_features` that `features` sets: where the stores
     live, their dtype, the token budget of a batch, and how long to wait for another run extracting into a store."""
+    with keyed_errors(features, "features"):
+        lock_wait_s = lock_wait_seconds(features.get("lock_wait_s"), in_multirun())
     return {"store_dir": features.store_dir, "dtype": features.dtype,
-            "max_tokens_per_batch": features.max_tokens_per_batch,
-            "lock_wait_s": lock_wait_seconds(features.get("lock_wait_s"), in_multirun())}
+            "max_tokens_per_batch": features.max_tokens_per_batch, "lock_wait_s": lock_wait_s}
 
 
 def in_multirun() -> bool:

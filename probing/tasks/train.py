@@ -47,8 +47,9 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     with_run_folders(cfg)
     with_data_settings(cfg)
     check_finetuning_task(cfg.task)
+    check_finetuned_weights(cfg.model)
     with_the_task_monitor(cfg)
-    resume = ResumePolicy(cfg.finetune.get("resume", "auto"))
+    resume = ResumePolicy(cfg.finetune.get("resume", "auto"), name="finetune.resume")
     name_the_run(cfg, *run_name(cfg))
     with running_job(run_identity(cfg)) as (out, config, previous):
         if previous is not None:
@@ -95,6 +96,19 @@ def check_finetuning_task(task: DictConfig) -> None:
                           f"on a tagging or sentence task. Fix: task={', '.join(FINETUNING_TASKS)}")
 
 
+def check_finetuned_weights(model: DictConfig) -> None:
+    """train.py reads a model folder or hub name in float32 on the trainer's devices (its precision is
+    trainer.precision): a GGUF file, another weights dtype or a device map would not be honoured, so they are refused."""
+    if model.get("gguf_file"):
+        raise ConfigError(f"model={model.name} is a GGUF file, which train.py does not fine-tune. Fix: point "
+                          "model.name_or_path at its converted folder (under paths.model_cache_dir, written by any "
+                          "probe.py or extract.py run of it) and set model.gguf_file=null")
+    if model.get("dtype", "fp32") != "fp32" or model.get("device_map") is not None:
+        raise ConfigError(f"model.dtype={model.get('dtype')}, model.device_map={model.get('device_map')}: train.py "
+                          "loads the weights in float32 and places them by the trainer. Fix: model.dtype=fp32 "
+                          "model.device_map=null, and trainer.precision=bf16-mixed for bf16")
+
+
 # The settings of `finetune` that its module takes (the others are the run's: checkpoints, resume).
 MODULE_SETTINGS = ("attention_window", "attention_policy", "isotropy_reg", "isotropy_on_context")
 
@@ -120,7 +134,7 @@ def finetune(cfg: DictConfig, config: dict[str, Any], resume: ResumePolicy,
     start = resume.checkpoint(best.dirpath, config, trainer.is_global_zero)
     trainer.fit(module, datamodule=datamodule, ckpt_path=start, weights_only=True)
     trainer.strategy.barrier("best checkpoint hashed")
-    best_epoch = load_best_weights(module, best)
+    best_epoch = load_best_weights(module, best, resume.restart)
     dev = {name.removeprefix("dev/"): float(value)
            for name, value in trainer.validate(module, datamodule=datamodule, verbose=False)[0].items()}
     model_dir = export_model(module, Path(cfg.paths.output_dir) / MODEL_DIR, data.name) \

@@ -29,10 +29,10 @@ def test_a_conllu_column_reads_the_same_files_splits_and_dev_carve_out():
 
 
 def test_a_concept_without_data_in_the_corpus_is_refused_with_those_that_have():
-    with pytest.raises(ConfigError, match=r"^erase.concept=ner has no data in task=upos's corpus.*"
-                                          r"Fix: erase.concept=upos, or another column: xpos, deprel$"):
+    with pytest.raises(ConfigError, match=r"^concept=ner has no data in task=upos's corpus.*"
+                                          r"Fix: concept=upos, or another column: xpos, deprel$"):
         concept_source("ner", "upos", ConlluWordTask(column="upos"))
-    with pytest.raises(ConfigError, match=r"Fix: erase.concept=jsonl$"):
+    with pytest.raises(ConfigError, match=r"Fix: concept=jsonl$"):
         concept_source("upos", "jsonl", JsonlWordTask(path="mine.jsonl"))
 
 
@@ -53,13 +53,13 @@ def test_a_concept_takes_a_path_or_a_list_of_paths_whatever_its_data():
         assert concept_task("upos", paths).paths == [Path("/data/conll2003")]
     with pytest.raises(ConfigError) as error:
         concept_task("ner", ["/data/a", "/data/b"])
-    assert str(error.value) == ("analysis.concept_paths=['/data/a', '/data/b']: erase.concept=ner reads one CoNLL-2003 "
+    assert str(error.value) == ("paths=['/data/a', '/data/b']: concept=ner reads one CoNLL-2003 "
                                 "folder (train.txt, valid.txt[, test.txt]), not 2 paths. "
-                                "Fix: analysis.concept_paths=/path/to/conll2003")
+                                "Fix: paths=/path/to/conll2003")
 
 
 @pytest.mark.parametrize("paths", ["", [], [3]])
 @pytest.mark.parametrize("concept", ["ner", "upos"])
 def test_what_is_no_path_is_refused_alike_for_every_concept(concept, paths):
-    with pytest.raises(ConfigError, match=r"^analysis\.concept_paths must .*Fix: analysis\.concept_paths=\[FILE\]"):
+    with pytest.raises(ConfigError, match=r"^paths must .*Fix: paths=\[FILE\]"):
         concept_task(concept, paths)

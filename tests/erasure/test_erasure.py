@@ -389,13 +389,13 @@ def test_every_method_the_report_knows_has_an_eraser():
     (lambda: InlpEraser(tolerance=-0.1), "tolerance=-0.1"),
     (lambda: RandomEraser(rank=0), "rank=0"),
     (lambda: RandomEraser(seed=1.5), "seed=1.5"),
-    (lambda: RandomEraser().fit(*planted(), 3), "erase.eraser.rank=null"),
-    (lambda: RandomEraser(rank=11).fit(*planted(), 3), "erase.eraser.rank=11"),
+    (lambda: RandomEraser().fit(*planted(), 3), "rank=null"),
+    (lambda: RandomEraser(rank=11).fit(*planted(), 3), "rank=11"),
 ], ids=["svd_tol", "shrinkage", "max_iterations", "tolerance 1", "tolerance < 0", "rank", "seed", "no rank",
         "rank > dim"])
 def test_invalid_settings_are_one_line_config_errors(build, shown):
-    """Built in Python, an eraser names its own arguments (built from erase=..., erase.eraser.<argument>: tests/tasks);
-    a fitting refused names the setting of probe.py."""
+    """Built in Python, an eraser names its own arguments, also when a fitting is refused (built from erase=...,
+    erase.eraser.<argument>: tests/tasks)."""
     with pytest.raises(ConfigError) as error:
         build()
     assert_one_line_error(error.value, shown)

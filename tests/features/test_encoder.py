@@ -14,8 +14,10 @@ from probing import devices
 from probing.data.records import WordInContext
 from probing.errors import ConfigError, ModelLoadError
 from probing.features.encoder import SKIP_NO_PIECES, SKIP_TOO_LONG, PreparedInput, WordEncoder, centred_window
+from probing.features.featurizers import built_featurizer
 from probing.features.finetuned import record_export_hashes
 from probing.features.hf_models import load_encoder, load_pretrained
+from tests.helpers.runs import compose_job
 from tests.helpers.stores import assert_one_line_error, cut_short
 
 
@@ -182,7 +184,7 @@ def test_invalid_options_are_config_errors(tiny_bert_path):
         WordEncoder(str(tiny_bert_path), pooling="max")
     with pytest.raises(ConfigError, match="precision"):
         WordEncoder(str(tiny_bert_path), precision="8")
-    with pytest.raises(ConfigError, match="features.precision=16 .* runs on CUDA only"):
+    with pytest.raises(ConfigError, match="^precision=16 .* runs on CUDA only"):
         WordEncoder(str(tiny_bert_path), precision="16", device="cpu")
     with pytest.raises(ConfigError, match="max_length"):
         WordEncoder(str(tiny_bert_path), max_length=2)
@@ -281,8 +283,9 @@ def test_bf16_without_bf16_units_is_refused_before_anything_is_loaded(cpu_bf16_u
     cpu_bf16_units(False)
     with pytest.raises(ConfigError) as raised:
         WordEncoder("/nonexistent/model", precision="bf16", device="cpu")
-    assert_one_line_error(raised.value, "features.precision=bf16", "no bf16 units", "Fix: features.precision=32",
-                          "features.allow_emulated_bf16=true")
+    assert_one_line_error(raised.value, "precision=bf16", "no bf16 units", "Fix: precision=32",
+                          "allow_emulated_bf16=true")
+    assert not str(raised.value).startswith("features.")  # built in Python: the argument's own name
 
 
 def test_bf16_runs_on_a_cpu_with_bf16_units_or_when_emulation_is_allowed(tiny_bert_path, cpu_bf16_units):
@@ -332,3 +335,19 @@ def test_a_sentence_longer_than_the_models_positions_is_windowed_not_fed_whole(t
     [prepared] = encoder.prepare_many([WordInContext(words, (70,), "the", "x")])
     assert len(prepared.input_ids) == 64 and encoder.store_metadata()["max_length"] == 128
     assert encoder.encode([prepared]).shape[0] == 1
+
+
+@pytest.mark.parametrize("overrides, message", [
+    (["features.precision=16"], "features.precision=16 (float16 autocast) runs on CUDA only, but the device is cpu. "
+                                "Fix: features.precision=32 (or bf16"),
+    (["features.precision=bf16"], "Fix: features.precision=32, or features.allow_emulated_bf16=true to check"),
+    (["features.pooling=max"], "Unknown pooling 'max'. Fix: features.pooling=mean, last, or token<N>"),
+    (["features.precision=8"], "Unknown precision '8'. Fix: features.precision=32, bf16 or 16"),
+])
+def test_built_from_the_config_the_encoder_names_the_keys_the_user_sets(tmp_path, cpu_bf16_units, overrides,
+                                                                         message):
+    cpu_bf16_units(False)
+    cfg = compose_job("probe", tmp_path, "model.name_or_path=/nonexistent/model", "features.device=cpu", *overrides)
+    with pytest.raises(ConfigError) as raised:
+        built_featurizer(cfg.features, cfg.model)
+    assert message in str(raised.value)

@@ -70,9 +70,12 @@ class FakeEncoder:
         self.skips = SkipCounter()
         self.pooling, self.max_length, self.context_size, self.random_init = pooling, max_length, None, False
         self.attention_window, self.precision = None, "32"
+        self.layers, self.site = [0, 1, 2], "resid"  # every layer of the residual stream
+        self.dtype = "fp32"  # the weights' dtype, as WordEncoder records it
         self.batches: list[list[int]] = []
 
     store_metadata = WordEncoder.store_metadata
+    every_layer = WordEncoder.every_layer
 
     def prepare_many(self, records):
         prepared = []

@@ -66,12 +66,12 @@ def test_rand_refuses_a_dimension_or_seed_that_is_no_count(settings, message):
 
 @pytest.mark.parametrize("path", [None, ""])
 def test_a_static_space_without_its_file_is_refused(path):
-    with pytest.raises(ConfigError, match=r"^embeddings=glove needs the embedding file\. Fix: add embeddings\.path="):
+    with pytest.raises(ConfigError, match=r"^embeddings=glove needs the embedding file\. Fix: add path="):
         StaticSpace(path, name="glove")
 
 
 def test_a_static_spaces_oov_seed_is_an_integer(tmp_path):
-    with pytest.raises(ConfigError, match=r"^embeddings\.oov_seed=True is not an integer\. Fix:"):
+    with pytest.raises(ConfigError, match=r"^oov_seed=True is not an integer\. Fix:"):
         StaticSpace(str(tmp_path / "vectors.txt"), name="glove", oov_seed=True)
 
 

@@ -44,7 +44,7 @@ def test_random_bytes_inside_a_checkpoint_are_detected(checkpoint):
     data = bytearray(checkpoint.read_bytes())
     data[len(data) // 2] ^= 0xFF  # inside the tensor's data: torch.load alone would read a different weight
     checkpoint.write_bytes(bytes(data))
-    with pytest.raises(CheckpointError, match=f"{checkpoint} is damaged.*Fix: relaunch with finetune.resume=restart"):
+    with pytest.raises(CheckpointError, match=f"{checkpoint} is damaged.*Fix: relaunch with resume=restart"):
         read_checkpoint(checkpoint)
 
 
@@ -106,8 +106,10 @@ def saved(folder, *names: str, config=CONFIG) -> None:
 
 
 def test_an_unknown_resume_policy_is_refused():
-    with pytest.raises(ConfigError, match="finetune.resume='sometimes' is not a way to resume. Fix: finetune.resume="):
+    with pytest.raises(ConfigError, match="^resume='sometimes' is not a way to resume. Fix: resume=auto"):
         ResumePolicy("sometimes")
+    with pytest.raises(ConfigError, match="^finetune.resume='sometimes' is not a way to resume. Fix: finetune.resume="):
+        ResumePolicy("sometimes", name="finetune.resume")
 
 
 @pytest.mark.parametrize("names,policy,chosen", [
@@ -145,7 +147,7 @@ def test_a_new_run_is_not_warned_of_its_own_configuration_record(tmp_path, recwa
 
 def test_resuming_from_best_without_a_best_checkpoint_is_refused(tmp_path):
     saved(tmp_path, "last.ckpt")
-    with pytest.raises(ConfigError, match="finetune.resume=best, but .* holds no best.ckpt"):
+    with pytest.raises(ConfigError, match="^resume=best, but .* holds no best.ckpt"):
         ResumePolicy("best").checkpoint(str(tmp_path), CONFIG, is_rank_zero=True)
 
 
@@ -193,7 +195,7 @@ def test_a_checkpoint_holding_other_objects_is_refused_before_it_is_resumed(tmp_
     torch.save({"state_dict": {}, "epoch": 0, "loops": Unsafe()}, tmp_path / "last.ckpt")
     record_hash(tmp_path / "last.ckpt")
     with pytest.raises(CheckpointError) as error:
-        ResumePolicy("auto").checkpoint(str(tmp_path), CONFIG, is_rank_zero=True)
+        ResumePolicy("auto", name="finetune.resume").checkpoint(str(tmp_path), CONFIG, is_rank_zero=True)
     message = str(error.value)
     assert message.startswith(f"{tmp_path / 'last.ckpt'} holds objects other than tensors and plain values")
     assert "finetune.resume=best" in message and "finetune.resume=restart" in message
@@ -205,7 +207,7 @@ def test_a_damaged_newest_checkpoint_names_the_ways_to_go_on(tmp_path):
     (tmp_path / "last.ckpt").write_bytes(b"half a checkpoint")
     with pytest.raises(CheckpointError, match="is damaged") as error:
         ResumePolicy("auto").checkpoint(str(tmp_path), CONFIG, is_rank_zero=True)
-    assert "finetune.resume=best" in str(error.value) and "finetune.resume=restart" in str(error.value)
+    assert " resume=best" in str(error.value) and " resume=restart" in str(error.value)
 
 
 def test_how_a_run_goes_on_is_not_part_of_what_it_is():

@@ -29,9 +29,9 @@ def test_a_layer_outside_the_model_is_refused_with_the_range(layers):
     with pytest.raises(ConfigError) as raised:
         chosen_layers(layers, num_layers=3, model="tiny")
     message = str(raised.value)
-    assert message.startswith("analysis.layers=") and "layer of tiny" in message
+    assert message.startswith("layers=") and "layer of tiny" in message
     assert "hidden states are 0..2" in message and "\n" not in message
-    assert message.endswith("Fix: analysis.layers=null for all, or a list within 0..2")
+    assert message.endswith("Fix: layers=null for all, or a list within 0..2")
 
 
 def test_the_draws_are_checked_and_used_whole_when_fewer_qualify(caplog):

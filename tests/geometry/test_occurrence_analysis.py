@@ -22,7 +22,7 @@ def test_too_few_contexts_are_refused_naming_the_counts():
     occurrences = collect_occurrences(SENTENCES)
     require_contexts(occurrences, 3)  # "the" is in 3 sentences once lower-cased
     with pytest.raises(ConfigError, match="^no word of the 3 sentences occurs in 4 distinct sentences "
-                                          r"\(analysis.min_contexts\). Fix:"):
+                                          r"\(min_contexts\). Fix:"):
         require_contexts(occurrences, 4)
     with pytest.raises(ConfigError, match="occurs in 3 distinct"):
         require_contexts(collect_occurrences(SENTENCES, lowercase=False), 3)  # "The" is another word

@@ -99,10 +99,10 @@ def test_the_conditioning_representation_is_built_when_called_only(fake_featuriz
 @pytest.mark.parametrize("layer,baseline,level,message", [
     (3, "nope", "context", "Unknown baseline 'nope'"),
     ("mix", "pbert", "context", "layer=mix mixes the encoder's layers, but baseline=pbert"),
-    (3, None, "words", "probe.level='words' is not one of context, type"),
+    (3, None, "words", "^level='words' is not one of context, type"),
     ("x", None, "context", r"layer='x' is not a layer. Fix: an integer \(0 = embeddings, -1 = the top layer\), mix"),
     (2.5, None, "context", "layer=2.5 is not a layer"), (True, None, "context", "layer=True is not a layer"),
-    ("mix", None, "type", "probe.level=type needs a word space, and layer=mix names none. Fix: layer=l"),
+    ("mix", None, "type", "^level=type needs a word space, and layer=mix names none. Fix: layer=l"),
 ])
 def test_a_shorthand_that_names_no_representation_is_refused(layer, baseline, level, message):
     with pytest.raises(ConfigError, match=message):
@@ -114,10 +114,23 @@ def test_a_shorthand_that_names_no_representation_is_refused(layer, baseline, le
     (["probe.condition_on=mix"], "probe.condition_on=mix: the scalar mix is learned by each probe"),
     (["layer=mix", "probe.condition_on=0"], "probe.condition_on=0 with layer=mix"),
     (["representation.rand_dim=0"], "representation.rand_dim=0 is not an integer >= 1"),
+    (["probe.level=words"], "^probe.level='words' is not one of context, type"),
+    (["probe.level=type", "layer=mix"], "^probe.level=type needs a word space, and layer=mix names none. Fix: layer=l "
+                                        r"\(AVG-l\), layer=rand, layer=bertw, or a static file: embeddings=glove "
+                                        "embeddings.path=/path/to/glove.6B.300d.txt$"),
+    (["probe.condition_on=words"], "^probe.condition_on='words' names no representation"),
 ])
 def test_the_refusal_of_a_shorthand_comes_when_the_choice_is_built_before_anything_loads(overrides, message):
     with pytest.raises(ConfigError, match=message):
         chosen_representation(composed(*overrides, "features.encoder._target_=no.such.encoder"))
+
+
+def test_a_word_space_built_from_the_config_names_its_keys(monkeypatch):
+    monkeypatch.delenv("GLOVE_PATH", raising=False)
+    choice = chosen_representation(composed("probe.level=type", "embeddings=glove", *FAKES))
+    with pytest.raises(ConfigError, match=r"^embeddings=glove needs the embedding file\. Fix: add "
+                                          r"embeddings\.path=/path/to/vectors\.txt"):
+        choice()
 
 
 def test_a_layer_knows_its_store_layer_and_label():

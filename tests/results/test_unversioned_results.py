@@ -31,6 +31,9 @@ ROWS = {
     "amnesic": "| tiny | pos, pos dev | 1 | upos | leace, rank 4 | accuracy | 0.000 | 0.009 | 0.000 ± 0.000 (3 seeds) "
                "| +0.009 | +0.000 |",
 }
+# The kinds first written with a schema version: no results.json of theirs was ever unversioned.
+BORN_VERSIONED = {"lens", "statement_probe"}
+UNVERSIONED_KINDS = sorted(set(KINDS) - BORN_VERSIONED)
 
 
 def unversioned(kind: str) -> dict:
@@ -38,10 +41,10 @@ def unversioned(kind: str) -> dict:
 
 
 def test_there_is_a_file_of_every_kind():
-    assert sorted(path.stem for path in UNVERSIONED.glob("*.json")) == sorted(KINDS) == sorted(ROWS)
+    assert sorted(path.stem for path in UNVERSIONED.glob("*.json")) == UNVERSIONED_KINDS == sorted(ROWS)
 
 
-@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize("kind", UNVERSIONED_KINDS)
 def test_each_is_migrated_to_its_kind_and_valid_against_its_schema(kind):
     record = unversioned(kind)
     assert "schema_version" not in record
@@ -55,7 +58,7 @@ def test_a_tree_probes_kind_was_its_structure():
                                                                                                       "distance")
 
 
-@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize("kind", UNVERSIONED_KINDS)
 def test_the_report_reads_each_into_the_row_of_its_run(tmp_path, kind):
     shutil.copy(UNVERSIONED / f"{kind}.json", tmp_path / "results.json")
     write_report(tmp_path)

@@ -128,6 +128,9 @@ def test_a_ner_tagger_is_scored_on_the_test_split_by_entity_f1(tmp_path, tiny_be
     (["layer=1", "erase.concept=feats"], "erase.concept=feats has no data of its own. Fix: "
                                          "erase.concept=upos (one of upos, xpos, deprel, ner)"),
     (["layer=1", "erase=random"], "erase=random: random directions are the control"),
+    (["layer=1", "erase.concept=ner", "analysis.concept_paths=[/data/a,/data/b]"],
+     "analysis.concept_paths=['/data/a', '/data/b']: erase.concept=ner reads one CoNLL-2003 folder (train.txt, "
+     "valid.txt[, test.txt]), not 2 paths. Fix: analysis.concept_paths=/path/to/conll2003"),
     # analyze.py's `erase` node does not hold probe.py's own settings; added by hand, they are still refused
     (["layer=1", "+erase.control_seed=3"], "erase.control_seed=3 is a setting of probe.py's erasure, which "
                                            "analysis=amnesic does not read (its random controls are "

@@ -57,7 +57,9 @@ def test_a_second_run_reuses_the_store_and_centred_mev_differs(tmp_path, tiny):
 
 @pytest.mark.parametrize("override, message", [
     ("analysis.layers=[3]", "analysis.layers=3 is not a layer of tiny: its hidden states are 0..2"),
-    ("analysis.min_contexts=500", "no word of the"),
+    ("analysis.min_contexts=500", r"no word of the .* Fix: use more sentences \(analysis.max_sentences=null, "
+                                  r"analysis.split=all, or a larger analysis.sentences\) or lower "
+                                  r"analysis.min_contexts$"),
     ("analysis.samples=1", "analysis.samples=1 is not an integer >= 2"),
 ])
 def test_bad_settings_are_config_errors(tmp_path, tiny, override, message):

@@ -135,6 +135,8 @@ def test_fig3_of_a_byte_level_vocabulary_uses_its_last_ids(tmp_path):
     (["analysis.correlation=kendall"], ConfigError, "analysis.correlation='kendall' is not one of"),
     (["analysis.measures=[cos]"], ConfigError, "analysis.measures='cos' is not one of"),
     (["analysis.benchmarks=[/nowhere/x.txt]"], DataFormatError, "/nowhere/x.txt: file not found"),
+    (["layer=1", "analysis/sentences=sts", "analysis.sentences.data_dir=/nowhere/sts"], ConfigError,
+     "analysis.sentences.data_dir=/nowhere/sts is not a folder"),
 ])
 def test_bad_settings_are_refused_in_one_line(tmp_path, tiny, overrides, error, message):
     with pytest.raises(error, match="Fix:") as raised:

@@ -11,8 +11,9 @@ from hydra import compose, initialize_config_dir
 
 from probing.errors import ConfigError
 from probing.features.provision import MULTIRUN_LOCK_WAIT_S, lock_wait_seconds
+from probing.tasks.settings import store_settings
 from tests.helpers import REPO, run_script
-from tests.helpers.runs import tiny_model
+from tests.helpers.runs import compose_job, tiny_model
 
 
 @pytest.mark.slow
@@ -46,9 +47,12 @@ def test_the_slurm_gpu_launcher_gives_each_job_one_gpu():
     assert (launcher.gpus_per_node, launcher.tasks_per_node, launcher.nodes) == (1, 1, 1)
 
 
-def test_lock_wait_is_a_day_in_a_multirun_and_none_in_a_single_run():
+def test_lock_wait_is_a_day_in_a_multirun_and_none_in_a_single_run(tmp_path):
     assert lock_wait_seconds(None, False) == 0.0 and lock_wait_seconds(30, False) == 30.0
     assert lock_wait_seconds(None, True) == MULTIRUN_LOCK_WAIT_S == 86400.0 and lock_wait_seconds(0, True) == 0.0
     for bad in (-1, "soon", True):
-        with pytest.raises(ConfigError, match="features.lock_wait_s"):
+        with pytest.raises(ConfigError, match="^lock_wait_s="):
             lock_wait_seconds(bad, False)
+    features = compose_job("probe", tmp_path, "features.lock_wait_s=-1").features
+    with pytest.raises(ConfigError, match=r"^features.lock_wait_s=-1 is not a number of seconds\. Fix: a number >= 0"):
+        store_settings(features)

@@ -87,7 +87,7 @@ def is_known(key: str) -> bool:
 
 def test_message_keys_are_found():
     keys = message_keys()
-    assert {"finetune.module.optimizer.lr", "data.split.seed", "features.pooling"} <= set(keys)
+    assert {"finetune.module.optimizer.lr", "data.split.seed", "features.max_length"} <= set(keys)
 
 
 @pytest.mark.parametrize("key,where", sorted(message_keys().items()))

@@ -110,6 +110,9 @@ def test_deprel_after_erasing_upos_and_the_random_control_of_leaces_rank(tmp_pat
     (("task=sclass", "erase.concept=upos"), r"^erase.concept=upos: task=sclass erases its own labels"),
     (("task=upos", "layer=mix"), r"^erase= fits an eraser on one layer's word vectors"),
     (("task=upos", "erase.concept=ner"), r"^erase.concept=ner has no data in task=upos's corpus"),
+    (("task=upos", "layer=1", "erase=random", "erase.eraser.rank=1000"),
+     r"^erase.eraser.rank=1000: more directions than the \d+ feature dimensions that vary\. Fix: set "
+     r"erase.eraser.rank to at most that$"),
 ])
 def test_what_an_erasure_cannot_do_is_refused(tmp_path, tiny, overrides, message):
     with pytest.raises(ConfigError, match=message):

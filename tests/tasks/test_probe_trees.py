@@ -118,9 +118,13 @@ def test_a_sentence_longer_than_the_encoders_window_is_scored_each_word_in_a_win
 
 
 @pytest.mark.parametrize("overrides,message", [
-    (["probe=mlp1"], "the probe family mlp1: a structural probe is a linear map B"),
+    (["probe=mlp1"], "the probe family mlp1: a structural probe is a linear map B (Hewitt & Manning 2019), of the "
+                     "linear family. Fix: probe=linear (the tree tasks' default), with probe.rank=r for B's rank"),
+    (["probe.module.dropout=0.1"], "probe.module.dropout=0.1: a structural probe is trained without dropout, as the "
+                                   "reference. Fix: probe.module.dropout=0"),
     (["probe.mdl=true"], "probe.mdl=true sends labels with the online code"),
-    (["probe.module.l1=0.001"], "a structural probe is trained without an elastic-net penalty"),
+    (["probe.module.l1=0.001"], "probe.module.l1=0.001, probe.module.l2=0.0: a structural probe is trained without an "
+                                "elastic-net penalty. Fix: probe.module.l1=0 probe.module.l2=0"),
     (["probe.level=type"], "probe.level=type is a setting of the s-class task"),
     (["probe.reuse=somewhere"], "probe.reuse scores saved s-class probes; task=tree_distance trains its own"),
     (["probe.pair_product=true"], "probe.pair_product=true multiplies the two words of a pair, and "

@@ -123,10 +123,11 @@ def test_exported_stores_imported_back_give_the_same_probe(tmp_path, tiny):
      "probe.control_task.seen_fraction holds out s-class contexts; task=upos's dev and test already hold words seen "
      "in training. Fix: probe.control_task.seen_fraction=0"),
     (["probe.pair_product=true"], "task=sclass has no word pairs"),
-    (["probe.mdl=true", "probe.level=type", "layer=rand"], "probe.level=type has one example per word"),
+    (["probe.mdl=true", "probe.level=type", "layer=rand"], "probe.mdl=true sends the labels of the training contexts; "
+                                                             "probe.level=type has one example per word"),
     (["task=upos", "probe=linear", "probe.rank=0"], "rank"),
     (["task=deprel", "probe=linear", "probe.rank=65"], "probe.rank=65 exceeds the feature dimension 64"),
-    (["task=upos", "probe.mdl_fractions=[0.5,0.2,1.0]"], "must increase and end with 1.0"),
+    (["task=upos", "probe.mdl_fractions=[0.5,0.2,1.0]"], "probe.mdl_fractions=[0.5, 0.2, 1.0] must increase"),
     (["task=jsonl", "task.path=/nonexistent/task.jsonl"], "task.jsonl"),
     (["export_elmo=/tmp/never"], None),
 ])

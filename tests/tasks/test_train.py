@@ -89,6 +89,8 @@ def test_an_interrupted_run_resumes_from_its_last_checkpoint(tmp_path, tiny, mon
     (["finetune.checkpoint_every_n_steps=2.5"], "finetune.checkpoint_every_n_steps=2.5 is not an integer >= 1"),
     (["trainer.accelerator=cpu", "trainer.devices=512"], "trainer.devices=512"),
     (["trainer.accelerator=cpu", "trainer.precision=16-mixed"], "trainer.precision=16-mixed"),
+    (["model.dtype=bf16"], "model.dtype=bf16, model.device_map=None: train.py loads the weights in float32"),
+    (["+model.gguf_file=m.gguf"], "is a GGUF file, which train.py does not fine-tune"),
 ])
 def test_bad_settings_are_refused_before_training(tmp_path, tiny, overrides, message):
     with pytest.raises(ConfigError, match="Fix:") as error:

@@ -13,24 +13,25 @@ from collections.abc import Sequence
 import numpy as np
 
 from probing.data.settings import require_bool, require_int
-from probing.errors import ConfigError, ProbingError
+from probing.errors import ConfigError, ProbingError, setting
 
 DEFAULT_FRACTIONS = (0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.0625, 0.125, 0.25, 0.5, 1.0)
 
 
 def check_fractions(fractions: Sequence[float] | None) -> tuple[float, ...]:
-    """The block ends as shares of the training data: increasing, in (0, 1], the last one 1.0 (`probe.mdl_fractions`);
-    None gives the paper's."""
+    """The block ends as shares of the training data: increasing, in (0, 1], the last one 1.0 (the setting
+    `mdl_fractions`); None gives the paper's."""
     if fractions is None:
         return DEFAULT_FRACTIONS
-    fix = "Fix: increasing shares in (0, 1] that end with 1.0, e.g. probe.mdl_fractions=[0.001,0.01,0.1,0.5,1.0]"
+    name = setting("mdl_fractions")
+    fix = f"Fix: increasing shares in (0, 1] that end with 1.0, e.g. {name}=[0.001,0.01,0.1,0.5,1.0]"
     if isinstance(fractions, (str, bytes)) or not isinstance(fractions, Sequence) or not fractions:
-        raise ConfigError(f"probe.mdl_fractions={fractions!r} is not a list of numbers. {fix}")
+        raise ConfigError(f"{name}={fractions!r} is not a list of numbers. {fix}")
     values = list(fractions)
     if any(isinstance(f, bool) or not isinstance(f, (int, float)) or not 0 < f <= 1 for f in values):
-        raise ConfigError(f"probe.mdl_fractions={values!r} holds a value that is not a number in (0, 1]. {fix}")
+        raise ConfigError(f"{name}={values!r} holds a value that is not a number in (0, 1]. {fix}")
     if any(b <= a for a, b in zip(values, values[1:])) or values[-1] != 1:
-        raise ConfigError(f"probe.mdl_fractions={values!r} must increase and end with 1.0 (the last block ends "
+        raise ConfigError(f"{name}={values!r} must increase and end with 1.0 (the last block ends "
                           f"with the whole training set). {fix}")
     return tuple(float(f) for f in values)
 
@@ -115,10 +116,10 @@ def summary(num_labels: int, ends: Sequence[int], block_bits: Sequence[float],
 
 
 class OnlineCode:
-    """The online code of one probe run (`probe.mdl=true`; built by `online_code`): the seed that orders the training
+    """The online code of one probe run (`probe.mdl`; built by `online_code`): the seed that orders the training
     examples before the blocks are cut (the examples take their positions in a permutation drawn from it, and an
     example's position decides its block, and so the prefix probes that train on it) and the block ends as shares of
-    the training set (`probe.mdl_fractions`). It gives the datamodule its order (`order`) and the probe module its
+    the training set (`mdl_fractions`). It gives the datamodule its order (`order`) and the probe module its
     block ends (`block_ends`), and computes the codelength once the probes are trained (`codelength`). The order is
     the same for the real and the control task and for every representation probed with the same seed."""
 
@@ -140,21 +141,23 @@ class OnlineCode:
         return module.codelength(datamodule.train_dataloader_in_order())
 
 
-def online_code(enabled: bool, fractions: Sequence[float] | None = DEFAULT_FRACTIONS, seed: int = 0,
+def online_code(mdl: bool, mdl_fractions: Sequence[float] | None = DEFAULT_FRACTIONS, seed: int = 0,
                 level: str = "context", reuse: object = None) -> OnlineCode | None:
-    """`probe.mdl`: the run's online code, or None when it is off (its settings are checked either way). Refused where
-    there is nothing to send: at probe.level=type (one example per word, not the labels of the training contexts),
-    and with saved probes (probe.reuse trains nothing, and the code is what training the prefix probes costs)."""
-    require_bool("probe.mdl", enabled)
-    code = OnlineCode(fractions, seed)
-    if not enabled:
+    """The run's online code (`probe.mdl`), or None when it is off (its settings are checked either way); the
+    settings are named as the probe's (`probe.mdl_fractions`, `probe.level`, `probe.reuse` in probe.py). Refused where
+    there is nothing to send: at the type level (one example per word, not the labels of the training contexts), and
+    with saved probes (reuse trains nothing, and the code is what training the prefix probes costs)."""
+    require_bool(setting("mdl"), mdl)
+    code = OnlineCode(mdl_fractions, seed)
+    if not mdl:
         return None
+    on, level_name, reuse_name = f"{setting('mdl')}=true", setting("level"), setting("reuse")
     if reuse:
-        raise ConfigError("probe.mdl=true trains the prefix probes of the online code; probe.reuse scores saved "
-                          "probes without training. Fix: probe.mdl=false or probe.reuse=null")
+        raise ConfigError(f"{on} trains the prefix probes of the online code; {reuse_name} scores saved "
+                          f"probes without training. Fix: {setting('mdl')}=false or {reuse_name}=null")
     if level != "context":
-        raise ConfigError("probe.mdl=true sends the labels of the training contexts; probe.level=type has one "
-                          "example per word instead. Fix: probe.level=context or probe.mdl=false")
+        raise ConfigError(f"{on} sends the labels of the training contexts; {level_name}=type has one "
+                          f"example per word instead. Fix: {level_name}=context or {setting('mdl')}=false")
     return code
 
 

@@ -21,7 +21,8 @@ from probing.analysis import Analysis, AnalysisInputs, analysis_device
 from probing.config import build
 from probing.data.settings import choose, optional_int, require_bool, require_int, require_number
 from probing.data.task_records import WORD_KINDS
-from probing.errors import ConfigError
+from probing.errors import ConfigError, setting, settings_under
+from probing.features.featurizers import featurizer_of
 from probing.features.provision import lock_wait_seconds
 from probing.probes.bits.information import majority_rates
 from probing.probes.components.batched_probes import BatchedProbes
@@ -68,20 +69,20 @@ class NeuronAnalysis(Analysis):
         self.encoder, self.configured_layers, self.store = dict(encoder), configured_layers, dict(store)
         self.seed = require_int("seed", seed)
         self.rankings = chosen_rankings(rankings, ranking, self.seed)
-        self.l1 = require_number("analysis.l1", l1, example="1e-3")
-        self.l2 = require_number("analysis.l2", l2, example="1e-3")
-        self.epochs = require_int("analysis.epochs", epochs, minimum=1)
-        self.patience = optional_int("analysis.patience", patience, minimum=1, null="every epoch")
-        self.min_delta = require_number("analysis.min_delta", min_delta, low=0.0, example="0.001")
-        self.batch_size = require_int("analysis.batch_size", batch_size, minimum=1)
-        self.lr = require_number("analysis.lr", lr, low=1e-12, example="1e-3")
-        self.ablation = choose("analysis.ablation", ablation, neurons.FILLS)
-        self.cross_check_hidden_dim = require_int("analysis.cross_check_hidden_dim", cross_check_hidden_dim,
+        self.l1 = require_number(setting("l1"), l1, example="1e-3")
+        self.l2 = require_number(setting("l2"), l2, example="1e-3")
+        self.epochs = require_int(setting("epochs"), epochs, minimum=1)
+        self.patience = optional_int(setting("patience"), patience, minimum=1, null="every epoch")
+        self.min_delta = require_number(setting("min_delta"), min_delta, low=0.0, example="0.001")
+        self.batch_size = require_int(setting("batch_size"), batch_size, minimum=1)
+        self.lr = require_number(setting("lr"), lr, low=1e-12, example="1e-3")
+        self.ablation = choose(setting("ablation"), ablation, neurons.FILLS)
+        self.cross_check_hidden_dim = require_int(setting("cross_check_hidden_dim"), cross_check_hidden_dim,
                                                   minimum=1)
         self.sparse_k = sparse_k_list(sparse_k)
-        self.sparse_candidates = require_int("analysis.sparse_candidates", sparse_candidates, minimum=1)
-        self.per_label = require_bool("analysis.per_label", per_label)
-        self.per_label_top = require_int("analysis.per_label_top", per_label_top, minimum=1)
+        self.sparse_candidates = require_int(setting("sparse_candidates"), sparse_candidates, minimum=1)
+        self.per_label = require_bool(setting("per_label"), per_label)
+        self.per_label_top = require_int(setting("per_label_top"), per_label_top, minimum=1)
         self.device = device
 
     def check_inputs(self, inputs: AnalysisInputs) -> None:
@@ -126,11 +127,11 @@ class NeuronAnalysis(Analysis):
 
     def check_sparse_within(self, num_neurons: int) -> None:
         """The sparse probes' k and candidates at most the layer's neurons (more would be recorded but not used)."""
-        for key, setting, largest in (("sparse_k", self.sparse_k, max(self.sparse_k)),
-                                      ("sparse_candidates", self.sparse_candidates, self.sparse_candidates)):
+        for key, value, largest in (("sparse_k", self.sparse_k, max(self.sparse_k)),
+                                    ("sparse_candidates", self.sparse_candidates, self.sparse_candidates)):
             if largest > num_neurons:
-                raise ConfigError(f"analysis.{key}={setting}: more than the layer's {num_neurons} neurons. Fix: "
-                                  f"analysis.{key} at most {num_neurons}")
+                raise ConfigError(f"{setting(key)}={value}: more than the layer's {num_neurons} neurons. Fix: "
+                                  f"{setting(key)} at most {num_neurons}")
 
     def word_inputs(self, layer: Any) -> ProbeInputs:
         """The task's words at `layer`, as probe.py reads them: its stores filled (or reused) and its datamodule
@@ -138,10 +139,10 @@ class NeuronAnalysis(Analysis):
         probing = WordProbing(data_name=self.data_name, name=self.task, source=self.source, module=None,
                               batch_size=self.batch_size, seed=self.seed)
         probing.load()
-        representation = EncoderLayer(build(OmegaConf.create(self.encoder), "features.encoder"), layer,
-                                      self.configured_layers)
+        representation = EncoderLayer(featurizer_of(self.encoder), layer, self.configured_layers)
         # analysis=neurons always runs as a multirun (conf/analysis/globals/neurons.yaml): null waits as there
-        store = {**self.store, "lock_wait_s": lock_wait_seconds(self.store.get("lock_wait_s"), in_multirun=True)}
+        with settings_under("store"):
+            store = {**self.store, "lock_wait_s": lock_wait_seconds(self.store.get("lock_wait_s"), in_multirun=True)}
         return probing.inputs(representation, store)
 
     def settings(self) -> dict[str, Any]:
@@ -236,9 +237,9 @@ def chosen_rankings(rankings: Mapping[str, Mapping[str, Any]], ranking: str | Se
     known = [name for name in rankings if name != CONTROL]
     unknown = [name for name in names if name not in known]
     if not names or unknown:
-        raise ConfigError(f"analysis.ranking={names}: {', '.join(map(str, unknown)) or 'no ranking'} is no ranking "
-                          "of analysis.rankings (the random control always runs). Fix: "
-                          f"analysis.ranking=[{','.join(known)}] or one of {', '.join(known)}")
+        raise ConfigError(f"{setting('ranking')}={names}: {', '.join(map(str, unknown)) or 'no ranking'} is no "
+                          f"ranking of {setting('rankings')} (the random control always runs). Fix: "
+                          f"{setting('ranking')}=[{','.join(known)}] or one of {', '.join(known)}")
     built = {}
     for name in [*dict.fromkeys(names), CONTROL]:
         node = dict(rankings[name])
@@ -249,14 +250,13 @@ def chosen_rankings(rankings: Mapping[str, Mapping[str, Any]], ranking: str | Se
 
 
 def sparse_k_list(values: Sequence[int]) -> list[int]:
-    """analysis.sparse_k: increasing neuron counts >= 1."""
+    """The analysis's `sparse_k`: increasing neuron counts >= 1."""
+    name = setting("sparse_k")
     if isinstance(values, (str, bytes)) or not isinstance(values, Sequence):
-        raise ConfigError(f"analysis.sparse_k={values!r} is not a list of neuron counts. Fix: "
-                          "analysis.sparse_k=[1,2,4,8,16]")
-    ks = [require_int("analysis.sparse_k", value, minimum=1) for value in values]
+        raise ConfigError(f"{name}={values!r} is not a list of neuron counts. Fix: {name}=[1,2,4,8,16]")
+    ks = [require_int(name, value, minimum=1) for value in values]
     if not ks or ks != sorted(set(ks)):
-        raise ConfigError(f"analysis.sparse_k={ks} must be increasing neuron counts. Fix: "
-                          "analysis.sparse_k=[1,2,4,8,16]")
+        raise ConfigError(f"{name}={ks} must be increasing neuron counts. Fix: {name}=[1,2,4,8,16]")
     return ks
 
 

@@ -16,7 +16,7 @@ import torch
 from torch import Tensor, nn
 
 from probing.data.settings import choose
-from probing.errors import ConfigError
+from probing.errors import ConfigError, setting
 from probing.probes.components.batched_probes import check_rank_within
 from probing.probes.components.families import ProbeFamily
 from probing.probes.components.scalar_mix import ScalarMix
@@ -102,14 +102,16 @@ def structural_map(family: ProbeFamily, kind: str) -> StructuralMap:
     """B of `kind` ("distance" or "depth") from the run's probe family: a structural probe is one linear map B, so
     another family, dropout and an elastic-net penalty, which it would not honour, are refused."""
     kind = choose("kind", kind, KINDS)
+    # the family's settings are named as parts of the argument `family` (probe.py: probe.module.<key>)
+    dropout, l1, l2 = setting("family.dropout"), setting("family.l1"), setting("family.l2")
     if not family.linear:
         raise ConfigError(f"the probe family {family.name}: a structural probe is a linear map B (Hewitt & Manning "
-                          "2019), of the linear family. Fix: probe=linear (the tree tasks' default), with probe.rank=r "
-                          "for B's rank")
+                          f"2019), of the linear family. Fix: probe=linear (the tree tasks' default), with "
+                          f"{setting('family.rank')}=r for B's rank")
     if family.dropout:
-        raise ConfigError(f"probe.module.dropout={family.dropout}: a structural probe is trained without dropout, as "
-                          "the reference. Fix: probe.module.dropout=0")
+        raise ConfigError(f"{dropout}={family.dropout}: a structural probe is trained without dropout, as "
+                          f"the reference. Fix: {dropout}=0")
     if family.l1 or family.l2:
-        raise ConfigError(f"probe.module.l1={family.l1}, probe.module.l2={family.l2}: a structural probe is trained "
-                          "without an elastic-net penalty. Fix: probe.module.l1=0 probe.module.l2=0")
+        raise ConfigError(f"{l1}={family.l1}, {l2}={family.l2}: a structural probe is trained "
+                          f"without an elastic-net penalty. Fix: {l1}=0 {l2}=0")
     return StructuralMap(kind, family)

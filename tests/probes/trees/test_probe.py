@@ -56,7 +56,7 @@ def test_the_loss_is_the_references_l1_normalised_by_squared_lengths():
 
 @pytest.mark.parametrize("settings,message", [
     ({"family": "mlp1"}, "the probe family mlp1: a structural probe is a linear map B"),
-    ({"family": "linear", "dropout": 0.1}, "probe.module.dropout=0.1"),
+    ({"family": "linear", "dropout": 0.1}, "^family.dropout=0.1"),
     ({"family": "linear", "rank": 0}, r"probe.rank=0 is not an integer >= 1"),
     ({"family": "linear", "rank": "abc"}, r"probe.rank='abc' is not an integer >= 1"),
     ({"family": "linear", "rank": 5}, r"probe.rank=5 exceeds the feature dimension 4"),
