@@ -8,15 +8,16 @@ from collections.abc import Iterable
 import lightning as L
 
 from probing.errors import ConfigError
+from probing.probes.controls import ControlPart
 
 
 class KeepBestWeights(L.Callback):
     """Keep, in memory, the weights of the epoch with the best value of `monitor`; load them back when fitting ends.
 
     The test split is then evaluated with the best-dev weights without writing checkpoints to disk (a probe is small;
-    a checkpoint per layer and seed would only fill the run folders). With `submodule`, only that attribute of the
-    LightningModule is kept and restored, so that two heads trained side by side (the real and the control task)
-    each get the weights of their own best epoch.
+    a checkpoint per layer and seed would only fill the run folders). With `submodule` (a path: `probes`,
+    `parts.control.probes`), only that submodule of the LightningModule is kept and restored, so that two heads
+    trained side by side (the real and the control task) each get the weights of their own best epoch.
     """
 
     def __init__(self, monitor: str = "dev/micro_f1", mode: str = "max", submodule: str | None = None):
@@ -45,7 +46,7 @@ class KeepBestWeights(L.Callback):
             self._target(pl_module).load_state_dict(self._best_state)
 
     def _target(self, pl_module: L.LightningModule):
-        return getattr(pl_module, self.submodule) if self.submodule else pl_module
+        return pl_module.get_submodule(self.submodule) if self.submodule else pl_module
 
 
 def best_weights_keeper(callbacks: Iterable[L.Callback]) -> KeepBestWeights:
@@ -72,7 +73,8 @@ def control_keeper(seen_split: bool) -> KeepBestWeights:
     """The control head's best-weights keeper. Dev words are unseen, so the control task's dev score is a prior-level
     floor and its best epoch is noise: scoring memorisation on seen words needs both heads trained alike, so with a
     seen split the control head keeps the weights of the real head's best epoch."""
-    return KeepBestWeights(monitor="dev/micro_f1" if seen_split else "dev/control_micro_f1", submodule="control_probes")
+    return KeepBestWeights(monitor="dev/micro_f1" if seen_split else "dev/control_micro_f1",
+                           submodule=ControlPart.HEAD)
 
 
 def best_epochs(callbacks: Iterable[L.Callback]) -> dict[str, int | None]:
@@ -81,6 +83,6 @@ def best_epochs(callbacks: Iterable[L.Callback]) -> dict[str, int | None]:
     callbacks = list(callbacks)
     epochs = {"best_epoch": best_weights_keeper(callbacks).best_epoch}
     for callback in callbacks:
-        if isinstance(callback, KeepBestWeights) and callback.submodule == "control_probes":
+        if isinstance(callback, KeepBestWeights) and callback.submodule == ControlPart.HEAD:
             epochs["control_best_epoch"] = callback.best_epoch
     return epochs

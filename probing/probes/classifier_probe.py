@@ -91,6 +91,7 @@ class ClassifierProbe(ProbeModule):
         self.end_bits("dev", keep=self.fitting)
 
     def on_test_epoch_end(self) -> None:
+        super().on_test_epoch_end()
         for split in TEST_SPLITS:
             self.end_bits(split)
 
@@ -101,9 +102,9 @@ class ClassifierProbe(ProbeModule):
     # --- bits (probing.probes.bits.information) -----------------------------------------------------------------
 
     def bit_heads(self) -> dict[str, nn.Module]:
-        """The heads trained on the task's or the control task's labels, by name: the task's, the control task's and
-        those of the parts."""
-        heads = {PROBES: self.probes, **({CONTROL_PROBES: self.control_probes} if self.has_control else {})}
+        """The heads trained on the task's or the control task's labels, by name: the task's, then those of the parts
+        (the control task's first)."""
+        heads = {PROBES: self.probes}
         for part in self.joined_parts():
             heads.update(part.bit_heads())
         return heads

@@ -1,9 +1,10 @@
-"""The attached parts of a probe module: what a kind adds beside its family's heads (the online code's prefix
-probes, the conditioning heads: `probing.probes.bits.parts`). A part is built once, from its settings, by its own
-constructor, which checks them; the module holds its parts in `parts` (an nn.ModuleDict, in the order they were
-built, which is the order their parameters were drawn in) and loops over them at each hook point: the training loss,
-the optimizer's parameter groups, what its task probes read, the dev pass, the end of fitting and the checkpoint. A
-module without a part carries none: nothing there is optional and tested for."""
+"""The attached parts of a probe module: what a kind adds beside its family's heads (the control task's head:
+`probing.probes.controls`; the online code's prefix probes, the conditioning heads: `probing.probes.bits.parts`). A
+part is built once, from its settings, by its factory, which checks them; the module holds its parts in `parts` (an
+nn.ModuleDict, in the order they were built, which is the order their parameters were drawn in) and loops over them at
+each hook point: the training loss, the optimizer's parameter groups, what its task probes read, the scores of each
+split, the end of fitting and the checkpoint. A module without a part carries none: nothing there is optional and
+tested for."""
 
 from __future__ import annotations
 
@@ -41,6 +42,16 @@ class ProbePart(nn.Module):
 
     def validation_batch(self, module: Any, batch: dict) -> None:
         """Take in one dev batch."""
+
+    def score_batch(self, module: Any, split: str, batch: dict) -> None:
+        """The part's metrics of `split` take in a batch (after the module's)."""
+
+    def split_scores(self, module: Any, split: str, scores: dict[str, Any]) -> dict[str, Any]:
+        """What the part adds to the scores of `split` (`scores`: the module's and those of the parts before it)."""
+        return {}
+
+    def log_scores(self, module: Any, split: str, scores: dict[str, Any]) -> None:
+        """Log the part's scores of `split` (`scores`: all of the split's)."""
 
     def end_validation(self, epoch: int, keep: bool) -> None:
         """The dev pass of `epoch` ended (`keep`: a fitting epoch's)."""

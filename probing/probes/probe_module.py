@@ -7,8 +7,6 @@ See docs/development.md, 'Inside a probe run'.
 
 from __future__ import annotations
 
-import functools
-import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -18,15 +16,12 @@ from lightning.pytorch.trainer.states import TrainerFn
 from torch import Tensor, nn
 
 from probing.data.settings import choose
-from probing.data.splits import TEST_SPLITS
-from probing.devices import has_native_bf16
+from probing.data.splits import EVAL_SPLITS, TEST_SPLITS
 from probing.errors import ProbingError
+from probing.probes.controls import ControlPart, control_part
 from probing.probes.parts import ProbePart
+from probing.probes.saved import current_names
 from probing.vocabulary import LEVELS
-
-log = logging.getLogger(__name__)
-
-CONTROL = "control"
 
 
 class ProbeModule(lightning.LightningModule):
@@ -49,9 +44,12 @@ class ProbeModule(lightning.LightningModule):
         self.mix_options = {key: value for key, value in self.mix_settings.items() if key != "lr"}
         self.mix_lr = self.mix_settings.get("lr")
         self.probes = self.build_head(input_dim)
-        self.control_probes = self.build_head(input_dim) if control else None
-        # the attached parts (`probing.probes.parts`), in the order they are built; a subclass attaches them
+        # the probes' metrics of each split scored (`new_scores`)
+        self.metrics = nn.ModuleDict({split: self.new_scores() for split in EVAL_SPLITS})
+        # the attached parts (`probing.probes.parts`), in the order they are built (the order their heads draw their
+        # weights in): the control task's here, right after the task's probes; a subclass attaches its own
         self.parts = nn.ModuleDict()
+        self.attach(control_part(control, self))
         self.split_metrics: dict[str, dict] = {}
         self.score_warnings: list[str] = []
 
@@ -65,10 +63,34 @@ class ProbeModule(lightning.LightningModule):
         """The loss of one head's output on the batch's targets (the control task's with `control`)."""
         raise NotImplementedError
 
-    def _update_metrics(self, split: str, batch: dict) -> None:
+    def new_scores(self) -> nn.Module:
+        """The metrics of one head on one split (the task's probes' or a part's head's)."""
         raise NotImplementedError
 
-    def _log_split(self, split: str) -> None:
+    def update_scores(self, metrics: nn.Module, head: nn.Module, batch: dict, control: bool, split: str) -> None:
+        """`metrics` take in `head`'s outputs on a batch of `split` and its targets (the control task's with
+        `control`)."""
+        raise NotImplementedError
+
+    def scored(self, metrics: nn.Module) -> bool:
+        """Whether `metrics` took in a batch since they were last computed."""
+        raise NotImplementedError
+
+    def computed(self, metrics: nn.Module) -> dict[str, Any]:
+        """The scores of `metrics` (computed, synced across processes) as plain values; the metrics reset."""
+        raise NotImplementedError
+
+    def log_scores(self, split: str, scores: dict[str, Any]) -> None:
+        """Log the probes' scores of `split` (`scores` also holds those the parts added)."""
+        raise NotImplementedError
+
+    def selectivity(self, scores: dict[str, Any], control: dict[str, Any]) -> dict[str, Any]:
+        """What a split's scores gain from the control task's (`control`, its head's scores): the control scores and
+        the selectivities (real - control) that this kind of probe reports."""
+        raise NotImplementedError
+
+    def control_logs(self, scores: dict[str, Any]) -> dict[str, Any]:
+        """The control task's scores of a split logged, by logged name (a None value is not logged)."""
         raise NotImplementedError
 
     # --- shared -----------------------------------------------------------------------------------------------------
@@ -81,7 +103,8 @@ class ProbeModule(lightning.LightningModule):
 
     @property
     def has_control(self) -> bool:
-        return self.control_probes is not None
+        """Whether the control task's part is attached (its targets are columns of the online code's)."""
+        return ControlPart.NAME in self.parts
 
     @property
     def optimizer(self) -> Any:
@@ -115,17 +138,11 @@ class ProbeModule(lightning.LightningModule):
         """The parts in the order their losses and parameter groups join the module's (`ProbePart.ORDER`)."""
         return sorted(self.parts.values(), key=lambda part: part.ORDER)
 
-    def on_fit_start(self) -> None:
-        note_precision(str(self.trainer.precision), self.device)
-
     def training_step(self, batch: dict, batch_idx: int) -> Tensor:
-        """The task's loss + the control task's + the heads' penalties (and the losses of the parts). The heads share
+        """The task's loss + the probes' penalty + the losses of the parts (the control task's first). The heads share
         no parameter, so each gets the gradient it would get alone."""
         features = self.probed(batch["features"])
         loss = self.task_loss(self.probes(features), batch, control=False) + self.probes.penalty()
-        if self.control_probes is not None:
-            loss = loss + self.task_loss(self.control_probes(features), batch, control=True)
-            loss = loss + self.control_probes.penalty()
         for part in self.joined_parts():
             loss = part.add_loss(loss, self, features, batch)
         return self.checked_loss(loss, batch_idx, features.shape[0])
@@ -149,8 +166,7 @@ class ProbeModule(lightning.LightningModule):
 
     def trained_heads(self) -> list[nn.Module]:
         """Every head the optimizer steps, in the order of its parameter groups."""
-        heads = [self.probes] + ([self.control_probes] if self.control_probes is not None else [])
-        return heads + [head for part in self.joined_parts() for head in part.trained_heads()]
+        return [self.probes] + [head for part in self.joined_parts() for head in part.trained_heads()]
 
     def configure_optimizers(self) -> torch.optim.Optimizer:
         return self.optimizer([group for head in self.trained_heads() for group in head.parameter_groups(self.mix_lr)])
@@ -160,15 +176,38 @@ class ProbeModule(lightning.LightningModule):
         return {} if self.probes.mix is None else self.probes.mix.summary()
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
-        self._update_metrics("dev", batch)
+        self.score_batch("dev", batch)
         for part in self.parts.values():
             part.validation_batch(self, batch)
 
     def test_step(self, batch: dict, batch_idx: int, dataloader_idx: int = 0) -> None:
-        self._update_metrics(TEST_SPLITS[dataloader_idx], batch)
+        self.score_batch(TEST_SPLITS[dataloader_idx], batch)
+
+    def on_test_epoch_end(self) -> None:
+        for split in TEST_SPLITS:
+            self.log_split(split)
+
+    def score_batch(self, split: str, batch: dict) -> None:
+        """The probes' metrics of `split` take in a batch, then the parts' heads'."""
+        self.update_scores(self.metrics[split], self.probes, batch, control=False, split=split)
+        for part in self.parts.values():
+            part.score_batch(self, split, batch)
+
+    def log_split(self, split: str) -> None:
+        """A scored split's scores, with those the parts add (the control task's), into `split_metrics[split]`, and
+        logged (<split>/<score>)."""
+        if not self.scored(self.metrics[split]):
+            return
+        scores = self.computed(self.metrics[split])
+        for part in self.parts.values():
+            scores |= part.split_scores(self, split, scores)
+        self.split_metrics[split] = scores
+        self.log_scores(split, scores)
+        for part in self.parts.values():
+            part.log_scores(self, split, scores)
 
     def on_validation_epoch_end(self) -> None:
-        self._log_split("dev")
+        self.log_split("dev")
         for part in self.parts.values():
             part.end_validation(self.current_epoch, keep=self.fitting)
 
@@ -181,6 +220,9 @@ class ProbeModule(lightning.LightningModule):
             part.save_state(checkpoint)
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
+        """Read a checkpoint (before Lightning loads its weights: those of older versions are renamed first)."""
+        if "state_dict" in checkpoint:
+            checkpoint["state_dict"] = current_names(checkpoint["state_dict"])
         for part in self.parts.values():
             part.load_state(checkpoint)
 
@@ -189,17 +231,3 @@ class ProbeModule(lightning.LightningModule):
         """A fitting epoch's dev pass (not the sanity check, nor a validation after fitting)."""
         return not self.trainer.sanity_checking and self.trainer.state.fn == TrainerFn.FITTING
 
-
-@functools.cache  # once per process: the fresh probes of an erasure and the run's probe share it
-def note_precision(precision: str, device: torch.device) -> None:
-    """bf16 training on a device without bf16 arithmetic units is correct but emulated, many times slower than
-    float32 (on CPU: no AVX-512 BF16 or AMX): a warning. float32 on a CPU with them: a one-line hint, as bf16-mixed
-    trains the default probe run 2.3 times as fast there at the same F1 within the seeds' spread (bench/probe_run.py).
-    It stays opt-in so that a command gives the same numbers on every machine (a default that followed the hardware
-    would make a laptop's table differ from a cluster's)."""
-    if precision.startswith("bf16") and not has_native_bf16(device):
-        log.warning("trainer.precision=%s: this %s has no bf16 arithmetic units, so bf16 is emulated and slower than "
-                    "float32 here (the scores are unaffected). Fix: trainer.precision=32-true on this machine",
-                    precision, device.type)
-    elif precision.startswith("32") and device.type == "cpu" and has_native_bf16(device):
-        log.info("this CPU has bf16 units: trainer.precision=bf16-mixed trains the probes about twice as fast")

@@ -27,17 +27,23 @@ from probing.features.tensor_files import (
     write_tensor_file,
 )
 from probing.probes.components import families
+from probing.probes.controls import ControlPart
 
 log = logging.getLogger(__name__)
 
 PROBES_FILE = "probes.safetensors"
-# 3: the recorded hash covers the metadata and the tensors (HASH_KEY); 2: it covers the tensors only
-# (TENSORS_HASH_KEY), or is missing. Both store each head's w1 (C, H, D) and w2 (C, 2, H), probe k's nn.Linear
-# weights; format 1 stored them transposed, (C, D, H) and (C, H, 2), and is converted when read.
-FORMAT = 3
-FORMATS = (1, 2, FORMAT)
+# 4: the control task's head is named as the module's part holds it (parts.control.probes.*); 3: the recorded hash
+# covers the metadata and the tensors (HASH_KEY); 2: it covers the tensors only (TENSORS_HASH_KEY), or is missing.
+# 2 to 4 store each head's w1 (C, H, D) and w2 (C, 2, H), probe k's nn.Linear weights; format 1 stored them
+# transposed, (C, D, H) and (C, H, 2), and is converted when read. Formats 1 to 3 named the control head
+# control_probes.*: renamed when read (`RENAMED`).
+FORMAT = 4
+FORMATS = (1, 2, 3, FORMAT)
+HASHED_FORMATS = (3, FORMAT)  # the formats whose files record HASH_KEY
 TRANSPOSED_IN_FORMAT_1 = ("mlps.w1", "mlps.w2")
-HEADS = ("probes", "control_probes")
+HEADS = ("probes.", f"{ControlPart.HEAD}.")  # the saved heads: the names of their tensors start so
+# The names of older versions' tensors (and Lightning checkpoints' weights): the start of a name -> today's.
+RENAMED = {"control_probes.": f"{ControlPart.HEAD}."}
 # What must agree between the saved probes and the features they score (the model may differ: that is the point).
 MUST_MATCH = ("level", "classes", "feature_dim", *FeatureIdentity.beyond_the_model(), "num_layers")
 METADATA_KEY = "probing"  # format 3 records the hash of this string and the tensors under HASH_KEY
@@ -56,7 +62,21 @@ class SavedProbes:
 
     @property
     def has_control(self) -> bool:
-        return any(name.startswith("control_probes.") for name in self.state_dict)
+        return any(name.startswith(f"{ControlPart.HEAD}.") for name in self.state_dict)
+
+
+def saved_head(name: str) -> str | None:
+    """The saved head (of HEADS) that the tensor `name` belongs to; None for the module's other tensors."""
+    return next((head for head in HEADS if name.startswith(head)), None)
+
+
+def current_names(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """`state` with the tensor names of older versions (`RENAMED`) renamed to today's."""
+    def current(name: str) -> str:
+        old = next((old for old in RENAMED if name.startswith(old)), None)
+        return name if old is None else RENAMED[old] + name[len(old):]
+
+    return {current(name): tensor for name, tensor in state.items()}
 
 
 def storage_dtype(precision: str) -> torch.dtype:
@@ -75,7 +95,7 @@ def save_probes(module: torch.nn.Module, path: Path, about: Mapping[str, Any],
     """Write both heads' weights (floating-point tensors in `dtype`), `about` and the hash of both to `path`
     atomically (a half-written file is never left behind). Loading casts them back to the module's dtype."""
     tensors = {name: tensor.detach().cpu().to(dtype if tensor.is_floating_point() else tensor.dtype).contiguous()
-               for name, tensor in module.state_dict().items() if name.split(".", 1)[0] in HEADS}
+               for name, tensor in module.state_dict().items() if saved_head(name)}
     about = {**about, "storage_dtype": str(dtype).removeprefix("torch.")}
     return write_tensor_file(path, tensors, file_metadata(about, tensors))
 
@@ -98,7 +118,7 @@ def load_probes(path: Path) -> SavedProbes:
     if about["format"] == 1:
         state = {name: tensor.transpose(-1, -2).contiguous() if name.endswith(TRANSPOSED_IN_FORMAT_1) else tensor
                  for name, tensor in state.items()}
-    return SavedProbes(Path(path), about, state)
+    return SavedProbes(Path(path), about, current_names(state))
 
 
 def check_about(about: Any, path: Path) -> None:
@@ -120,11 +140,11 @@ def check_contents(metadata: Mapping[str, str], state: Mapping[str, torch.Tensor
     """Refuse a file whose metadata or tensors do not match the hash recorded with them. A file that records the hash
     of this format is checked whatever format its metadata claim (an edit of the format is a change too); older
     files are read with a warning (see `check_older_file`)."""
-    if HASH_KEY not in metadata and file_format != FORMAT:
+    if HASH_KEY not in metadata and file_format not in HASHED_FORMATS:
         check_older_file(state, metadata.get(TENSORS_HASH_KEY), file_format, path)
     elif HASH_KEY not in metadata:
-        raise ProbingError(f"{path}: its metadata say probes file format {FORMAT}, but the hash that format records "
-                           f"is missing {CHANGED}. {RERUN_FIX}")
+        raise ProbingError(f"{path}: its metadata say probes file format {file_format}, but the hash that format "
+                           f"records is missing {CHANGED}. {RERUN_FIX}")
     elif not hash_matches(metadata, state, METADATA_KEY):
         raise ProbingError(f"{path}: its metadata or tensors do not match the hash recorded when the file was written "
                            f"{CHANGED}. {RERUN_FIX}")
@@ -151,10 +171,9 @@ def check_older_file(state: Mapping[str, torch.Tensor], recorded: str | None, fi
 def load_into(module: torch.nn.Module, saved: SavedProbes) -> None:
     """Load the saved weights of the heads that `module` has into it; names and shapes must be those it expects
     (otherwise one ProbingError naming the file, rather than torch's report)."""
-    expected = {name: tensor.shape for name, tensor in module.state_dict().items()
-                if name.split(".", 1)[0] in HEADS}
-    heads = {name.split(".", 1)[0] for name in expected}
-    given = {name: tensor for name, tensor in saved.state_dict.items() if name.split(".", 1)[0] in heads}
+    expected = {name: tensor.shape for name, tensor in module.state_dict().items() if saved_head(name)}
+    heads = {saved_head(name) for name in expected}
+    given = {name: tensor for name, tensor in saved.state_dict.items() if saved_head(name) in heads}
     wrong = [f"{name} {shape_of(given.get(name))} (expected {tuple(shape)})" for name, shape in expected.items()
              if name not in given or given[name].shape != shape]
     wrong += [f"{name} (not a weight of these probes)" for name in given if name not in expected]

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from probing.data.splits import EVAL_SPLITS, TEST_SPLITS
 from probing.probes.classifier_probe import ClassifierProbe
 from probing.probes.components.probe_head import ProbeHead
 from probing.probes.metrics import SClassMetrics, TypeLevelMetrics
-from probing.probes.probe_module import CONTROL
 
 
 class SClassProbe(ClassifierProbe):
@@ -54,12 +50,6 @@ class SClassProbe(ClassifierProbe):
 
     SCORES = ("micro_f1", "n_combinations", "n_contexts", "selectivity", "control_micro_f1")  # a run's headline scores
 
-    def __init__(self, **contract: Any):
-        super().__init__(**contract)
-        metric = SClassMetrics if self.level == "context" else TypeLevelMetrics
-        metric_names = [*EVAL_SPLITS, *(f"{split}_{CONTROL}" for split in EVAL_SPLITS if self.has_control)]
-        self.metrics = nn.ModuleDict({name: metric(self.num_classes) for name in metric_names})
-
     def probe_shape(self) -> tuple[int, int]:
         """C binary probes."""
         return len(self.labels), 2
@@ -93,49 +83,43 @@ class SClassProbe(ClassifierProbe):
 
     def mdl_targets(self, batch: dict) -> Tensor:
         """(B, C) or (B, 2C) int64: the C binary decisions of each context, then its control decisions."""
-        targets = [self.targets(batch)] + ([self.targets(batch, control=True)] if self.control_probes else [])
+        targets = [self.targets(batch)] + ([self.targets(batch, control=True)] if self.has_control else [])
         return torch.cat(targets, dim=1).long()
 
     def mdl_columns(self) -> tuple[int, slice, slice | None]:
         """K = 2 (each s-class probe's decision); the C task columns, then the C control columns."""
         c = self.num_classes
-        return 2, slice(0, c), slice(c, 2 * c) if self.control_probes is not None else None
+        return 2, slice(0, c), slice(c, 2 * c) if self.has_control else None
 
-    def on_test_epoch_end(self) -> None:
-        for split in TEST_SPLITS:
-            if self.metrics[split].update_called:
-                self._log_split(split)
-        super().on_test_epoch_end()
+    def new_scores(self) -> nn.Module:
+        """Zhao's combination-level micro-F1 (context level), or micro-F1 over word x class decisions (type level)."""
+        return (SClassMetrics if self.level == "context" else TypeLevelMetrics)(self.num_classes)
 
-    def _update_metrics(self, split: str, batch: dict) -> None:
-        features = batch["features"]
-        self._update_one(self.metrics[split], self.predict_positive_prob(features), batch, "")
-        if self.control_probes is not None:
-            prob = self.predict_positive_prob(features, self.control_probes)
-            self._update_one(self.metrics[f"{split}_{CONTROL}"], prob, batch, "control_")
-
-    def _update_one(self, metric, prob: Tensor, batch: dict, prefix: str) -> None:
+    def update_scores(self, metrics: nn.Module, head: nn.Module, batch: dict, control: bool, split: str) -> None:
+        prob, prefix = self.predict_positive_prob(batch["features"], head), "control_" if control else ""
         if self.level == "type":
-            metric.update(prob, batch[f"{prefix}targets"])
+            metrics.update(prob, batch[f"{prefix}targets"])
         else:
-            metric.update(prob, batch[f"{prefix}label"], batch[f"{prefix}combination"])
+            metrics.update(prob, batch[f"{prefix}label"], batch[f"{prefix}combination"])
 
-    def _compute(self, name: str) -> dict:
-        """Compute (synced across processes) and reset one metric."""
-        metrics = self.metrics[name].compute()
-        self.metrics[name].reset()
-        return metrics
+    def scored(self, metrics: nn.Module) -> bool:
+        return metrics.update_called
 
-    def _log_split(self, split: str) -> None:
-        metrics = self._compute(split)
-        if self.control_probes is not None:
-            metrics.update(with_selectivity(metrics, self._compute(f"{split}_{CONTROL}")))
-        self.split_metrics[split] = metrics
-        self.log(f"{split}/micro_f1", metrics["micro_f1"], prog_bar=split == "dev")
-        self.log(f"{split}/context_accuracy", metrics["context_accuracy"])
-        if self.control_probes is not None:
-            self.log(f"{split}/control_micro_f1", metrics["control_micro_f1"])
-            self.log(f"{split}/selectivity", metrics["selectivity"], prog_bar=split == "dev")
+    def computed(self, metrics: nn.Module) -> dict:
+        scores = metrics.compute()
+        metrics.reset()
+        return scores
+
+    def log_scores(self, split: str, scores: dict) -> None:
+        self.log(f"{split}/micro_f1", scores["micro_f1"], prog_bar=split == "dev")
+        self.log(f"{split}/context_accuracy", scores["context_accuracy"])
+
+    def selectivity(self, scores: dict, control: dict) -> dict:
+        return with_selectivity(scores, control)
+
+    def control_logs(self, scores: dict) -> dict:
+        """dev/control_micro_f1 (the control head's keeper monitors it) and the selectivity."""
+        return {"control_micro_f1": scores["control_micro_f1"], "selectivity": scores["selectivity"]}
 
 
 def with_selectivity(real: dict, control: dict) -> dict:

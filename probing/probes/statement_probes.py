@@ -20,6 +20,7 @@ from probing.errors import ConfigError
 from probing.features.provision import ensure_features
 from probing.probes import erased_features
 from probing.probes.bits.mdl import OnlineCode
+from probing.probes.controls import ControlPart
 from probing.probes.datamodule import ProbingDataModule, read_every_word_store
 from probing.probes.probe_module import ProbeModule
 from probing.probes.representations import EncoderLayer, LayerMix, ProbeInputs, described_featurizer, features_about
@@ -146,8 +147,8 @@ class StatementProbing(WordProbing):
         train = inputs.datamodule.splits["train"]
         features = train.features(train.rows, None)
         heads = [(module.probes, train.tensors["label"])]
-        if module.control_probes is not None:
-            heads.append((module.control_probes, train.tensors["control_label"]))
+        if module.has_control:  # the control task's part's head, fitted on the control labels
+            heads.append((module.parts[ControlPart.NAME].probes, train.tensors["control_label"]))
         for head, labels in heads:
             weight, bias = self.family.fit(features, labels, len(inputs.classes))
             with torch.no_grad():

@@ -20,9 +20,10 @@ from probing.data.word_tasks import read_word_task
 from probing.erasure import applied
 from probing.erasure.file import ERASER_FILE
 from probing.erasure.setup import ErasureSetup
-from probing.errors import ConfigError, settings_named
+from probing.errors import ConfigError, setting, settings_named, settings_under
 from probing.probes import erased_features
 from probing.probes.bits.mdl import DEFAULT_FRACTIONS, online_code
+from probing.probes.bits.parts import check_conditioning, check_online_code
 from probing.probes.callbacks import (
     KeepBestWeights,
     best_epochs,
@@ -31,7 +32,7 @@ from probing.probes.callbacks import (
     training_warnings,
 )
 from probing.probes.components.families import ProbeFamily
-from probing.probes.controls import NO_CONTROL_TASK, ControlTask
+from probing.probes.controls import NO_CONTROL_TASK, ControlPart, ControlTask
 from probing.probes.probe_module import ProbeModule
 from probing.probes.representations import ProbeInputs, features_about
 from probing.probes.saved import (
@@ -76,11 +77,13 @@ class TaskProbing:
         self.erase, self.condition_on = erase, condition_on
         self.erasure: applied.Erasure | None = None  # what `erase` did, once the inputs are built
         self.control = control or NO_CONTROL_TASK
-        self.control.check_level(level)
-        self.seed = require_int("seed", seed)
+        with settings_under("control"):
+            self.control.check_level(level)
+        self.seed = require_int(setting("seed"), seed)
         self.online_code = online_code(mdl, mdl_fractions, self.seed, level, reuse)
-        self.batch_size = require_int("probe.batch_size", batch_size, minimum=1)
-        self.level, self.reuse, self.pair_product = level, reuse, require_bool("probe.pair_product", pair_product)
+        self.batch_size = require_int(setting("batch_size"), batch_size, minimum=1)
+        self.level, self.reuse = level, reuse
+        self.pair_product = require_bool(setting("pair_product"), pair_product)
         if family is not None and family.closed_form and not self.CLOSED_FORM:
             raise ConfigError(f"probe={family.name} is fitted in closed form on one vector per text, and task={name} "
                               "trains its probes by gradient steps. Fix: probe=linear, or task=truth")
@@ -215,9 +218,7 @@ class WordProbing(TaskProbing):
     def __init__(self, data_name: str, **shared: Any):
         super().__init__(**shared)
         refuse_settings_of_sclass(self.name, self.level, self.reuse, self.control)
-        if self.erase is not None and self.condition_on is not None:
-            raise ConfigError(f"erase= and probe.condition_on={self.condition_on} together: an eraser is fitted on "
-                              "one representation, not on a concatenation. Fix: erase=none or probe.condition_on=null")
+        check_conditioning(self.condition_on, self.erase)
         self.data_name = str(data_name)
         self.data = None
 
@@ -277,9 +278,7 @@ class TreeProbing(TaskProbing):
         refuse_erasure(self.name, self.erase)
         refuse_conditioning(self.name, self.condition_on)
         self.network = structural_map(self.family, kind)
-        if self.online_code is not None:
-            raise ConfigError("probe.mdl=true sends labels with the online code; a tree probe predicts distances. "
-                              "Fix: probe.mdl=false")
+        check_online_code(self.online_code, labels=False)
         self.kind, self.data = kind, None
 
     def new_module(self, inputs: ProbeInputs) -> ProbeModule:
@@ -310,7 +309,7 @@ class TreeProbing(TaskProbing):
         """The control probe keeps the weights of its own least dev loss."""
         if self.control.seed is None:
             return []
-        return [KeepBestWeights(monitor="dev/control_loss", mode="min", submodule="control_probes")]
+        return [KeepBestWeights(monitor="dev/control_loss", mode="min", submodule=ControlPart.HEAD)]
 
     def results(self, module: ProbeModule, inputs: ProbeInputs) -> dict[str, Any]:
         datamodule = inputs.datamodule
@@ -325,13 +324,14 @@ def refuse_settings_of_sclass(task: str, level: str, reuse: str | None, control:
     """What only the s-class task has: type-level probing, saved probes, a seen split (a word or tree task's dev and
     test already hold words seen in training)."""
     if reuse:
-        raise ConfigError(f"probe.reuse scores saved s-class probes; task={task} trains its own. Fix: probe.reuse=null")
+        raise ConfigError(f"{setting('reuse')} scores saved s-class probes; task={task} trains its own. Fix: "
+                          f"{setting('reuse')}=null")
     if level != "context":
-        raise ConfigError(f"probe.level={level} is a setting of the s-class task (type-level probing); task={task} "
-                          "probes the words of whole sentences in context. Fix: probe.level=context")
-    if control.seen_fraction:
-        raise ConfigError(f"probe.control_task.seen_fraction holds out s-class contexts; task={task}'s dev and test "
-                          "already hold words seen in training. Fix: seen_fraction=0")
+        raise ConfigError(f"{setting('level')}={level} is a setting of the s-class task (type-level probing); "
+                          f"task={task} probes the words of whole sentences in context. "
+                          f"Fix: {setting('level')}=context")
+    with settings_under("control"):
+        control.refuse_seen_split(task)
 
 
 def refuse_erasure(task: str, erase: ErasureSetup | None) -> None:
@@ -342,18 +342,18 @@ def refuse_erasure(task: str, erase: ErasureSetup | None) -> None:
 
 
 def refuse_pair_product(task: str, pair_product: Any) -> None:
-    """probe.pair_product joins the two words of a word-pair task's examples: a task without pairs refuses it."""
-    if require_bool("probe.pair_product", pair_product):
-        raise ConfigError(f"probe.pair_product=true multiplies the two words of a pair, and task={task} has no word "
-                          "pairs. Fix: probe.pair_product=false, or a word-pair task (task=deprel)")
+    """`pair_product` joins the two words of a word-pair task's examples: a task without pairs refuses it."""
+    if require_bool(setting("pair_product"), pair_product):
+        raise ConfigError(f"{setting('pair_product')}=true multiplies the two words of a pair, and task={task} has no "
+                          f"word pairs. Fix: {setting('pair_product')}=false, or a word-pair task (task=deprel)")
 
 
 def refuse_conditioning(task: str, condition_on: Any) -> None:
     """Conditional probing compares the cross-entropies of multi-class probes on X and on [X; R]: a word task's."""
     if condition_on is not None:
-        raise ConfigError(f"probe.condition_on={condition_on} conditions a word task's probe on another "
-                          f"representation; task={task} is not a word task. Fix: probe.condition_on=null, or task=upos "
-                          "(xpos, deprel, feats, ner, pos, supersense, jsonl)")
+        raise ConfigError(f"{setting('condition_on')}={condition_on} conditions a word task's probe on another "
+                          f"representation; task={task} is not a word task. Fix: {setting('condition_on')}=null, or "
+                          "task=upos (xpos, deprel, feats, ner, pos, supersense, jsonl)")
 
 
 def check_probing_task(task_name: str, probing: Any) -> None:

@@ -3,16 +3,12 @@ and the prefix probes of the MDL online code (Voita & Titov 2020 §2.2) trained 
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score, MulticlassStatScores
 
-from probing.data.splits import EVAL_SPLITS, TEST_SPLITS
 from probing.probes.classifier_probe import ClassifierProbe
-from probing.probes.probe_module import CONTROL
 
 
 class WordProbe(ClassifierProbe):
@@ -23,10 +19,11 @@ class WordProbe(ClassifierProbe):
     `control_label` (B,) (Hewitt & Liang's control task: a label per word type); with `mdl_block_ends` the training
     batches also carry `order` (B,) int64, the example's position in the seeded MDL order (`probing.probes.bits.mdl`).
 
-    Heads: `probes` (the task's probe, a `ProbeHead` of one K-way probe), `control_probes` (the same, for the
-    control task) and, with MDL, the online code's part (`OnlineCodePart`) and its `PrefixProbes`: one target column
-    for the task's labels and, with the control task, one for the control labels (S = len(mdl_block_ends) blocks,
-    S-1 prefix probes per column). Family, size and dropout are those of the task probe.
+    Heads: `probes` (the task's probe, a `ProbeHead` of one K-way probe), the control task's part's (`ControlPart`:
+    the same, for the control task) and, with MDL, the online code's part (`OnlineCodePart`) and its `PrefixProbes`:
+    one target column for the task's labels and, with the control task, one for the control labels
+    (S = len(mdl_block_ends) blocks, S-1 prefix probes per column). Family, size and dropout are those of the task
+    probe.
 
     Training: every batch is drawn from the whole training set, and all probes train in the same steps. The loss is
     the task's mean cross-entropy + the control task's + the sum over prefix probes of each one's mean cross-entropy
@@ -57,11 +54,6 @@ class WordProbe(ClassifierProbe):
 
     SCORES = ("accuracy", "macro_f1", "selectivity", "control_accuracy")  # a run's headline scores
 
-    def __init__(self, **contract: Any):
-        super().__init__(**contract)
-        names = [*EVAL_SPLITS, *(f"{split}_{CONTROL}" for split in EVAL_SPLITS if self.has_control)]
-        self.metrics = nn.ModuleDict({name: split_metrics(self.num_labels) for name in names})
-
     def probe_shape(self) -> tuple[int, int]:
         """One K-way probe."""
         return 1, len(self.labels)
@@ -78,21 +70,17 @@ class WordProbe(ClassifierProbe):
         labels = [batch["label"]] + ([batch["control_label"]] if self.has_control else [])
         return torch.stack(labels, dim=1)
 
-    def on_test_epoch_end(self) -> None:
-        for split in TEST_SPLITS:
-            if self.metrics[split]["accuracy"].update_called:
-                self._log_split(split)
-        super().on_test_epoch_end()
+    def new_scores(self) -> nn.ModuleDict:
+        return split_metrics(self.num_labels)
 
-    def _update_metrics(self, split: str, batch: dict) -> None:
-        features = self.probed(batch["features"])
-        update(self.metrics[split], self.probes(features)[:, 0], batch["label"])
-        if self.control_probes is not None:
-            update(self.metrics[f"{split}_{CONTROL}"], self.control_probes(features)[:, 0], batch["control_label"])
+    def update_scores(self, metrics: nn.Module, head: nn.Module, batch: dict, control: bool, split: str) -> None:
+        update(metrics, head(self.probed(batch["features"]))[:, 0], batch["control_label" if control else "label"])
 
-    def _compute(self, name: str) -> dict:
-        """Compute (synced across processes) and reset one split's metrics, as plain Python values."""
-        metrics = self.metrics[name]
+    def scored(self, metrics: nn.Module) -> bool:
+        return metrics["accuracy"].update_called
+
+    def computed(self, metrics: nn.Module) -> dict:
+        """accuracy, macro_f1, per_label_f1, n_examples."""
         accuracy, macro_f1 = float(metrics["accuracy"].compute()), float(metrics["macro_f1"].compute())
         stats = metrics["stats"].compute()  # (K, 5): tp, fp, tn, fn, support
         for metric in metrics.values():
@@ -104,22 +92,19 @@ class WordProbe(ClassifierProbe):
         return {"accuracy": accuracy, "macro_f1": macro_f1, "per_label_f1": per_label,
                 "n_examples": int(support.sum())}
 
-    def _log_split(self, split: str) -> None:
-        if not self.metrics[split]["accuracy"].update_called:
-            return
-        metrics = self._compute(split)
-        if self.control_probes is not None:
-            control = self._compute(f"{split}_{CONTROL}")
-            metrics |= {"control_accuracy": control["accuracy"], "control_macro_f1": control["macro_f1"],
-                        "selectivity": metrics["accuracy"] - control["accuracy"]}
-        self.split_metrics[split] = metrics
-        self.log(f"{split}/micro_f1", metrics["accuracy"], prog_bar=split == "dev")
-        self.log(f"{split}/accuracy", metrics["accuracy"])
-        self.log(f"{split}/macro_f1", metrics["macro_f1"])
-        if self.control_probes is not None:
-            self.log(f"{split}/control_micro_f1", metrics["control_accuracy"])
-            self.log(f"{split}/control_accuracy", metrics["control_accuracy"])
-            self.log(f"{split}/selectivity", metrics["selectivity"], prog_bar=split == "dev")
+    def log_scores(self, split: str, scores: dict) -> None:
+        self.log(f"{split}/micro_f1", scores["accuracy"], prog_bar=split == "dev")
+        self.log(f"{split}/accuracy", scores["accuracy"])
+        self.log(f"{split}/macro_f1", scores["macro_f1"])
+
+    def selectivity(self, scores: dict, control: dict) -> dict:
+        return {"control_accuracy": control["accuracy"], "control_macro_f1": control["macro_f1"],
+                "selectivity": scores["accuracy"] - control["accuracy"]}
+
+    def control_logs(self, scores: dict) -> dict:
+        """dev/control_micro_f1 (the control head's keeper monitors it), control_accuracy, selectivity."""
+        return {"control_micro_f1": scores["control_accuracy"], "control_accuracy": scores["control_accuracy"],
+                "selectivity": scores["selectivity"]}
 
     def mdl_columns(self) -> tuple[int, slice, slice | None]:
         """K labels; the task's target column, then the control task's."""

@@ -29,7 +29,7 @@ from probing.probes.task_probes import TaskProbing, check_probing_task
 from probing.tasks.loggers import closing_loggers, name_the_run, summarise_in_wandb
 from probing.tasks.results_file import running_job, write_results
 from probing.tasks.settings import check_config, store_settings, with_data_settings, with_run_folders
-from probing.tasks.trainer import build_trainer, check_trainer
+from probing.tasks.trainer import build_trainer, check_trainer, note_precision
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +110,7 @@ def probe(cfg: DictConfig, probing: TaskProbing, representation: RepresentationC
     inputs = probing.inputs(representation(), store_settings(cfg.features))
     module = probing.build_module(inputs)
     trainer = build_trainer(cfg, probing.keepers(inputs), loggers=loggers)
+    note_precision(str(trainer.precision), trainer.strategy.root_device)
     for logger in trainer.loggers:  # the whole resolved config, so runs can be filtered by layer, model, data...
         logger.log_hyperparams({**config, "representation": inputs.about["representation"]})
     outcome = probing.fit(trainer, module, inputs, run_dir)

@@ -98,7 +98,8 @@ def check_finetuning_task(task: DictConfig) -> None:
 
 def check_finetuned_weights(model: DictConfig) -> None:
     """train.py reads a model folder or hub name in float32 on the trainer's devices (its precision is
-    trainer.precision): a GGUF file, another weights dtype or a device map would not be honoured, so they are refused."""
+    trainer.precision): a GGUF file, another weights dtype or a device map would not be honoured, so each is
+    refused."""
     if model.get("gguf_file"):
         raise ConfigError(f"model={model.name} is a GGUF file, which train.py does not fine-tune. Fix: point "
                           "model.name_or_path at its converted folder (under paths.model_cache_dir, written by any "

@@ -69,7 +69,7 @@ def test_every_probe_module_takes_and_records_the_penalty():
         assert (module.settings()["l1"], module.settings()["l2"]) == (1e-3, 1e-5)
         assert module.probes.mlps.l1 == 1e-3 and module.probes.mlps.l2 == 1e-5
     word = WordProbe.from_settings(labels=["A", "B"], input_dim=4, family="linear", l1=1e-3, l2=1e-5, control=True)
-    assert word.control_probes.mlps.l1 == 1e-3
+    assert word.get_submodule("parts.control.probes").mlps.l1 == 1e-3
 
 
 def test_saved_probes_without_the_penalty_are_rebuilt_without_it():

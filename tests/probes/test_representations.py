@@ -165,9 +165,11 @@ def test_the_control_task_is_computed_once_from_its_settings():
     assert ControlTask(seed=1, seen_fraction=0.2).seen_fraction == 0.2
     with pytest.raises(ConfigError, match="the control task is off"):
         ControlTask(enabled=False, seen_fraction=0.2)
-    with pytest.raises(ConfigError, match="at probe.level=type each word is one training row"):
+    with pytest.raises(ConfigError, match="^seen_fraction=0.2 needs several contexts per word; at the type level each "
+                                          "word is one training row") as error:
         ControlTask(seen_fraction=0.2).check_level("type")
+    assert error.value.settings == ("seen_fraction",)  # built at probe.control_task: probe.control_task.seen_fraction
     with pytest.raises(ConfigError, match="is not a fraction"):
         ControlTask(seen_fraction=1.5)
-    with pytest.raises(ConfigError, match="probe.control_task.enabled must be true or false"):
+    with pytest.raises(ConfigError, match="^enabled must be true or false"):
         ControlTask(enabled="no")

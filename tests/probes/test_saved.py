@@ -12,6 +12,7 @@ from safetensors.torch import load_file, save_file
 
 from probing.data.files import file_mode
 from probing.errors import ConfigError, ProbingError
+from probing.probes.controls import ControlPart
 from probing.probes.saved import (
     FORMAT,
     HASH_KEY,
@@ -23,14 +24,17 @@ from probing.probes.saved import (
     find_reusable,
     load_into,
     load_probes,
+    module_of,
     save_probes,
     storage_dtype,
     tensors_hash,
 )
 from probing.probes.sclass_probe import SClassProbe
+from tests.helpers import REPO
 from tests.helpers.stores import assert_one_line_error
 
 CLASSES = ["animal", "food", "place"]
+OLD_PROBES = REPO / "tests" / "fixtures" / "probes_format_3"  # written by the code of 084fdab (its README)
 
 
 def about(**changes):
@@ -77,9 +81,9 @@ def saved_run(folder, control=True, **changes):
 def test_round_trip_keeps_both_heads_and_what_they_were_trained_on(tmp_path):
     module = saved_run(tmp_path / "run")
     saved = load_probes(tmp_path / "run" / PROBES_FILE)
-    assert saved.about["classes"] == CLASSES and saved.about["format"] == FORMAT == 3 and saved.has_control
+    assert saved.about["classes"] == CLASSES and saved.about["format"] == FORMAT == 4 and saved.has_control
     expected = {name: tensor for name, tensor in module.state_dict().items()
-                if name.startswith(("probes.", "control_probes."))}
+                if name.startswith(("probes.", "parts.control.probes."))}
     assert saved.state_dict.keys() == expected.keys()
     assert all(torch.equal(saved.state_dict[name], tensor) for name, tensor in expected.items())
     assert not list(tmp_path.glob("run/.*partial"))  # written atomically: no temporary file left
@@ -180,7 +184,7 @@ def test_an_edited_setting_in_the_metadata_is_refused(tmp_path):
     lambda path: with_about(path, format=2),  # claims to be an older file, keeps the hash of this format
     lambda path: {key: value for key, value in metadata_of(path).items() if key != HASH_KEY},
 ], ids=["format edited", "hash removed"])
-def test_a_format_3_file_cannot_pass_for_an_unchecked_one(tmp_path, metadata):
+def test_a_file_of_this_format_cannot_pass_for_an_unchecked_one(tmp_path, metadata):
     saved_run(tmp_path / "run")
     path = tmp_path / "run" / PROBES_FILE
     rewritten(path, metadata=metadata(path))
@@ -285,6 +289,46 @@ def test_probes_stored_in_bf16_take_half_the_bytes_and_load_as_their_rounded_wei
     loaded = SClassProbe.from_settings(input_dim=8, labels=CLASSES, hidden_dim=4, control=True)
     load_into(loaded, saved)
     for name, tensor in loaded.state_dict().items():
-        if name.startswith(("probes.", "control_probes.")):
+        if name.startswith(("probes.", "parts.control.probes.")):
             assert tensor.dtype == torch.float32
             assert torch.equal(tensor, module.state_dict()[name].to(torch.bfloat16).float())
+
+
+def test_a_file_written_before_the_control_task_was_a_part_loads_its_control_head_there(tmp_path):
+    """tests/fixtures/probes_format_3: written by the code that held the control head at `control_probes`. Its
+    weights load under today's names (parts.control.probes) and both heads give the logits they gave then."""
+    saved = load_probes(OLD_PROBES / PROBES_FILE)
+    assert saved.about["format"] == 3 and saved.has_control
+    assert not [name for name in saved.state_dict if name.startswith("control_probes.")]
+    with safe_open(str(OLD_PROBES / PROBES_FILE), framework="pt") as handle:
+        old_weights = handle.get_tensor("control_probes.mlps.w1")
+    assert torch.equal(saved.state_dict["parts.control.probes.mlps.w1"], old_weights)
+    module = module_of(saved, SClassProbe, control=True)
+    logits = json.loads((OLD_PROBES / "logits.json").read_text())
+    features = torch.arange(40.0).view(5, 8) / 10 - 2
+    with torch.no_grad():
+        torch.testing.assert_close(module.probes(features), torch.tensor(logits["probes"]))
+        torch.testing.assert_close(module.parts[ControlPart.NAME].probes(features),
+                                   torch.tensor(logits["control_probes"]))
+
+
+def test_a_lightning_checkpoint_written_before_the_control_task_was_a_part_loads_through_lightning(tmp_path):
+    """Lightning reads the module's `on_load_checkpoint` before its weights: the old names are renamed there, and the
+    control head scores the fixture's logits (its weights, not fresh ones)."""
+    import lightning as L
+
+    torch.manual_seed(5)  # other weights than the checkpoint's
+    module = SClassProbe.from_settings(input_dim=8, labels=CLASSES, hidden_dim=4, control=True)
+    features = torch.arange(40.0).view(5, 8) / 10 - 2
+    rows = [{"features": row, "label": torch.tensor(0), "combination": torch.tensor(0),
+             "control_label": torch.tensor(1), "control_combination": torch.tensor(i)}
+            for i, row in enumerate(features)]
+    trainer = L.Trainer(accelerator="cpu", devices=1, logger=False, enable_progress_bar=False,
+                        enable_model_summary=False)
+    trainer.validate(module, torch.utils.data.DataLoader(rows, batch_size=5), ckpt_path=OLD_PROBES / "last.ckpt",
+                     verbose=False)
+    logits = json.loads((OLD_PROBES / "logits.json").read_text())
+    with torch.no_grad():
+        torch.testing.assert_close(module.parts[ControlPart.NAME].probes(features),
+                                   torch.tensor(logits["control_probes"]))
+        torch.testing.assert_close(module.probes(features), torch.tensor(logits["probes"]))

@@ -16,6 +16,7 @@ import sys
 from types import SimpleNamespace
 
 import pytest
+import torch
 from lightning.pytorch.loggers import CSVLogger, Logger, WandbLogger
 from omegaconf import OmegaConf
 
@@ -31,7 +32,7 @@ from probing.tasks.loggers import build_loggers, closing_loggers
 from probing.tasks.results_file import finished_results, job_state, write_results
 from probing.tasks.settings import check_config, store_settings
 from probing.tasks.sweeper import optimized_value
-from probing.tasks.trainer import built_callback
+from probing.tasks.trainer import built_callback, note_precision
 from tests.helpers.stores import assert_one_line_error
 
 
@@ -325,3 +326,17 @@ def test_a_score_that_is_not_finite_is_written_as_null_with_a_warning(tmp_path, 
 
 def test_an_undefined_optimized_metric_is_nan_for_the_sweeper():
     assert math.isnan(optimized_value({"dev": {"uuas": None}}, "dev/uuas"))
+
+
+@pytest.mark.parametrize("native,precision,message", [
+    (False, "bf16-mixed", "bf16 is emulated"), (True, "32-true", "this CPU has bf16 units"),
+    (True, "bf16-mixed", None), (False, "32-true", None)])
+def test_the_precision_note_warns_of_emulation_and_hints_at_bf16_units(monkeypatch, caplog, native, precision,
+                                                                        message):
+    monkeypatch.setattr("probing.tasks.trainer.has_native_bf16", lambda device: native)
+    note_precision.cache_clear()
+    with caplog.at_level("INFO", logger="probing.tasks.trainer"):
+        note_precision(precision, torch.device("cpu"))
+        note_precision(precision, torch.device("cpu"))  # said once per process
+    notes = [record.message for record in caplog.records]
+    assert (notes == []) if message is None else (len(notes) == 1 and message in notes[0])

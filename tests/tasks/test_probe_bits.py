@@ -98,7 +98,9 @@ def test_minilm_conditioned_on_itself_gains_nothing_and_its_prior_is_the_hand_co
 @pytest.mark.parametrize("overrides,message", [
     (["task=sclass", "probe.condition_on=0"], "task=sclass is not a word task"),
     (["task=tree_distance", "probe=linear", "probe.condition_on=0"], "task=tree_distance is not a word task"),
-    (["task=upos", "probe.condition_on=0", "erase=leace", "erase.concept=upos"], "erase= and probe.condition_on=0"),
+    (["task=upos", "probe.condition_on=0", "erase=leace", "erase.concept=upos"],
+     "erase= and probe.condition_on=0 together: an eraser is fitted on one representation, not on a concatenation. "
+     "Fix: erase=none or probe.condition_on=null"),
     (["task=upos", "layer=1", "probe.condition_on=9"], "probe.condition_on=9 is not a layer of"),
 ])
 def test_conditioning_where_it_cannot_be_honoured_is_refused(tmp_path, tiny, overrides, message):

@@ -56,8 +56,8 @@ def test_a_probe_run_saves_its_probes_with_what_they_were_trained_on(pretrained_
     assert about["weights_sha256"] == results["weights_sha256"] and len(about["weights_sha256"]) == 64
     assert about["best_epoch"] == results["best_epoch"] and about["seed"] == 0
     assert about["module"]["hidden_dim"] == 1024 and about["module"]["input_dim"] == 32
-    heads = {name.split(".")[0] for name in saved.state_dict}
-    assert heads == {"probes", "control_probes"}
+    heads = {name.rsplit(".", 2)[0] for name in saved.state_dict}  # <head>.mlps.<weight>
+    assert heads == {"probes", "parts.control.probes"}
 
 
 def test_reusing_the_probes_on_the_same_model_reproduces_the_run(tmp_path, pretrained_run, tiny_bert_path):

@@ -138,9 +138,12 @@ def test_type_level_avg_and_static_spaces(tmp_path, tiny):
     (["baseline=nope"], "Unknown baseline 'nope'"),
     (["probe.level=type", "layer=mix"], "probe.level=type needs a word space"),
     (["probe.level=type", "embeddings=static", f"embeddings.path={BAD_DIMS_FIXTURE}"], "bad_dims.txt:3"),
-    (["probe.control_task.seen_fraction=0.2", "probe.control_task.enabled=false"], "the control task is off"),
-    (["probe.control_task.seen_fraction=0.2", "probe.level=type", "layer=rand"], "no word can be both trained on"),
-    (["probe.control_task.seen_fraction=1.5"], "seen_fraction=1.5 is not a fraction"),
+    (["probe.control_task.seen_fraction=0.2", "probe.control_task.enabled=false"],
+     "the control task is off. Fix: probe.control_task.enabled=true, or probe.control_task.seen_fraction=0"),
+    (["probe.control_task.seen_fraction=0.2", "probe.level=type", "layer=rand"],
+     "probe.control_task.seen_fraction=0.2 needs several contexts per word; at the type level each word is one "
+     "training row, so no word can be both trained on"),
+    (["probe.control_task.seen_fraction=1.5"], "probe.control_task.seen_fraction=1.5 is not a fraction"),
 ])
 def test_bad_requests_are_user_errors_with_a_fix(tmp_path, tiny, overrides, message):
     """Refused before anything is written (the entry scripts print a ProbingError as one line: test_probe_faults),

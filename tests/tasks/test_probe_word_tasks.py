@@ -117,7 +117,11 @@ def test_exported_stores_imported_back_give_the_same_probe(tmp_path, tiny):
 @pytest.mark.parametrize("overrides,message", [
     (["task=sst2"], "classifies whole sentences"),
     (["task=upos", "probe.level=type"], "probe.level=type is a setting of the s-class task"),
-    (["task=upos", "probe.pair_product=true"], "task=upos has no word pairs"),
+    (["task=upos", "probe.pair_product=true"], "probe.pair_product=true multiplies the two words of a pair, and "
+                                               "task=upos has no word pairs. Fix: probe.pair_product=false"),
+    (["task=upos", "probe.control_task.seen_fraction=0.2"],
+     "probe.control_task.seen_fraction holds out s-class contexts; task=upos's dev and test already hold words seen "
+     "in training. Fix: probe.control_task.seen_fraction=0"),
     (["probe.pair_product=true"], "task=sclass has no word pairs"),
     (["probe.mdl=true", "probe.level=type", "layer=rand"], "probe.mdl=true sends the labels of the training contexts; "
                                                              "probe.level=type has one example per word"),

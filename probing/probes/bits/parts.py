@@ -1,7 +1,9 @@
 """The parts a classifier probe attaches for its measures in bits (`probing.probes.parts`): the online code's prefix
 probes (`OnlineCodePart`, Voita & Titov 2020 §2.2) and the conditioning heads (`ConditioningPart`, Hewitt et al.
 2021). Each is built from the module's contract values (`mdl_block_ends`, `conditioning_dim`) by its factory, which
-gives no part for a run that does not ask for it (`online_code_part`, `conditioning_part`)."""
+gives no part for a run that does not ask for it (`online_code_part`, `conditioning_part`); what a run's settings
+cannot combine with a part is refused from those settings, before any data is read (`check_online_code`,
+`check_conditioning`)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from probing.errors import ConfigError, setting
 from probing.probes.bits.information import BASELINE_PROBES, JOINT_PROBES
 from probing.probes.bits.prefix_probes import PrefixProbes, check_block_ends
 from probing.probes.parts import ProbePart
@@ -64,6 +67,14 @@ class OnlineCodePart(ProbePart):
         return self.probes.online_code(batches, num_labels, task, control)
 
 
+def check_online_code(online_code: Any, labels: bool) -> None:
+    """The online code (`online_code`, built from `mdl`; None when off) sends a classifier's labels: refused, from the
+    run's settings before any data is read, for a probe module without `labels` (a structural probe)."""
+    if online_code is not None and not labels:
+        raise ConfigError(f"{setting('mdl')}=true sends labels with the online code; a tree probe predicts distances. "
+                          f"Fix: {setting('mdl')}=false")
+
+
 def online_code_part(block_ends: Iterable[int] | None, module: Any) -> list[OnlineCodePart]:
     """The online code's part of `module` (a `ClassifierProbe`, its heads built) for `mdl_block_ends`: none without
     them. Its prefix probes have the task's probes (and the control task's), each of the task's shape."""
@@ -110,6 +121,14 @@ class ConditioningPart(ProbePart):
 
     def trained_heads(self) -> list[nn.Module]:
         return list(self.bit_heads().values())
+
+
+def check_conditioning(condition_on: Any, erase: Any) -> None:
+    """The conditioning heads read [X; R] (`condition_on` names X): refused, from the run's settings before any data
+    is read, with an erasure (`erase`), whose eraser is fitted on one representation."""
+    if erase is not None and condition_on is not None:
+        raise ConfigError(f"erase= and {setting('condition_on')}={condition_on} together: an eraser is fitted on one "
+                          f"representation, not on a concatenation. Fix: erase=none or {setting('condition_on')}=null")
 
 
 def conditioning_part(conditioning_dim: int | None, module: Any) -> list[ConditioningPart]:

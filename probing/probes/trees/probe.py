@@ -15,9 +15,9 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from probing.data.splits import EVAL_SPLITS, TEST_SPLITS
 from probing.probes.components import families
-from probing.probes.probe_module import CONTROL, ProbeModule
+from probing.probes.controls import CONTROL
+from probing.probes.probe_module import ProbeModule
 from probing.probes.trees.metrics import TreeMetrics
 from probing.probes.trees.structural import StructuralMap, structural_map
 from probing.vocabulary import TREE_SCORES, TREE_UNDEFINED
@@ -47,11 +47,9 @@ class TreeProbe(ProbeModule):
 
     def __init__(self, *, family: StructuralMap, **contract: Any):
         self.kind = family.kind
+        self.dev_loss: dict[str, list] = {}  # per head (its scores' prefix): sum of sentence losses, sentences
         super().__init__(family=family, **contract)
         self.SCORES = TREE_SCORES[self.kind]
-        names = [*EVAL_SPLITS, *(f"{split}_{CONTROL}" for split in EVAL_SPLITS if self.has_control)]
-        self.metrics = nn.ModuleDict({name: TreeMetrics(self.kind) for name in names})
-        self.dev_loss = {"": [0.0, 0], f"{CONTROL}_": [0.0, 0]}  # sum of sentence losses, sentences
         self.record_settings()
 
     @classmethod
@@ -73,46 +71,42 @@ class TreeProbe(ProbeModule):
                                                                patience=LR_PATIENCE)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "monitor": "dev/loss"}}
 
-    def _update_metrics(self, split: str, batch: dict) -> None:
-        features, lengths, punctuation = batch["features"], batch["lengths"], batch["punctuation"]
-        heads = [("", self.probes, "gold")]
-        if self.control_probes is not None:
-            heads.append((f"{CONTROL}_", self.control_probes, f"{CONTROL}_gold"))
-        for prefix, head, gold in heads:
-            predictions = head(features)
-            self.metrics[f"{split}_{CONTROL}" if prefix else split].update(predictions, batch[gold], lengths,
-                                                                          punctuation)
-            if split == "dev":
-                loss = float(tree_loss(predictions, batch[gold], lengths))
-                self.dev_loss[prefix][0] += loss * len(lengths)
-                self.dev_loss[prefix][1] += len(lengths)
+    def new_scores(self) -> TreeMetrics:
+        return TreeMetrics(self.kind)
 
-    def on_test_epoch_end(self) -> None:
-        for split in TEST_SPLITS:
-            if self.metrics[split].update_called:
-                self._log_split(split)
+    def update_scores(self, metrics: nn.Module, head: nn.Module, batch: dict, control: bool, split: str) -> None:
+        """The head's scores, and on dev its loss (dev/loss, dev/control_loss: what the keepers monitor)."""
+        gold, lengths = batch[f"{CONTROL}_gold" if control else "gold"], batch["lengths"]
+        predictions = head(batch["features"])
+        metrics.update(predictions, gold, lengths, batch["punctuation"])
+        if split == "dev":
+            loss = self.dev_loss.setdefault(f"{CONTROL}_" if control else "", [0.0, 0])
+            loss[0] += float(tree_loss(predictions, gold, lengths)) * len(lengths)
+            loss[1] += len(lengths)
 
-    def _compute(self, name: str) -> dict[str, float | int | None]:
-        metrics = self.metrics[name]
+    def scored(self, metrics: nn.Module) -> bool:
+        return metrics.update_called
+
+    def computed(self, metrics: nn.Module) -> dict[str, float | int | None]:
         values = metrics.compute()
         metrics.reset()
         return values
 
-    def _log_split(self, split: str) -> None:
-        if not self.metrics[split].update_called:
-            return
-        scores = self._compute(split)
-        if self.control_probes is not None:
-            control = self._compute(f"{split}_{CONTROL}")
-            scores |= {f"{CONTROL}_{key}": control[key] for key in self.SCORES}
-            scores |= {f"selectivity_{key}": None if None in (scores[key], control[key]) else scores[key] - control[key]
-                       for key in self.SCORES}
-        self.split_metrics[split] = scores
+    def selectivity(self, scores: dict, control: dict) -> dict:
+        """control_<score> and selectivity_<score> of each score (null where either is undefined)."""
+        return {f"{CONTROL}_{key}": control[key] for key in self.SCORES} | {
+            f"selectivity_{key}": None if None in (scores[key], control[key]) else scores[key] - control[key]
+            for key in self.SCORES}
+
+    def control_logs(self, scores: dict) -> dict:
+        return {f"{CONTROL}_{key}": scores[f"{CONTROL}_{key}"] for key in self.SCORES}
+
+    def log_scores(self, split: str, scores: dict) -> None:
+        """Each score (the first on the progress bar, for dev), a warning for each undefined one; dev's losses."""
         self._warn_undefined(split, scores)
         for key in self.SCORES:
-            for name in (key, f"{CONTROL}_{key}"):
-                if scores.get(name) is not None:
-                    self.log(f"{split}/{name}", scores[name], prog_bar=split == "dev" and name == self.SCORES[0])
+            if scores.get(key) is not None:
+                self.log(f"{split}/{key}", scores[key], prog_bar=split == "dev" and key == self.SCORES[0])
         if split == "dev":
             for prefix, (total, sentences) in self.dev_loss.items():
                 if sentences:
