@@ -45,7 +45,8 @@ def migrated(record: dict[str, Any]) -> dict[str, Any]:
     if "schema_version" in record and not (isinstance(version, int) and 1 <= version < SCHEMA_VERSION):
         return record
     current = record if "schema_version" in record else first_version(record)
-    declared = {field.name for field in dataclasses.fields(KINDS[current["kind"]])} if current["kind"] in KINDS else ()
+    kind = KINDS.get(current.get("kind")) if isinstance(current.get("kind"), str) else None  # else the checks name it
+    declared = {field.name for field in dataclasses.fields(kind)} if kind is not None else ()
     added = {key: None for since, keys in ADDED.items() if since > current["schema_version"] for key in keys
              if key in declared and key not in current}
     return {**current, "schema_version": SCHEMA_VERSION, **added}

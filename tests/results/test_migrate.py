@@ -60,6 +60,13 @@ def test_results_of_version_1_of_a_kind_without_the_identity_only_change_version
     assert migrated(old) == {**old, "schema_version": SCHEMA_VERSION}
 
 
+@pytest.mark.parametrize("kind", [None, "distance_probe", ["word_probe"]])
+def test_results_of_version_1_of_no_kind_this_one_knows_only_change_version(kind):
+    """What to make of them is the schema check's to say (a kind this version does not know: one line naming it)."""
+    old = {"schema_version": 1, "job": "probe", "kind": kind}
+    assert migrated(old) == {**old, "schema_version": SCHEMA_VERSION}
+
+
 @pytest.mark.parametrize("version", [SCHEMA_VERSION + 1, 0, "1"])
 def test_a_version_this_one_does_not_know_is_left_for_the_schema_check_to_name(version):
     record = {"schema_version": version, "job": "probe", "kind": "word_probe"}
