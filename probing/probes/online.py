@@ -1,7 +1,8 @@
-"""Probes trained straight from the forward pass (probe.online=true): no store is written. Each step runs the frozen
-encoder on a batch of tokenised records (the featurizer's `prepare_many`), captures and pools the asked-for layers
-(`WordEncoder.encode`: hooks on those layers only, the forward stopped after the last) and steps one probe per layer,
-all layers' probes one batched module (`BatchedProbes`, one input per head). Dev and test are scored the same way.
+"""Probes trained straight from the forward pass (the probe's `online` setting): no store is written. Each step runs
+the frozen encoder on a batch of tokenised records (the featurizer's `prepare_many`), captures and pools the
+asked-for layers (`WordEncoder.encode`: hooks on those layers only, the forward stopped after the last) and steps one
+probe per layer, all layers' probes one batched module (`BatchedProbes`, one input per head). Dev and test are scored
+the same way.
 See docs/scale.md, 'Probing without a store'."""
 
 from __future__ import annotations
@@ -52,7 +53,9 @@ def forward_source(featurizer: Any, splits: Mapping[str, OnlineSplit]) -> Featur
     per asked-for layer of the featurizer (`features.layers`), nothing kept between batches."""
     def features(split: str, indices: Tensor) -> Tensor:
         prepared = splits[split].prepared
-        return featurizer.encode([prepared[i] for i in indices.tolist()]).transpose(0, 1).contiguous()
+        # a copy made outside inference mode (encode's), so that autograd may save it for the probes' backward
+        return featurizer.encode([prepared[i] for i in indices.tolist()]).transpose(0, 1).clone(
+            memory_format=torch.contiguous_format)
     return features
 
 
