@@ -49,13 +49,14 @@ def prepared_splits(featurizer: Any, splits: Mapping[str, Sequence[Any]], classe
 
 
 def forward_source(featurizer: Any, splits: Mapping[str, OnlineSplit]) -> FeatureSource:
-    """Features computed by the encoder's forward pass for each batch asked for: (layers, B, D), one row of layers
-    per asked-for layer of the featurizer (`features.layers`), nothing kept between batches."""
+    """Features computed by the encoder's forward pass for each batch asked for: (layers, B, D) on the encoder's
+    device, one row of layers per asked-for layer of the featurizer (`features.layers`), nothing kept between
+    batches."""
     def features(split: str, indices: Tensor) -> Tensor:
         prepared = splits[split].prepared
+        pooled = featurizer.encode([prepared[i] for i in indices.tolist()], on_device=True)
         # a copy made outside inference mode (encode's), so that autograd may save it for the probes' backward
-        return featurizer.encode([prepared[i] for i in indices.tolist()]).transpose(0, 1).clone(
-            memory_format=torch.contiguous_format)
+        return pooled.transpose(0, 1).clone(memory_format=torch.contiguous_format)
     return features
 
 
@@ -81,7 +82,7 @@ def accuracies(probes: Any, source: FeatureSource, split: OnlineSplit, name: str
     probes.eval()
     with torch.no_grad():
         for chunk in torch.arange(len(split)).split(batch_size):
-            logits = probes(source(name, chunk))  # (B, heads, K)
+            logits = probes(source(name, chunk)).cpu()  # (B, heads, K)
             correct += (logits.argmax(-1) == split.labels[chunk, None]).sum(0).float()
     probes.train()
     return correct / max(len(split), 1)
@@ -89,13 +90,14 @@ def accuracies(probes: Any, source: FeatureSource, split: OnlineSplit, name: str
 
 def train_layer_probes(source: FeatureSource, splits: Mapping[str, OnlineSplit], layers: Sequence[int],
                        input_dim: int, num_labels: int, family: Any, epochs: int, batch_size: int,
-                       seed: int) -> OnlineOutcome:
+                       seed: int, device: torch.device | str = "cpu") -> OnlineOutcome:
     """One probe of `family` per layer, trained together on the training split (batches of `batch_size` in an order
     drawn from `seed` each epoch; the loss is the sum of each probe's mean cross-entropy, so each gets the gradient it
     would get alone), each keeping the weights of its best dev accuracy (earliest on ties); then dev and test scored.
-    The probes are initialised from `seed` as `BatchedProbes` initialises heads."""
+    The probes are initialised from `seed` as `BatchedProbes` initialises heads, then moved to `device` (where the
+    source gives the features)."""
     torch.manual_seed(seed)
-    probes = family.probes(len(layers), input_dim, num_labels)
+    probes = family.probes(len(layers), input_dim, num_labels).to(device)
     optimizer = family.optimizer([{"params": list(probes.parameters())}])
     order = torch.Generator().manual_seed(seed)
     train, labels = splits["train"], splits["train"].labels
@@ -105,18 +107,19 @@ def train_layer_probes(source: FeatureSource, splits: Mapping[str, OnlineSplit],
     for epoch in range(epochs):
         for chunk in torch.randperm(len(train), generator=order).split(batch_size):
             logits = probes(source("train", chunk))  # (B, heads, K)
-            loss = sum(F.cross_entropy(logits[:, head], labels[chunk]) for head in range(len(layers)))
+            targets = labels[chunk].to(logits.device)
+            loss = sum(F.cross_entropy(logits[:, head], targets) for head in range(len(layers)))
             optimizer.zero_grad()
             (loss + probes.penalty()).backward()
             optimizer.step()
         dev = accuracies(probes, source, splits["dev"], "dev", batch_size)
-        better = dev > best
-        best = torch.where(better, dev, best)
-        best_epoch[better] = epoch
+        better = (dev > best).to(device)
+        best = torch.maximum(dev, best)
+        best_epoch[better.cpu()] = epoch
         current = probes.state_of_heads()
         kept = {name: torch.where(better.view(-1, *[1] * (value.dim() - 1)), current[name], value)
                 for name, value in kept.items()}
-    probes.copy_heads_(kept, torch.ones(len(layers), dtype=torch.bool))
+    probes.copy_heads_(kept, torch.ones(len(layers), dtype=torch.bool, device=device))
     scores = {name: accuracies(probes, source, splits[name], name, batch_size).tolist()
               for name in ("dev", "test") if name in splits}
     return OnlineOutcome(list(layers), scores, best_epoch.tolist(), epochs)

@@ -86,7 +86,7 @@ def online_probe(cfg: DictConfig, probing: Any, config: dict[str, Any]) -> dict[
     splits = prepared_splits(featurizer, data.splits, data.classes)
     outcome = train_layer_probes(forward_source(featurizer, splits), splits, layers, featurizer.info.hidden_size,
                                  len(data.classes), probing.family, int(cfg.trainer.max_epochs), probing.batch_size,
-                                 int(cfg.seed))
+                                 int(cfg.seed), featurizer.device)
     by_layer = {str(layer): {"best_epoch": outcome.best_epoch[index],
                              **{split: {"accuracy": scores[index], "n_examples": len(splits[split])}
                                 for split, scores in outcome.scores.items()}}
