@@ -271,9 +271,9 @@ class WordEncoder:
         post_processor = self.tokenizer.backend_tokenizer.post_processor
         return encoding if post_processor is None else post_processor.process(encoding)
 
-    def encode(self, batch: Sequence[PreparedInput]) -> torch.Tensor:
-        """(B, len(layers), hidden) float32 on CPU: pooled target vectors at each asked-for layer (by default every
-        layer, layer 0 included)."""
+    def encode(self, batch: Sequence[PreparedInput], on_device: bool = False) -> torch.Tensor:
+        """(B, len(layers), hidden) float32 on CPU (`on_device`: on the encoder's device): pooled target vectors at
+        each asked-for layer (by default every layer, layer 0 included)."""
         if not batch:
             return torch.empty(0, len(self.layers), self.info.hidden_size)
         input_ids = pad_sequence(
@@ -288,7 +288,7 @@ class WordEncoder:
             states = self.hidden_states(input_ids, attention_mask)
             index = (tensor.to(self.device) for tensor in (rows, cols, weights))
             pooled = pool_layers(states, *index, len(batch))
-        return pooled.cpu()
+        return pooled if on_device else pooled.cpu()
 
     def hidden_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> list[torch.Tensor]:
         """The (B, T, D) states of the asked-for layers at the site, on the encoder's device, from one forward pass

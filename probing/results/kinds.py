@@ -131,6 +131,10 @@ class StatementProbeResults(ProbeResults):
                                               "shuffled, the class balance kept) and seed; null when it did not run.")
     data_split: dict[str, Any] = key("How the statements were split: the seed and the dev and test fractions.")
     fitted: str = key("How a closed-form probe (mass-mean) was fitted.", optional=True)
+    online: bool = key("Whether the probes were trained straight from the forward pass, without a store "
+                       "(the probe's online setting); absent otherwise.", optional=True)
+    online_layers: dict[str, Any] = key("With online probes, each probed layer's dev and test scores and best epoch "
+                                        "(dev and test above: those of the best dev layer).", optional=True)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -27,6 +27,7 @@ from probing.probes.representation_choice import RepresentationChoice
 from probing.probes.representations import ProbeInputs
 from probing.probes.task_probes import TaskProbing, check_probing_task
 from probing.tasks.loggers import closing_loggers, name_the_run, summarise_in_wandb
+from probing.tasks.online_probe import online_probe, with_online_layers
 from probing.tasks.results_file import running_job, write_results
 from probing.tasks.settings import check_config, store_settings, with_data_settings, with_run_folders
 from probing.tasks.trainer import build_trainer, check_trainer, note_precision
@@ -48,7 +49,10 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     with_run_folders(cfg)
     with_data_settings(cfg)
     with_the_compared_setup(cfg)
-    representation = chosen_representation(cfg)
+    online = bool(cfg.probe.get("online", False))  # probe.online=true: no store, no representation to choose
+    if online:
+        with_online_layers(cfg)
+    representation = None if online else chosen_representation(cfg)
     name_the_run(cfg, *run_name(cfg))
     with running_job(cfg) as (out, config, previous):
         if previous is not None:
@@ -57,7 +61,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         check_probing_task(cfg.task.name, cfg.get("probing"))
         probing = built_probing(cfg)
         with closing_loggers(cfg.get("logger")) as loggers, keyed_errors(cfg.probing, "probing", PROBING_KEYS):
-            results = probe(cfg, probing, representation, config, out.parent, loggers)
+            results = online_probe(cfg, probing, config) if online else \
+                probe(cfg, probing, representation, config, out.parent, loggers)
         results = write_results(out, results, probing.RESULTS_KIND)
     log.info("%s", summary_line(results, out))
     return results

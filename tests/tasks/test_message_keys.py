@@ -53,6 +53,7 @@ def known_keys() -> frozenset[str]:
     variants = [("extract", []), ("probe", []), ("train", []), ("analyze", [])]
     variants += [("probe", [f"data={name}"]) for name in options("data")]
     variants += [("probe", [f"embeddings={name}"]) for name in options("embeddings")]
+    variants += [("probe", [f"model={name}"]) for name in options("model")]
     variants += [("probe", [f"callbacks={name}"]) for name in options("callbacks")]
     variants += [("probe", [f"trainer={name}"]) for name in options("trainer")]
     variants += [("probe", [f"logger={name}"]) for name in options("logger")]
