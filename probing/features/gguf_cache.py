@@ -27,7 +27,7 @@ CACHE_ENV = "PROBING_MODEL_CACHE_DIR"
 
 def default_cache_dir() -> Path:
     """Where converted models are cached when no folder is given: $PROBING_MODEL_CACHE_DIR, else
-    ~/.cache/probing/models (the configs give `paths.model_cache_dir`, which reads the same variable)."""
+    ~/.cache/probing/models (a preset's `model.cache_dir` is null, so it reads the same)."""
     return Path(os.path.expanduser(os.environ.get(CACHE_ENV) or DEFAULT_CACHE_DIR))
 
 
@@ -72,7 +72,7 @@ def cached_gguf_folder(gguf_path: str | Path, cache_dir: str | Path | None = Non
         lock_fd = open_lock_file(cache_dir / f".{folder.name}.lock")
     except OSError as error:
         raise ModelLoadError(f"Cannot cache the converted GGUF model in {cache_dir} ({error}). Fix: point "
-                             f"paths.model_cache_dir (env {CACHE_ENV}) at a writable folder") from error
+                             f"model.cache_dir (or env {CACHE_ENV}) at a writable folder") from error
 
     def refused(holder: str) -> ModelLoadError:
         return ModelLoadError(f"{folder}: another run (pid {holder}) is still converting {gguf_path.name} after "
