@@ -1,0 +1,70 @@
+"""probe.py's statement probes beyond their own data (probe.eval_on): the probe trained on one dataset scored on the
+test split of others, each read from its own store, on a tiny random Llama; the bundled number comparisons as two
+datasets (larger_than, smaller_than); the refusals; the principal components recorded for the report."""
+
+from __future__ import annotations
+
+import pytest
+
+from probing.data.statements import NumberComparisons
+from probing.errors import ConfigError
+from probing.features.store import FeatureStore
+from probing.tasks import probe
+from tests.helpers.runs import compose_job, probe_in_process
+from tests.tasks.test_probe_statements import tiny_llama, write_statements  # noqa: F401 (a fixture)
+
+
+def test_the_bundled_comparisons_split_into_two_datasets_by_relation():
+    every = NumberComparisons().load_statements()
+    larger = NumberComparisons(name="larger_than", seed=3).load_statements()
+    smaller = NumberComparisons(name="smaller_than", seed=3).load_statements()
+    for data, relation in ((larger, " is larger than "), (smaller, " is smaller than ")):
+        texts = [text for split in data.splits.values() for text in split.texts]
+        assert len(texts) == 300 and all(relation in text for text in texts)
+        assert data.summary()["test"] == {"0": 30, "1": 30} and data.split["seed"] == 3
+    both = {text for split in every.splits.values() for text in split.texts}
+    assert {text for data in (larger, smaller) for split in data.splits.values() for text in split.texts} == both
+    assert NumberComparisons(name="smaller_than", seed=3).other("larger_than").load_statements().splits[
+        "test"].sources == larger.splits["test"].sources
+    with pytest.raises(ConfigError, match="larger_than or smaller_than"):
+        NumberComparisons(name="cities")
+
+
+def test_a_probe_is_scored_on_the_test_split_of_each_other_dataset(tmp_path, tiny_llama):  # noqa: F811
+    r = probe_in_process(tmp_path, "gen", "task=truth", "data.name=larger_than", "layer=2", "probe=mass_mean",
+                         "probe.eval_on=[smaller_than,larger_than]", *tiny_llama)
+    assert r["data"] == "larger_than" and list(r["eval_on"]) == ["smaller_than", "larger_than"]
+    own, other = r["eval_on"]["larger_than"], r["eval_on"]["smaller_than"]
+    # the probe's own test split scored by this path and by the Trainer's test loop (torchmetrics) agree
+    assert own["accuracy"] == pytest.approx(r["test"]["accuracy"]) and own["n_examples"] == 60
+    smaller = NumberComparisons(name="smaller_than").load_statements()
+    assert other["test_lines"] == [int(s.rsplit(":", 1)[1]) for s in smaller.splits["test"].sources]
+    assert other["labels"] == {"0": 30, "1": 30} and other["dropped"] == 0 and other["n_examples"] == 60
+    assert other["data_split"] == {"seed": 0, "dev_fraction": 0.2, "test_fraction": 0.2}
+    assert 0.0 <= other["accuracy"] <= 1.0
+    # each dataset's vectors come from its own store: only the test split of the other dataset was extracted
+    stores = sorted((tmp_path / "gen" / "stores").rglob("*.h5"))
+    names = [(FeatureStore(path).metadata["data"], FeatureStore(path).metadata["split"]) for path in stores]
+    assert sorted(names) == sorted([("larger_than", s) for s in ("train", "dev", "test")]
+                                   + [("smaller_than", "test")])
+    pca = r["principal_components"]
+    assert len(pca["points"]) == len(pca["labels"]) == 300 and pca["splits"] == ["train", "dev", "test"]
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    (["task=upos"], "probe.eval_on scores a probe on the test split of other datasets, and task=upos"),
+    (["task=truth", "erase=leace", "erase.concept=truth"], "which an eraser"),
+    (["task=truth", "data.name=larger_than"], "cities is not a dataset of the number comparisons"),
+])
+def test_eval_on_is_refused_in_one_line_where_it_cannot_apply(tmp_path, tiny_llama, overrides, message):  # noqa: F811
+    with pytest.raises(ConfigError, match=message) as error:
+        probe.run(compose_job("probe", tmp_path, *overrides, "probe.eval_on=[cities]", "layer=2", *tiny_llama))
+    assert "\n" not in str(error.value) and "probe.eval_on" in str(error.value)
+
+
+def test_a_users_file_has_no_other_dataset(tmp_path, tiny_llama):  # noqa: F811
+    path = write_statements(tmp_path / "mine.csv", 20)
+    with pytest.raises(ConfigError, match="one file with no other dataset") as error:
+        probe.run(compose_job("probe", tmp_path, "task=statements", f"data.path={path}", "probe.eval_on=[other]",
+                              "layer=2", *tiny_llama))
+    assert "\n" not in str(error.value) and "probe.eval_on=[]" in str(error.value)
