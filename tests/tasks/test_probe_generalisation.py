@@ -4,6 +4,7 @@ datasets (larger_than, smaller_than); the refusals; the principal components rec
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from probing.data.statements import NumberComparisons
@@ -68,3 +69,50 @@ def test_a_users_file_has_no_other_dataset(tmp_path, tiny_llama):  # noqa: F811
         probe.run(compose_job("probe", tmp_path, "task=statements", f"data.path={path}", "probe.eval_on=[other]",
                               "layer=2", *tiny_llama))
     assert "\n" not in str(error.value) and "probe.eval_on=[]" in str(error.value)
+
+
+def write_dataset(folder, name, n, offset=0, labels=("0", "1")):
+    """The paper's format (statement,label) with `n` statements, half of each label."""
+    rows = [f"City {i + offset} is in country {i % 3}.,{labels[i % 2]}" for i in range(n)]
+    (folder / f"{name}.csv").write_text("statement,label\n" + "\n".join(rows) + "\n", encoding="utf-8")
+
+
+def test_the_papers_datasets_by_name_in_the_same_folder_with_a_gradient_trained_probe(tmp_path, tiny_llama):  # noqa: F811
+    folder = tmp_path / "datasets"
+    folder.mkdir()
+    write_dataset(folder, "cities", 40)
+    write_dataset(folder, "neg_cities", 30, offset=100)
+    write_dataset(folder, "yes_no", 20, labels=("no", "yes"))
+    data = ["task=truth", "data=geometry_of_truth", f"data.data_dir={folder}", "data.seed=4", "layer=1",
+            "probe=linear", "trainer.max_epochs=2", *tiny_llama]
+    r = probe_in_process(tmp_path, "paper", *data, "probe.eval_on=[neg_cities,cities]")
+    assert r["eval_on"]["cities"]["accuracy"] == pytest.approx(r["test"]["accuracy"])
+    other = r["eval_on"]["neg_cities"]
+    assert other["n_examples"] == 6 and other["labels"] == {"0": 3, "1": 3}
+    assert other["data_split"]["seed"] == 4 and other["data_files"] == [str(folder / "neg_cities.csv")]
+    # the rows of neg_cities' test split, drawn as a run on neg_cities alone draws them (+1: the header line)
+    from probing.data.statements import stratified_split
+
+    expected = stratified_split(np.array([i % 2 for i in range(30)]), 0.2, 0.2, 4)["test"]
+    assert other["test_lines"] == [int(i) + 2 for i in expected]
+    with pytest.raises(ConfigError, match=r"yes_no has the labels \['no', 'yes'\]") as error:
+        probe.run(compose_job("probe", tmp_path / "labels", *data, "probe.eval_on=[yes_no]"))
+    assert "\n" not in str(error.value)
+
+
+@pytest.mark.slow
+@pytest.mark.shared_data
+def test_minilm_trained_on_cities_is_scored_on_neg_cities(tmp_path, minilm_path, shared_data):
+    """The paper's cities and neg_cities with the packaged MiniLM (CI: about 30 s on 2 CPU cores)."""
+    from probing.data.statements import GeometryOfTruth
+
+    folder = shared_data / "geometry_of_truth"
+    r = probe_in_process(tmp_path, "minilm", "task=truth", "model=minilm", "data=geometry_of_truth",
+                         "data.name=cities", f"data.data_dir={folder}", "layer=4", "probe=mass_mean",
+                         "probe.eval_on=[neg_cities,cities]", "logger=csv")
+    assert r["eval_on"]["cities"]["accuracy"] == pytest.approx(r["test"]["accuracy"])
+    other = r["eval_on"]["neg_cities"]
+    test = GeometryOfTruth(str(folder), "neg_cities").load_statements().splits["test"]
+    assert other["n_examples"] + other["dropped"] == len(test) and other["dropped"] == 0
+    assert other["test_lines"] == [int(source.rsplit(":", 1)[1]) for source in test.sources]
+    assert 0.0 <= other["accuracy"] <= 1.0 and len(r["principal_components"]["points"]) == 1496
