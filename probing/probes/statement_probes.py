@@ -29,6 +29,7 @@ from probing.probes.task_probes import WordProbing, refuse_conditioning, refuse_
 from probing.probes.word_data import GatheredSplit
 from probing.results.kinds import StatementProbeResults
 
+PCA_STATEMENTS = 2000  # the principal components of at most this many statements' vectors: one small SVD, a plot's worth
 CONTROL_KIND = "shuffled_labels"  # what a statement task's control task is (results' control_task.kind)
 
 
@@ -203,11 +204,17 @@ class StatementProbing(WordProbing):
         return scores
 
     def components(self, inputs: ProbeInputs) -> dict[str, Any] | None:
-        """The first two principal components of every statement's vector (train, dev and test) at the probed
-        layer, by label (Marks & Tegmark's Fig. 1); None for a scalar mix of layers."""
+        """The first two principal components of the statements' vectors (train, dev and test; at most
+        PCA_STATEMENTS of them, drawn with the run's seed) at the probed layer, by label (Marks & Tegmark's Fig. 1);
+        None for a scalar mix of layers."""
         splits = inputs.datamodule.splits
         if inputs.datamodule.num_layers is not None:
             return None
-        vectors = np.concatenate([splits[name].features(splits[name].rows, None).numpy() for name in splits])
-        labels = np.concatenate([splits[name].tensors["label"].numpy() for name in splits])
-        return {"splits": list(splits), **principal_components(vectors, labels)}
+        counts = [len(splits[name]) for name in splits]
+        drawn = np.arange(sum(counts))
+        if len(drawn) > PCA_STATEMENTS:
+            drawn = np.sort(np.random.default_rng(self.seed).choice(len(drawn), PCA_STATEMENTS, replace=False))
+        rows = torch.from_numpy(drawn)
+        vectors = torch.cat([splits[name].features(splits[name].rows, None) for name in splits])[rows].numpy()
+        labels = torch.cat([splits[name].tensors["label"] for name in splits])[rows].numpy()
+        return {"splits": list(splits), "statements": sum(counts), **principal_components(vectors, labels)}

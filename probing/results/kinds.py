@@ -129,8 +129,8 @@ class StatementProbeResults(ProbeResults):
                                              "accuracy, n_examples, dropped, labels, data_split, data_files and the "
                                              "file's test_lines.", optional=True)
     principal_components: dict[str, Any] | None = key("The first two principal components of the statements' "
-                                                      "vectors: points, labels, explained_variance_ratio, splits; "
-                                                      "null for a scalar mix.", optional=True)
+                                                      "vectors: points, labels, explained_variance_ratio, splits, "
+                                                      "statements; null for a scalar mix.", optional=True)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

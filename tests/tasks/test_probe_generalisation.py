@@ -116,3 +116,30 @@ def test_minilm_trained_on_cities_is_scored_on_neg_cities(tmp_path, minilm_path,
     assert other["n_examples"] + other["dropped"] == len(test) and other["dropped"] == 0
     assert other["test_lines"] == [int(source.rsplit(":", 1)[1]) for source in test.sources]
     assert 0.0 <= other["accuracy"] <= 1.0 and len(r["principal_components"]["points"]) == 1496
+
+
+def test_the_principal_components_are_those_of_the_stored_vectors_at_most_a_seeded_sample(tmp_path, tiny_llama,  # noqa: F811
+                                                                                          monkeypatch):
+    import torch
+
+    from probing.probes import statement_probes
+    from probing.probes.datamodule import read_every_word_store
+    from probing.probes.generalisation import principal_components
+
+    monkeypatch.setattr(statement_probes, "PCA_STATEMENTS", 100)
+    r = probe_in_process(tmp_path, "pca", "task=truth", "data.name=smaller_than", "layer=2", "probe=mass_mean",
+                         *tiny_llama)
+    pca = r["principal_components"]
+    assert pca["statements"] == 300 and len(pca["points"]) == len(pca["labels"]) == 100
+    # the same numbers from the stores themselves: train, dev and test in that order, the seeded draw of 100
+    stores = {FeatureStore(path).metadata["split"]: path for path in (tmp_path / "pca" / "stores").rglob("*.h5")}
+    vectors, labels = [], []
+    data = NumberComparisons(name="smaller_than").load_statements()
+    for split in ("train", "dev", "test"):
+        stored, position = read_every_word_store(stores[split], 2, len(data.splits[split]))
+        vectors.append(stored[torch.from_numpy(position)].float().numpy())
+        labels.append(data.splits[split].label)
+    drawn = np.sort(np.random.default_rng(0).choice(300, 100, replace=False))
+    expected = principal_components(np.concatenate(vectors)[drawn], np.concatenate(labels)[drawn])
+    np.testing.assert_allclose(pca["points"], expected["points"], atol=1e-3)
+    assert pca["labels"] == expected["labels"]
