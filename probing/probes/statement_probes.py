@@ -29,7 +29,7 @@ from probing.probes.task_probes import WordProbing, refuse_conditioning, refuse_
 from probing.probes.word_data import GatheredSplit
 from probing.results.kinds import StatementProbeResults
 
-PCA_STATEMENTS = 2000  # the principal components of at most this many statements' vectors: one small SVD, a plot's worth
+PCA_STATEMENTS = 2000  # the principal components of at most this many statements' vectors: a plot's worth
 CONTROL_KIND = "shuffled_labels"  # what a statement task's control task is (results' control_task.kind)
 
 
