@@ -214,7 +214,11 @@ class StatementProbing(WordProbing):
         drawn = np.arange(sum(counts))
         if len(drawn) > PCA_STATEMENTS:
             drawn = np.sort(np.random.default_rng(self.seed).choice(len(drawn), PCA_STATEMENTS, replace=False))
-        rows = torch.from_numpy(drawn)
-        vectors = torch.cat([splits[name].features(splits[name].rows, None) for name in splits])[rows].numpy()
-        labels = torch.cat([splits[name].tensors["label"] for name in splits])[rows].numpy()
+        vectors, labels, start = [], [], 0
+        for name, count in zip(splits, counts):  # only the drawn statements' vectors are gathered
+            split, rows = splits[name], torch.from_numpy(drawn[(drawn >= start) & (drawn < start + count)] - start)
+            vectors.append(split.features(split.rows[rows], None))
+            labels.append(split.tensors["label"][rows])
+            start += count
+        vectors, labels = torch.cat(vectors).numpy(), torch.cat(labels).numpy()
         return {"splits": list(splits), "statements": sum(counts), **principal_components(vectors, labels)}
