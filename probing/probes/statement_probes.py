@@ -16,18 +16,20 @@ import torch
 from probing.data.statements import read_statement_task
 from probing.erasure import applied
 from probing.erasure.file import ERASER_FILE
-from probing.errors import ConfigError
+from probing.errors import ConfigError, setting
 from probing.features.provision import ensure_features
 from probing.probes import erased_features
 from probing.probes.bits.mdl import OnlineCode
 from probing.probes.controls import ControlPart
 from probing.probes.datamodule import ProbingDataModule, read_every_word_store
+from probing.probes.generalisation import principal_components, scored_on
 from probing.probes.probe_module import ProbeModule
 from probing.probes.representations import EncoderLayer, LayerMix, ProbeInputs, described_featurizer, features_about
 from probing.probes.task_probes import WordProbing, refuse_conditioning, refuse_pair_product
 from probing.probes.word_data import GatheredSplit
 from probing.results.kinds import StatementProbeResults
 
+PCA_STATEMENTS = 2000  # the principal components of at most this many statements' vectors: a plot's worth
 CONTROL_KIND = "shuffled_labels"  # what a statement task's control task is (results' control_task.kind)
 
 
@@ -85,6 +87,7 @@ class StatementProbing(WordProbing):
 
     RESULTS_KIND = StatementProbeResults.KIND  # the kind of its results.json
     CLOSED_FORM = True
+    SCORES_OTHER_DATA = True
 
     def __init__(self, data_name: str, **shared: Any):
         super().__init__(data_name=data_name, **shared)
@@ -94,9 +97,26 @@ class StatementProbing(WordProbing):
             raise ConfigError(f"the online code (MDL) trains its prefix probes by gradient steps, and probe="
                               f"{self.family.name} is fitted in closed form. Fix: turn the online code off, or "
                               "probe=linear")
+        if self.eval_on and self.erase is not None:
+            raise ConfigError(f"{setting('eval_on')} scores the probe on other datasets' statements, which an eraser "
+                              f"fitted on this dataset's has not seen. Fix: {setting('eval_on')}=[], or no erasure")
+        self.others: dict[str, Any] = {}  # the datasets of eval_on, read by `load`
+        self.other_splits: dict[str, Any] = {}  # their test statements' vectors, once the inputs are built
 
     def load(self) -> None:
         self.data = read_statement_task(self.source, self.data_name)
+        for name in self.eval_on:
+            try:
+                other = self.source.other(name)
+            except ValueError as error:
+                raise ConfigError(f"{setting('eval_on')} names datasets beside {self.data.name}, and {error}. Fix: "
+                                  f"{setting('eval_on')}=[], or datasets of the same data (data=geometry_of_truth: "
+                                  "its files' names; the bundled comparisons: larger_than, smaller_than)") from None
+            self.others[name] = read_statement_task(other, self.data_name)
+            if self.others[name].labels != self.data.labels:
+                raise ConfigError(f"{setting('eval_on')}: {name} has the labels {self.others[name].labels} and "
+                                  f"{self.data.name} {self.data.labels}: a probe scores only the labels it learned. "
+                                  f"Fix: leave {name} out of {setting('eval_on')}")
 
     def word_inputs(self, representation: Any, store_settings: Mapping[str, Any]) -> ProbeInputs:
         """The statements' stores (one vector per statement, filled by the representation's own encoder), then the
@@ -107,10 +127,18 @@ class StatementProbing(WordProbing):
                               "at the context level")
         described = described_featurizer(representation.featurizer)
         stores = ensure_features(self.data.store_data(), representation.featurizer, **store_settings)
+        other_stores = {name: ensure_features(other.store_data(), representation.featurizer, splits=("test",),
+                                              **store_settings) for name, other in self.others.items()}
         representation.featurizer = None  # the encoder's memory is let go before training
         datamodule = StatementDataModule(stores, self.data, representation.store_layer, self.batch_size,
                                          self.control.seed, representation.expected_layers, self.online_code)
         datamodule.setup()
+        self.other_splits = {}
+        for name, paths in other_stores.items():
+            other = StatementDataModule(paths, self.others[name], representation.store_layer, self.batch_size,
+                                        None, representation.expected_layers)
+            other.setup()
+            self.other_splits[name] = (other.splits["test"], other.dropped["test"])
         about = {**representation.about_stores(stores), "data_split": dict(self.data.split),
                  "data_summary": {split: {"statements": len(self.data.splits[split]) - datamodule.dropped[split],
                                           "dropped": datamodule.dropped[split], **counts}
@@ -161,4 +189,36 @@ class StatementProbing(WordProbing):
     def results(self, module: ProbeModule, inputs: ProbeInputs) -> dict[str, Any]:
         control = None if self.control.seed is None else {"kind": CONTROL_KIND, "seed": self.control.seed}
         return {"labels": list(inputs.classes), "control_task": control,
-                **({} if self.erasure is None else {"erasure": self.erasure.record})}
+                **({} if self.erasure is None else {"erasure": self.erasure.record}),
+                "eval_on": self.scores_on_others(module), "principal_components": self.components(inputs)}
+
+    def scores_on_others(self, module: ProbeModule) -> dict[str, Any]:
+        """The probe's scores on the test split of each dataset of eval_on, with how that split was drawn (seed,
+        fractions, the file's lines it holds) and its statements per label."""
+        scores = {}
+        for name, (split, dropped) in self.other_splits.items():
+            other = self.others[name]
+            scores[name] = {**scored_on(module, split), "dropped": dropped, "labels": other.summary()["test"],
+                            "data_split": dict(other.split), "data_files": [str(path) for path in other.files],
+                            "test_lines": [int(source.rsplit(":", 1)[1]) for source in other.splits["test"].sources]}
+        return scores
+
+    def components(self, inputs: ProbeInputs) -> dict[str, Any] | None:
+        """The first two principal components of the statements' vectors (train, dev and test; at most
+        PCA_STATEMENTS of them, drawn with the run's seed) at the probed layer, by label (Marks & Tegmark's Fig. 1);
+        None for a scalar mix of layers."""
+        splits = inputs.datamodule.splits
+        if inputs.datamodule.num_layers is not None:
+            return None
+        counts = [len(splits[name]) for name in splits]
+        drawn = np.arange(sum(counts))
+        if len(drawn) > PCA_STATEMENTS:
+            drawn = np.sort(np.random.default_rng(self.seed).choice(len(drawn), PCA_STATEMENTS, replace=False))
+        vectors, labels, start = [], [], 0
+        for name, count in zip(splits, counts):  # only the drawn statements' vectors are gathered
+            split, rows = splits[name], torch.from_numpy(drawn[(drawn >= start) & (drawn < start + count)] - start)
+            vectors.append(split.features(split.rows[rows], None))
+            labels.append(split.tensors["label"][rows])
+            start += count
+        vectors, labels = torch.cat(vectors).numpy(), torch.cat(labels).numpy()
+        return {"splits": list(splits), "statements": sum(counts), **principal_components(vectors, labels)}

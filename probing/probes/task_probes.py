@@ -62,17 +62,23 @@ class TaskProbing:
     settings (conf/probe/): `family` (the built probe family, `probe.module`), `mix` (the scalar mix's options),
     `control` (the control task), `mdl` and `mdl_fractions` (the online code, built here: `online_code`, or None),
     `batch_size`, `level`, `reuse` (saved probes, the s-class task's), `pair_product` (a word-pair task's) and
-    `condition_on` (the representation the probes are conditioned on, a word task's only)."""
+    `condition_on` (the representation the probes are conditioned on, a word task's only), `eval_on` (other datasets
+    whose test splits the probe is scored on, a statement task's)."""
 
     CLOSED_FORM = False  # whether the task takes a family fitted in closed form (mass-mean): statement tasks only
+    SCORES_OTHER_DATA = False  # whether the task scores its probe on other datasets (eval_on): statement tasks only
 
     def __init__(self, name: str, source: Any, module: Callable[..., ProbeModule] | None, seed: int,
                  family: ProbeFamily | None = None, mix: Mapping[str, Any] | None = None,
                  control: ControlTask | None = None, mdl: bool = False,
                  mdl_fractions: Sequence[float] | None = DEFAULT_FRACTIONS, batch_size: int = 256,
                  level: str = "context", reuse: str | None = None, pair_product: bool = False,
-                 erase: ErasureSetup | None = None, condition_on: Any = None):
+                 erase: ErasureSetup | None = None, condition_on: Any = None, eval_on: Sequence[str] | None = None):
         self.name, self.source, self.module, self.family = str(name), source, module, family
+        self.eval_on = tuple(str(other) for other in eval_on or ())
+        if self.eval_on and not self.SCORES_OTHER_DATA:
+            raise ConfigError(f"{setting('eval_on')} scores a probe on the test split of other datasets, and "
+                              f"task={name} has one dataset. Fix: {setting('eval_on')}=[], or task=truth")
         self.mix = dict(mix or {})
         self.erase, self.condition_on = erase, condition_on
         self.erasure: applied.Erasure | None = None  # what `erase` did, once the inputs are built

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from probing.report.aggregate import is_kind
+from probing.report.generalisation import generalisation_section
 from probing.report.word_probes import write_word_probe_report
 from probing.results.kinds import StatementProbeResults
 
@@ -27,7 +28,15 @@ def is_statement_probe_run(result: dict[str, Any]) -> bool:
 
 def write_statement_probe_report(results: list[dict[str, Any]], out_dir: Path) -> tuple[str, list[str]]:
     """The Markdown section of the statement probe runs, statement_probes.csv and the plots per task."""
-    return write_word_probe_report(results, out_dir, CSV_FILE, "statement_probes", INTRO)
+    text, files = write_word_probe_report(results, out_dir, CSV_FILE, "statement_probes", INTRO)
+    across, written = generalisation_section(results, out_dir)
+    pictures = [name for name in written if name.startswith("statement_pca_")]
+    if across:
+        text += f"\n\n{across}"
+    if pictures:
+        text += ("\n\nThe first two principal components of every statement's vector, by layer, coloured by label "
+                 f"(Marks & Tegmark 2024, Fig. 1): {', '.join(f'`{name}`' for name in pictures)}.")
+    return text, files + written
 
 
 # This job's section of report.md (probing.report.OTHER_SECTIONS): which results are its runs, the writer of the

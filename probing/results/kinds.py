@@ -135,6 +135,12 @@ class StatementProbeResults(ProbeResults):
                        "(the probe's online setting); absent otherwise.", optional=True)
     online_layers: dict[str, Any] = key("With online probes, each probed layer's dev and test scores and best epoch "
                                         "(dev and test above: those of the best dev layer).", optional=True)
+    eval_on: dict[str, dict[str, Any]] = key("The probe's test scores on other datasets (probe.eval_on): by dataset, "
+                                             "accuracy, n_examples, dropped, labels, data_split, data_files and the "
+                                             "file's test_lines.", optional=True)
+    principal_components: dict[str, Any] | None = key("The first two principal components of the statements' "
+                                                      "vectors: points, labels, explained_variance_ratio, splits, "
+                                                      "statements; null for a scalar mix.", optional=True)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

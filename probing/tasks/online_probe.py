@@ -59,6 +59,7 @@ def refuse_what_online_cannot_train(probing: Any) -> None:
         (probing.level != "context", "the type level", "probe.level=context"),
         (probing.condition_on is not None, "conditioning", "probe.condition_on=null"),
         (probing.family.closed_form, "a closed-form family", "probe=linear"),
+        (bool(probing.eval_on), "scores on other datasets", "probe.eval_on=[]"),
     ]
     for is_set, what, fix in refused:
         if is_set:

@@ -35,7 +35,8 @@ from probing.tasks.trainer import build_trainer, check_trainer, note_precision
 log = logging.getLogger(__name__)
 
 # The probe's settings (conf/probe/) that every task's probing takes as they are.
-PROBE_SETTINGS = ("mix", "mdl", "mdl_fractions", "batch_size", "level", "reuse", "pair_product", "condition_on")
+PROBE_SETTINGS = ("mix", "mdl", "mdl_fractions", "batch_size", "level", "reuse", "pair_product", "condition_on",
+                  "eval_on")
 # Where the user sets each argument that probe.py passes the probing: what the probing refuses (built, or while it
 # runs) is named there.
 PROBING_KEYS = {**{key: f"probe.{key}" for key in PROBE_SETTINGS}, "name": "task.name", "source": "data.source",

@@ -57,6 +57,7 @@ def test_the_online_probe_of_a_layer_equals_the_one_trained_on_its_store(tmp_pat
     ("probe.mdl=true", "probe.mdl=false"),
     ("erase=leace", "erase=none"),
     ("probe=mass_mean", "probe=linear"),
+    ("probe.eval_on=[smaller_than]", "probe.eval_on=[]"),
     ("layer=mix", "layer=[0,1,2]"),
     ("task=upos", "task=truth"),
 ])
