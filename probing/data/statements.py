@@ -6,7 +6,6 @@ formats, the split and the labels: docs/statements.md."""
 from __future__ import annotations
 
 import csv
-import json
 import logging
 from dataclasses import dataclass, field
 from importlib import resources
@@ -18,7 +17,7 @@ from probing.data.records import RecordTable, RecordTableBuilder, SkipCounter
 from probing.data.settings import optional_path, require_int
 from probing.data.sources import WordInContextData
 from probing.data.splits import SPLIT_NAMES
-from probing.data.text import note_data_files, read_lines
+from probing.data.text import json_lines, note_data_files, read_lines
 from probing.data.word_tasks.records import require_fraction
 from probing.errors import ConfigError, DataFormatError, setting
 
@@ -229,14 +228,7 @@ def _read_csv(path: Path):
 
 
 def _read_jsonl(path: Path):
-    for number, line in read_lines(path, "path"):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise DataFormatError(path, number, f"invalid JSON ({error.msg} at column {error.colno})",
-                                  JSONL_FIX) from None
+    for number, item in json_lines(path, "path", JSONL_FIX):
         if not isinstance(item, dict) or not isinstance(item.get("text"), str):
             raise DataFormatError(path, number, 'no "text" string', JSONL_FIX)
         label = item.get("label")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
@@ -33,6 +34,18 @@ def read_lines(path: str | Path, config_key: str = "the data path") -> Iterator[
                 line = line.removeprefix("\ufeff")
             yield number, line.removesuffix("\n").removesuffix("\r")
 
+
+
+def json_lines(path: str | Path, config_key: str, fix: str) -> Iterator[tuple[int, object]]:
+    """Yield (1-based line number, parsed value) of each non-blank line of a JSON-lines file (read as `read_lines`
+    does); a line that is not JSON is a DataFormatError naming it, with `fix`."""
+    for number, line in read_lines(path, config_key):
+        if not line.strip():
+            continue
+        try:
+            yield number, json.loads(line)
+        except json.JSONDecodeError as error:
+            raise DataFormatError(path, number, f"invalid JSON ({error.msg} at column {error.colno})", fix) from None
 
 def _decode_line(raw: bytes, path: Path, number: int) -> str:
     try:

@@ -35,6 +35,10 @@ class TensorSplit(Dataset):
     def __len__(self) -> int:
         return len(self.tensors["features"])
 
+    @property
+    def feature_shape(self) -> tuple[int, ...]:
+        return tuple(self.tensors["features"].shape[1:])
+
     def __getitem__(self, index: int | list[int]) -> dict[str, torch.Tensor]:
         """One example, or a whole batch when `index` is a list (one gather instead of a Python-level collate)."""
         batch = {name: tensor[index] for name, tensor in self.tensors.items()}
@@ -52,13 +56,13 @@ class ProbingDataModule(L.LightningDataModule):
 
     @property
     def feature_dim(self) -> int:
-        return self.splits["train"].tensors["features"].shape[-1]
+        return self.splits["train"].feature_shape[-1]
 
     @property
     def num_layers(self) -> int | None:
         """Layers per example for the scalar mix, None for single-layer features."""
-        features = self.splits["train"].tensors["features"]
-        return features.shape[1] if features.dim() == 3 else None
+        shape = self.splits["train"].feature_shape
+        return shape[0] if len(shape) == 2 else None
 
     def _loader(self, split: str, shuffle: bool) -> DataLoader:
         dataset = self.splits[split]

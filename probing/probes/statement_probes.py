@@ -54,15 +54,6 @@ class StatementDataModule(ProbingDataModule):
         self.control_seed, self.expected_layers, self.online_code = control_seed, expected_layers, online_code
         self.dropped: dict[str, int] = {}
 
-    @property
-    def feature_dim(self) -> int:
-        return self.splits["train"].feature_shape[-1]
-
-    @property
-    def num_layers(self) -> int | None:
-        shape = self.splits["train"].feature_shape
-        return shape[0] if len(shape) == 2 else None
-
     def setup(self, stage: str | None = None) -> None:
         if self.splits:
             return

@@ -6,7 +6,6 @@ A line that does not fit is a DataFormatError naming the file and line."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -14,7 +13,7 @@ from pathlib import Path
 from probing.data.records import SkipCounter
 from probing.data.settings import optional_path, require_int
 from probing.data.splits import SPLIT_NAMES
-from probing.data.text import read_lines
+from probing.data.text import json_lines
 from probing.data.word_tasks.records import NO_SECOND, RawSentence, WordTaskData, build_word_task, require_fraction
 from probing.errors import ConfigError, DataFormatError, setting
 
@@ -93,14 +92,7 @@ class _PairShape:
 def _read_jsonl(path: Path, shape: _PairShape, file_split: str | None):
     """(split, sentence) of each non-blank line; `file_split` is the split of a folder's file, None for one file
     whose lines name their split."""
-    for number, line in read_lines(path, "task.path"):
-        if not line.strip():
-            continue
-        try:
-            item = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise DataFormatError(path, number, f"invalid JSON ({error.msg} at column {error.colno})",
-                                  JSONL_FIX) from None
+    for number, item in json_lines(path, "task.path", JSONL_FIX):
         if not isinstance(item, dict):
             raise DataFormatError(path, number, f"a JSON {type(item).__name__}, not an object", JSONL_FIX)
         yield _line_split(item, path, number, file_split), _jsonl_sentence(item, path, number, shape)
