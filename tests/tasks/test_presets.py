@@ -14,6 +14,7 @@ from omegaconf import OmegaConf
 from probing.config import job_dir_name
 from tests.helpers import FIXTURE_STREUSLE, run_script
 from tests.helpers.runs import fake_finetuned_model, tiny_model
+from tests.helpers.tiny_decoders import save_tiny_llama
 
 PRESETS = sorted(path.stem for path in (Path(__file__).resolve().parents[2] / "conf" / "experiment").glob("*.yaml"))
 REPORT_FILES = ("report.md", "report.csv", "micro_f1_by_layer.png")
@@ -55,6 +56,24 @@ def test_every_preset_is_run_here():
     tested = {name.removeprefix("test_").removesuffix("_preset") for name in globals()
               if name.startswith("test_") and name.endswith("_preset")}
     assert sorted(tested) == PRESETS
+
+
+def test_truth_quickstart_preset(tmp_path):
+    """truth_quickstart with a tiny random Llama in place of SmolLM2 (no GGUF file) and its layers swept in place of
+    SmolLM2's 31: a linear statement probe of each layer with its control task on the bundled number comparisons, and
+    the statement report of the sweep."""
+    sweep, model = tmp_path / "sweep", save_tiny_llama(tmp_path / "llama", 2)
+    result = run_script("probe.py", "experiment=truth_quickstart", f"model.name_or_path={model}", "model.gguf_file=null",
+                        "model.num_layers=3", "logger=csv", "layer=0,1,2", "trainer.max_epochs=2", f"hydra.sweep.dir={sweep}", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    by_layer = {r["layer"]: r for r in map(json.loads, map(Path.read_text, sweep.glob("*/results.json")))}
+    assert sorted(by_layer) == [0, 1, 2]
+    assert {(r["kind"], r["task"], r["data"], r["probe"]) for r in by_layer.values()} == {
+        ("statement_probe", "truth", "number_comparisons", "linear")}
+    assert all(r["control_task"] == {"kind": "shuffled_labels", "seed": 0} for r in by_layer.values())
+    # at the embeddings every statement's last token is the same ".": one vector for all, so the probe is at chance
+    assert by_layer[0]["test"]["accuracy"] == 0.5
+    assert "3 runs from" in (sweep / "report.md").read_text()
 
 
 def test_layer_sweep_preset(tmp_path, tiny_bert_path):
