@@ -63,8 +63,9 @@ def test_truth_quickstart_preset(tmp_path):
     SmolLM2's 31: a linear statement probe of each layer with its control task on the bundled number comparisons, and
     the statement report of the sweep."""
     sweep, model = tmp_path / "sweep", save_tiny_llama(tmp_path / "llama", 2)
-    result = run_script("probe.py", "experiment=truth_quickstart", f"model.name_or_path={model}", "model.gguf_file=null",
-                        "model.num_layers=3", "logger=csv", "layer=0,1,2", "trainer.max_epochs=2", f"hydra.sweep.dir={sweep}", cwd=tmp_path)
+    overrides = [f"model.name_or_path={model}", "model.gguf_file=null", "model.num_layers=3", "logger=csv",
+                 "layer=0,1,2", "trainer.max_epochs=2", f"hydra.sweep.dir={sweep}"]
+    result = run_script("probe.py", "experiment=truth_quickstart", *overrides, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     by_layer = {r["layer"]: r for r in map(json.loads, map(Path.read_text, sweep.glob("*/results.json")))}
     assert sorted(by_layer) == [0, 1, 2]
