@@ -66,15 +66,21 @@ def matrix_table(rows: dict[str, dict[str, tuple[float, int]]]) -> str:
     return markdown(["trained on \\ tested on", *tested], body)
 
 
+def panel_grid(count: int, width: float, height: float):
+    """A figure of `count` panels, four to a row, each `width` x `height` inches; the unused cells hidden."""
+    columns = min(count, 4)
+    rows = math.ceil(count / columns)
+    fig, axes = pyplot().subplots(rows, columns, squeeze=False, figsize=(width * columns, height * rows),
+                                  layout="constrained")
+    for ax in axes.flat[count:]:
+        ax.set_visible(False)
+    return fig, axes
+
+
 def plot_matrices(layers: dict, title: str, path: Path) -> bool:
     """One heatmap of the train x test accuracy per layer, side by side."""
-    plt = pyplot()
     order = _layers(layers)
-    columns = min(len(order), 4)
-    fig, axes = plt.subplots(math.ceil(len(order) / columns), columns, squeeze=False,
-                             figsize=(3.6 * columns, 3.2 * math.ceil(len(order) / columns)), layout="constrained")
-    for ax in axes.flat[len(order):]:
-        ax.set_visible(False)
+    fig, axes = panel_grid(len(order), 3.6, 3.2)
     for ax, layer in zip(axes.flat, order):
         trained, tested = _datasets(layers[layer])
         values = [[layers[layer][train].get(test, (math.nan, 0))[0] for test in tested] for train in trained]
@@ -118,12 +124,7 @@ def plot_components(runs: dict[Any, dict[str, Any]], title: str, path: Path) -> 
     order = _layers(runs)
     if not order:
         return False
-    plt = pyplot()
-    columns = min(len(order), 4)
-    fig, axes = plt.subplots(math.ceil(len(order) / columns), columns, squeeze=False,
-                             figsize=(3.2 * columns, 3.0 * math.ceil(len(order) / columns)), layout="constrained")
-    for ax in axes.flat[len(order):]:
-        ax.set_visible(False)
+    fig, axes = panel_grid(len(order), 3.2, 3.0)
     for ax, layer in zip(axes.flat, order):
         pca, labels = runs[layer]["components"], runs[layer]["labels"]
         for index, label in enumerate(labels):
