@@ -85,10 +85,10 @@ class WordpieceBaseline:
         position = {old: new for new, old in enumerate(keep)}
         return PreparedInput([prepared.input_ids[i] for i in keep], [position[i] for i in prepared.target_pieces])
 
-    def encode(self, batch: Sequence[PreparedInput]) -> torch.Tensor:
+    def encode(self, batch: Sequence[PreparedInput], dtype: torch.dtype = torch.float32) -> torch.Tensor:
         if self.kind == "bertw":
-            return mean_rows(self.matrix, [[p.input_ids[i] for i in p.target_pieces] for p in batch])
-        return mean_rows(self.matrix, [p.input_ids for p in batch])
+            return mean_rows(self.matrix, [[p.input_ids[i] for i in p.target_pieces] for p in batch]).to(dtype)
+        return mean_rows(self.matrix, [p.input_ids for p in batch]).to(dtype)
 
 
 def input_embedding_matrix(encoder: WordEncoder) -> torch.Tensor:
@@ -151,8 +151,8 @@ class WordBaseline:
             self.vocabulary.update((word, first + i) for i, word in enumerate(new))
             self.matrix = torch.cat([self.matrix, torch.from_numpy(self.vectors_for(new))])
 
-    def encode(self, batch: Sequence[PreparedInput]) -> torch.Tensor:
-        return mean_rows(self.matrix, [p.input_ids for p in batch])
+    def encode(self, batch: Sequence[PreparedInput], dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        return mean_rows(self.matrix, [p.input_ids for p in batch]).to(dtype)
 
 
 def rand_baseline(dim: int, seed: int, context_size: int | str | None) -> WordBaseline:

@@ -168,8 +168,8 @@ class ElmoFileFeaturizer:
                                   "recompute that sentence's vectors")
         return values
 
-    def encode(self, batch: Sequence[PreparedInput]) -> torch.Tensor:
-        """(B, layers, dim) float32: each record's word (mean of its words' rows), each sentence read once."""
+    def encode(self, batch: Sequence[PreparedInput], dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """(B, layers, dim) in `dtype`: each record's word (mean of its words' rows), each sentence read once."""
         out = np.empty((len(batch), self.num_layers, self.hidden_size), np.float32)
         by_sentence: dict[int, list[int]] = {}
         for row, prepared in enumerate(batch):
@@ -180,7 +180,7 @@ class ElmoFileFeaturizer:
                 positions = batch[row].target_pieces
                 out[row] = values[:, positions[0]] if len(positions) == 1 else \
                     values[:, positions].mean(axis=1, dtype=np.float64)
-        return torch.from_numpy(out)
+        return torch.from_numpy(out).to(dtype)
 
 
 def sentences_from_elmo_file(path: str | Path) -> list[tuple[str, ...]]:

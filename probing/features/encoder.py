@@ -11,6 +11,7 @@ from pathlib import Path
 
 import torch
 from tokenizers import Encoding
+from torch import nn
 from torch.nn.utils.rnn import pad_sequence
 
 from probing.data.records import SkipCounter, WordInContext
@@ -31,6 +32,7 @@ from probing.features.hf_models import (
     checked_device_map,
     input_device,
     load_pretrained,
+    weights_dtype_for,
 )
 from probing.features.sites import RESIDUAL, capture, parse_site, resolve_layers
 
@@ -98,6 +100,15 @@ def pool_layers(hidden_states: Sequence[torch.Tensor], rows: torch.Tensor, cols:
     return pooled.index_add_(0, rows, pieces * weights[:, None, None])
 
 
+def in_dtype(pooled: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Float32 `pooled` in `dtype`, unless a value would then be inf or NaN (then as it is, for the store to say
+    which rows, and whether the encoder or the narrower dtype made them so)."""
+    if dtype == pooled.dtype:
+        return pooled
+    cast = pooled.to(dtype)
+    return cast if bool(torch.isfinite(cast).all()) else pooled
+
+
 class WordEncoder:
     """Turns word-in-context records into (num_layers, hidden) vectors of a frozen encoder (a `Featurizer`).
 
@@ -106,9 +117,11 @@ class WordEncoder:
     None for the model's full attention; `attention_policy`: where the special tokens stand under a window
     (`probing.features.attention.POLICIES`). `precision`: "32", "bf16" or "16" (see `check_precision`). `layers`:
     the hidden states computed and kept (None: all), at `site` (`probing.features.sites.SITES`). `dtype`: the
-    weights' ("fp32", "bf16", "fp16"; see `check_weights_dtype`); `device_map`: accelerate's placement of a model
-    sharded over devices (then `device` must be "auto"); `gguf_file`, `cache_dir`: a GGUF model and where its
-    converted copy is cached (`probing.features.hf_models.load_encoder`)."""
+    weights' ("fp32", "bf16", "fp16"; None: bf16 for precision bf16 on CUDA, else fp32: `weights_dtype_for`; see
+    `check_weights_dtype`), whose forward runs in them with no autocast; `device_map`: accelerate's placement of a
+    model sharded over devices (then `device` must be "auto"); `gguf_file`, `cache_dir`: a GGUF model and where its
+    converted copy is cached (`probing.features.hf_models.load_encoder`); `pad_to_multiple_of`: a batch's padded
+    length rounded up to a multiple of it (`padded_width`)."""
 
     def __init__(
         self,
@@ -126,10 +139,11 @@ class WordEncoder:
         attention_policy: str = DEFAULT_POLICY,
         layers: Sequence[int] | None = None,
         site: str = RESIDUAL,
-        dtype: str = "fp32",
+        dtype: str | None = None,
         device_map: str | dict | None = None,
         gguf_file: str | None = None,
         cache_dir: str | None = None,
+        pad_to_multiple_of: int = 1,
     ):
         precision = str(precision)
         _check_options(pooling, precision)
@@ -143,15 +157,18 @@ class WordEncoder:
         self.device = resolve_device(device)
         allow_emulated = require_bool("features.allow_emulated_bf16", allow_emulated_bf16)
         check_precision(precision, self.device, allow_emulated)
-        check_weights_dtype(dtype, precision, self.device, allow_emulated)
-        self.dtype = dtype
+        self.dtype = weights_dtype_for(dtype, precision, self.device)
+        check_weights_dtype(self.dtype, precision, self.device, allow_emulated)
+        if self.dtype != "fp32":  # the forward runs in the weights' own dtype, not under autocast: recorded so
+            precision = "32"
         self.precision, self.autocast_dtype = precision, AUTOCAST_DTYPES[precision]
+        self.pad_to_multiple_of = require_int(setting("pad_to_multiple_of"), pad_to_multiple_of, minimum=1)
         self.random_init = require_bool("model.random_init", random_init)
         self.init_seed = require_int("model.init_seed", init_seed)
         self.attention_window = parse_attention_window(attention_window)
         self.attention_policy = parse_attention_policy(attention_policy)
         self.model, self.tokenizer, self.info = load_pretrained(
-            name_or_path, revision, self.random_init, self.init_seed, dtype=dtype, device_map=self.device_map,
+            name_or_path, revision, self.random_init, self.init_seed, dtype=self.dtype, device_map=self.device_map,
             gguf_file=gguf_file, cache_dir=cache_dir)
         if self.device_map is None:
             self.model.to(self.device)
@@ -271,24 +288,33 @@ class WordEncoder:
         post_processor = self.tokenizer.backend_tokenizer.post_processor
         return encoding if post_processor is None else post_processor.process(encoding)
 
-    def encode(self, batch: Sequence[PreparedInput], on_device: bool = False) -> torch.Tensor:
-        """(B, len(layers), hidden) float32 on CPU (`on_device`: on the encoder's device): pooled target vectors at
-        each asked-for layer (by default every layer, layer 0 included)."""
+    def encode(self, batch: Sequence[PreparedInput], on_device: bool = False,
+               dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """(B, len(layers), hidden) pooled target vectors at each asked-for layer (by default every layer, layer 0
+        included), on the CPU (`on_device`: on the encoder's device): summed in float32, then cast to `dtype` on the
+        device (a float16 store's rows are copied back at half the bytes; a row that float16 cannot hold stays float32,
+        so that the store names the overflow)."""
         if not batch:
-            return torch.empty(0, len(self.layers), self.info.hidden_size)
-        input_ids = pad_sequence(
-            [torch.tensor(prepared.input_ids) for prepared in batch],
-            batch_first=True,
-            padding_value=self.tokenizer.pad_token_id,
-        )
+            return torch.empty(0, len(self.layers), self.info.hidden_size, dtype=dtype)
         lengths = torch.tensor([len(prepared.input_ids) for prepared in batch])
+        input_ids = pad_sequence([torch.tensor(prepared.input_ids) for prepared in batch], batch_first=True,
+                                 padding_value=self.tokenizer.pad_token_id)
+        input_ids = nn.functional.pad(input_ids, (0, self.padded_width(input_ids.shape[1]) - input_ids.shape[1]),
+                                      value=self.tokenizer.pad_token_id)
         attention_mask = self._attention_mask(batch, (torch.arange(input_ids.shape[1]) < lengths[:, None]).long())
         rows, cols, weights = pooling_index([prepared.target_pieces for prepared in batch], self.pooling)
         with torch.inference_mode():
             states = self.hidden_states(input_ids, attention_mask)
             index = (tensor.to(self.device) for tensor in (rows, cols, weights))
-            pooled = pool_layers(states, *index, len(batch))
+            pooled = in_dtype(pool_layers(states, *index, len(batch)), dtype)
         return pooled if on_device else pooled.cpu()
+
+    def padded_width(self, longest: int) -> int:
+        """The padded length of a batch whose longest input is `longest`: rounded up to `pad_to_multiple_of` (so that
+        batch shapes repeat, and a GPU reuses the kernels it chose for them; padding is masked, so no vector changes),
+        within the longest input the model reads."""
+        rounded = -(-longest // self.pad_to_multiple_of) * self.pad_to_multiple_of
+        return max(longest, min(rounded, self.input_length()))
 
     def hidden_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> list[torch.Tensor]:
         """The (B, T, D) states of the asked-for layers at the site, on the encoder's device, from one forward pass

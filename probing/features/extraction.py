@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 from tqdm.auto import tqdm
 
 from probing.data.records import WordInContext
@@ -218,8 +219,9 @@ def _encode_window(inputs: list[PreparedInput], encoder: WordEncoder, stage: Win
     done = stage.restore(batches, pooled)
     bar.update(sum(len(batch) for batch in batches[:done]))
     unit, started = [], time.perf_counter()
+    rows_dtype = getattr(torch, stage.dtype.name)  # cast on the device: half the bytes copied back into a float16 store
     for number, batch in enumerate(batches[done:], done):
-        pooled[batch] = encoder.encode([inputs[i] for i in batch]).numpy()
+        pooled[batch] = encoder.encode([inputs[i] for i in batch], dtype=rows_dtype).numpy()
         bar.update(len(batch))
         unit.append(batch)
         if time.perf_counter() - started >= STAGE_SECONDS and number + 1 < len(batches):

@@ -5,7 +5,8 @@ The encoder (`WordEncoder`) and the four bag-of-embeddings baselines (`Wordpiece
 (`probing.features.extraction`) can sort, batch, resume and store them the same way:
 
     prepare_many(records) -> one PreparedInput per record (None: the record cannot be represented, counted in skips)
-    encode(batch of PreparedInput) -> (B, num_layers, D) float32 tensor on the CPU
+    encode(batch of PreparedInput, dtype=float32) -> (B, num_layers, D) tensor on the CPU (extraction asks for the
+        store's dtype: a device encoder casts before the copy back)
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ class Featurizer(Protocol):
 
     def prepare_many(self, records: Sequence[WordInContext]) -> list[PreparedInput | None]: ...
 
-    def encode(self, batch: Sequence[PreparedInput]) -> torch.Tensor: ...
+    def encode(self, batch: Sequence[PreparedInput], dtype: torch.dtype = torch.float32) -> torch.Tensor: ...
 
 
 def parse_context_size(value: Any) -> int | None:

@@ -29,7 +29,7 @@ def word_encoder(model: Mapping[str, Any], settings: Mapping[str, Any], context_
                            allow_emulated_bf16=settings["allow_emulated_bf16"],
                            attention_window=settings["attention_window"],
                            attention_policy=settings["attention_policy"], layers=settings.get("layers"),
-                           site=settings.get("site", "resid"),
+                           site=settings.get("site", "resid"), pad_to_multiple_of=settings.get("pad_to_multiple_of", 1),
                            **{name: model.get(name) for name in MODEL_WEIGHTS_KEYS if model.get(name) is not None})
     except ConfigError as error:  # the encoder's arguments are this factory's model's and settings' keys
         raise error.renamed(lambda name: f"model.{name}" if name in MODEL_KEYS else f"settings.{name}") from None

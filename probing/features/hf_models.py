@@ -38,6 +38,7 @@ PACKAGED_PREFIX = "packaged:"
 LOAD_FIX = "use the packaged model with model=minilm, or a local copy with model.name_or_path=/local/folder"
 # The weights' dtype (`model.dtype`): fp32 is what every model loaded as before the setting.
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+AUTOCAST_OF_DTYPE = {"bf16": "bf16", "fp16": "16"}  # the forward precision (features.precision) of the same half type
 DEVICE_MAPS = ("auto", "balanced", "balanced_low_0", "sequential")  # accelerate's own; or a {module: device} mapping
 
 
@@ -341,14 +342,26 @@ def _tokenizer_sha256(tokenizer: PreTrainedTokenizerFast) -> str:
     return hashlib.sha256(json.dumps(serialised, sort_keys=True).encode()).hexdigest()
 
 
+def weights_dtype_for(dtype: str | None, precision: str, device: torch.device) -> str:
+    """The weights' dtype of `model.dtype` under the forward `precision` on `device`: `dtype` where it is set, else
+    (null) bf16 for precision bf16 on CUDA (loaded in bf16, the forward runs in it with no autocast, which would cast
+    every weight matrix on every call) and fp32 otherwise (on a CPU, autocast over float32 weights is as fast:
+    docs/benchmarks.md)."""
+    if dtype is not None:
+        return dtype
+    return "bf16" if str(precision) == "bf16" and device.type == "cuda" else "fp32"
+
+
 def check_weights_dtype(dtype: str, precision: str, device: torch.device, allow_emulated_bf16: bool = False) -> None:
     """Refuse weights in a `dtype` that the forward would not run in as asked: the weights' dtype is the forward's
-    precision, so an autocast `precision` other than "32" on top of bf16/fp16 weights is refused, as are fp16 weights
-    off CUDA and bf16 weights on a CPU without bf16 units (as the autocast precisions are)."""
+    precision, so half-precision weights under an autocast `precision` of the other half type (bf16 weights with
+    precision 16, fp16 weights with precision bf16) are refused, as are fp16 weights off CUDA and bf16 weights on a
+    CPU without bf16 units (as the autocast precisions are). The same half type on both sides agrees: the forward
+    runs in the weights' own dtype, with no autocast."""
     check_dtype_name(dtype)
     if dtype == "fp32":
         return
-    if str(precision) != "32":
+    if str(precision) not in ("32", AUTOCAST_OF_DTYPE[dtype]):
         raise ConfigError(
             f"{setting('dtype')}={dtype} runs the forward in the weights' own {dtype}, so autocast to "
             f"{setting('precision')}={precision} on top of it would not be honoured. Fix: {setting('precision')}=32 "

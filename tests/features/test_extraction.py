@@ -88,10 +88,11 @@ class FakeEncoder:
                 prepared.append(PreparedInput([row] + [0] * (len(record.tokens) + 1), [1]))
         return prepared
 
-    def encode(self, batch):
+    def encode(self, batch, dtype=torch.float32):
         self.batches.append([len(prepared.input_ids) for prepared in batch])
         rows = torch.tensor([prepared.input_ids[0] for prepared in batch], dtype=torch.float32)
-        return 10 * rows[:, None, None] + torch.arange(3.0)[None, :, None] + torch.arange(4.0)[None, None, :] / 8
+        pooled = 10 * rows[:, None, None] + torch.arange(3.0)[None, :, None] + torch.arange(4.0)[None, None, :] / 8
+        return pooled.to(dtype)
 
 
 def fake_records(lengths, skip=()) -> list[WordInContext]:
@@ -154,11 +155,11 @@ class LoggingFakeEncoder(FakeEncoder):
         self.calls.append(("prepare", len(records)))
         return super().prepare_many(records)
 
-    def encode(self, batch):
+    def encode(self, batch, dtype=torch.float32):
         if sum(call == "encode" for call, _ in self.calls) + 1 == self.fail_at:
             raise RuntimeError("stopped")
         self.calls.append(("encode", len(batch)))
-        return super().encode(batch)
+        return super().encode(batch, dtype)
 
 
 def test_rows_are_tokenised_a_chunk_at_a_time_as_their_windows_need_them(tmp_path, monkeypatch):
@@ -410,7 +411,7 @@ def test_sigkilled_extraction_mid_window_keeps_the_staged_batches(tiny_bert_path
                 "progress": False}
     encoded = []
     encode = encoder.encode
-    encoder.encode = lambda batch: encoded.append(len(batch)) or encode(batch)
+    encoder.encode = lambda batch, **options: encoded.append(len(batch)) or encode(batch, **options)
     resumed = extract_split(records, encoder, killed, **settings)
     assert (resumed.rows_already_done, resumed.rows_computed) == (1 + staged, 23 - staged) == (1 + staged, sum(encoded))
     extract_split(records, WordEncoder(str(tiny_bert_path), max_length=16), reference, **settings)
@@ -600,11 +601,11 @@ class ReenteringEncoder(FakeEncoder):
         super().__init__()
         self.path, self.second_run = path, None
 
-    def encode(self, batch):
+    def encode(self, batch, dtype=torch.float32):
         if len(self.batches) == 1:
             self.second_run = subprocess.run([sys.executable, "-c", RUN_FAKE, str(self.path)], cwd=REPO_ROOT,
                                              capture_output=True, text=True, timeout=120)
-        return super().encode(batch)
+        return super().encode(batch, dtype)
 
 
 def test_a_second_run_started_while_the_first_writes_is_refused(tmp_path):
@@ -645,15 +646,16 @@ def test_a_store_open_in_another_process_gives_one_line(tmp_path, monkeypatch):
 
 RUN_FAKE = """
 import sys, time
+import torch
 from pathlib import Path
 from probing.errors import ProbingError
 from probing.features.extraction import extract_split
 from tests.features.test_extraction import CLASSES, FakeEncoder, fake_records
 
 class SlowEncoder(FakeEncoder):
-    def encode(self, batch):
+    def encode(self, batch, dtype=torch.float32):
         time.sleep(0.02)
-        return super().encode(batch)
+        return super().encode(batch, dtype)
 
 path = Path(sys.argv[1])
 while len(sys.argv) > 2 and not Path(sys.argv[2]).exists():  # the start signal
@@ -695,10 +697,10 @@ class KilledEncoder(FakeEncoder):
         super().__init__()
         self.stop_at = stop_at
 
-    def encode(self, batch):
+    def encode(self, batch, dtype=torch.float32):
         if len(self.batches) == self.stop_at:
             raise Interrupted
-        return super().encode(batch)
+        return super().encode(batch, dtype)
 
 
 def ticking_clock(step: float):

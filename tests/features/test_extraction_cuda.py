@@ -1,5 +1,6 @@
 """Extraction on a CUDA GPU (marked `gpu`, skipped without one): the tiny BERT's features on CUDA equal those on the
-CPU, and bf16 autocast on CUDA runs, stays near float32 and is recorded as the store's precision."""
+CPU, and bf16 autocast on CUDA (over float32 weights: model.dtype=fp32) runs, stays near float32 and is recorded as the
+store's precision."""
 
 from __future__ import annotations
 
@@ -25,8 +26,8 @@ def records() -> list[WordInContext]:
             for s, tokens in enumerate(SENTENCES) for i in range(len(tokens))]
 
 
-def features(tiny_bert_path, device: str, precision: str = "32"):
-    encoder = WordEncoder(str(tiny_bert_path), device=device, precision=precision, max_length=32)
+def features(tiny_bert_path, device: str, precision: str = "32", dtype: str | None = None):
+    encoder = WordEncoder(str(tiny_bert_path), device=device, precision=precision, max_length=32, dtype=dtype)
     prepared = [item for item in encoder.prepare_many(records()) if item is not None]
     return encoder, encoder.encode(prepared)
 
@@ -43,7 +44,7 @@ def test_cuda_features_equal_cpu_features(tiny_bert_path):
 @run_if(min_gpus=1, bf16_cuda=True)
 def test_bf16_autocast_on_cuda_runs_near_float32_and_is_recorded(tiny_bert_path, tmp_path):
     _, full = features(tiny_bert_path, "cpu")
-    encoder, half = features(tiny_bert_path, "cuda", precision="bf16")
+    encoder, half = features(tiny_bert_path, "cuda", precision="bf16", dtype="fp32")  # else bf16 weights
     assert encoder.store_metadata()["precision"] == "bf16" and encoder.store_kind.endswith(".bf16")
     # bf16 keeps 8 bits of mantissa: a relative error of ~2^-8 per operation, a few of them through 2 layers
     scale = full.abs().max().item()

@@ -70,6 +70,7 @@ def test_files_recorded_before_the_precision_was_a_field_agree_with_a_float32_ru
     ({}, (None, None)),
     ({"precision": "bf16"}, (None, "bf16")),
     ({"dtype": "bf16"}, ("bf16", None)),
+    ({"dtype": "bf16", "precision": "bf16"}, ("bf16", None)),  # the forward in the weights' bf16, no autocast
 ])
 def test_an_encoders_store_metadata_give_the_weights_dtype_and_precision_it_ran_with(tiny_bert_path, settings,
                                                                                    recorded):

@@ -88,11 +88,11 @@ class Killed(Exception):
 
 
 class DiesAfterFirstBatch(SentenceWordEncoder):
-    def encode(self, batch):
+    def encode(self, batch, dtype=torch.float32):
         if getattr(self, "done", False):
             raise Killed
         self.done = True
-        return super().encode(batch)
+        return super().encode(batch, dtype)
 
 
 def test_store_resumes_and_refuses_another_model(tmp_path, tiny_bert_path, tiny_gpt2_path, monkeypatch):

@@ -285,6 +285,11 @@ class WindowStage:
         layers, _, dim = self.writer.file["features"].shape
         return layers, dim
 
+    @property
+    def dtype(self) -> np.dtype:
+        """The storage dtype of the features."""
+        return self.writer.file["features"].dtype
+
     def save(self, batches: Sequence[Sequence[int]], pooled: np.ndarray) -> None:
         """Stage the unit `batches`, whose rows' features (float32, (rows, num_layers, D)) are in `pooled` at their
         positions: features and hash, flushed, then slots, flushed."""
