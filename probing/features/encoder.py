@@ -101,12 +101,9 @@ def pool_layers(hidden_states: Sequence[torch.Tensor], rows: torch.Tensor, cols:
 
 
 def in_dtype(pooled: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    """Float32 `pooled` in `dtype`, unless a value would then be inf or NaN (then as it is, for the store to say
-    which rows, and whether the encoder or the narrower dtype made them so)."""
-    if dtype == pooled.dtype:
-        return pooled
-    cast = pooled.to(dtype)
-    return cast if bool(torch.isfinite(cast).all()) else pooled
+    """Float32 `pooled` in `dtype`, cast where it is (no wait for the device): a value too large for float16 becomes
+    inf, which extraction catches on the host and computes again in float32 (`probing.features.extraction`)."""
+    return pooled if dtype == pooled.dtype else pooled.to(dtype)
 
 
 class WordEncoder:
@@ -292,8 +289,7 @@ class WordEncoder:
                dtype: torch.dtype = torch.float32) -> torch.Tensor:
         """(B, len(layers), hidden) pooled target vectors at each asked-for layer (by default every layer, layer 0
         included), on the CPU (`on_device`: on the encoder's device): summed in float32, then cast to `dtype` on the
-        device (a float16 store's rows are copied back at half the bytes; a row that float16 cannot hold stays float32,
-        so that the store names the overflow)."""
+        device (a float16 store's rows are copied back at half the bytes; `in_dtype`)."""
         if not batch:
             return torch.empty(0, len(self.layers), self.info.hidden_size, dtype=dtype)
         lengths = torch.tensor([len(prepared.input_ids) for prepared in batch])

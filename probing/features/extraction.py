@@ -221,7 +221,10 @@ def _encode_window(inputs: list[PreparedInput], encoder: WordEncoder, stage: Win
     unit, started = [], time.perf_counter()
     rows_dtype = getattr(torch, stage.dtype.name)  # cast on the device: half the bytes copied back into a float16 store
     for number, batch in enumerate(batches[done:], done):
-        pooled[batch] = encoder.encode([inputs[i] for i in batch], dtype=rows_dtype).numpy()
+        rows = encoder.encode([inputs[i] for i in batch], dtype=rows_dtype)
+        if not bool(torch.isfinite(rows).all()):  # float16 overflow, or the encoder's own: float32 names which
+            rows = encoder.encode([inputs[i] for i in batch])
+        pooled[batch] = rows.numpy()
         bar.update(len(batch))
         unit.append(batch)
         if time.perf_counter() - started >= STAGE_SECONDS and number + 1 < len(batches):

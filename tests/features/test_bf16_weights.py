@@ -8,12 +8,14 @@ import pytest
 import torch
 
 from probing.data.records import WordInContext
-from probing.errors import ConfigError
-from probing.features.encoder import WordEncoder, in_dtype
+from probing.errors import ConfigError, ProbingError
+from probing.features.encoder import WordEncoder
+from probing.features.extraction import extract_split
 from probing.features.featurizers import built_featurizer
 from probing.features.hf_models import weights_dtype_for
 from probing.features.identity import FeatureIdentity
 from tests.features.test_decoders import decoders  # noqa: F401 (a fixture)
+from tests.features.test_extraction import CLASSES, FakeEncoder, fake_records
 from tests.helpers.run_if import run_if
 from tests.helpers.runs import compose_job
 from tests.helpers.stores import assert_one_line_error
@@ -124,9 +126,21 @@ def test_pooled_rows_come_back_in_the_dtype_asked_for_as_the_host_would_round_th
     encoder = WordEncoder(str(tiny_bert_path))
     full, half = vectors(encoder), vectors(encoder, dtype=torch.float16)
     assert half.dtype == torch.float16 and torch.equal(half, full.half())
-    too_large = torch.tensor([[1.0, 7e4]])
-    assert in_dtype(too_large, torch.float16).dtype == torch.float32  # left for the store to name the overflow
-    assert torch.equal(in_dtype(too_large, torch.float32), too_large)
+    assert torch.equal(vectors(encoder, dtype=torch.float32), full)
+
+
+class Overflowing(FakeEncoder):
+    """Features of 1e5 in its second row: finite in float32, inf in float16."""
+
+    def encode(self, batch, dtype=torch.float32):
+        pooled = super().encode(batch)
+        pooled[1:2] = 1e5
+        return pooled.to(dtype)
+
+
+def test_a_float16_overflow_is_still_named_as_one_by_the_store(tmp_path):
+    with pytest.raises(ProbingError, match="exceed the float16 range and would be stored as inf"):
+        extract_split(fake_records([3, 3, 3]), Overflowing(), tmp_path / "s.h5", class_names=CLASSES, progress=False)
 
 
 @pytest.mark.gpu
