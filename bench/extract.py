@@ -19,13 +19,38 @@ Tokens/s counts real (unpadded) input tokens, special tokens included, in every 
 once (a GPU picks kernels per new shape); `--pad-to-multiple-of M` rounds padded lengths up so that shapes repeat
 (`features.pad_to_multiple_of`). What each option changes on the H200 is in docs/benchmarks.md, "On a GPU".
 
-Targets: end-to-end / bare >= 0.9, end-to-end / naive >= 5. Also reported, from the two end-to-end stores: the
-relative error of the bf16 vectors, |v_bf16 - v_fp32| / |v_fp32| per vector, its mean and max at every layer
-(`--dtype float32` keeps float16 storage rounding, ~3e-4, out of it). The last line holds the three ratios.
+  serial        end-to-end with `extract_split(overlap=False)`: the host stages and the forward one after the
+                other, in one thread (the order before the overlap; the same store)
+
+With `--simulate-device-ms MS` the model's forward is replaced by an asynchronous device (`SimulatedDevice`) busy MS
+milliseconds per 1,000 padded tokens of a batch (batch size x longest input): the forward returns states of the
+right shape at once, and the copy of the pooled rows back to the host is waited for by a sleep, which releases the
+GIL, until the device has finished that batch (as with CUDA: launches return, the copy back waits). The store,
+tokenising, batching, pooling (on the CPU here: host work that a GPU would do) and writing are the real ones. Three
+runs into fresh stores, side by side (after one window's run that is not timed), each the fastest of `--repeat` (3):
+
+  host work     the serial pipeline with a wait of 0 ms: every host stage one after the other (records
+                fingerprint, store creation, tokenising, batching, pooling, copies, writing), i.e. the sum of the
+                host work, measured as one wall time
+  overlapped    the pipeline (`overlap=True`, the default) with the waits; `waits` is their sum
+  serial        the serial pipeline with the waits (about host work + waits)
+
+Target: overlapped <= 1.15 x max(waits, host work). `--simulate-device-ms balanced` picks the MS at which the waits
+equal the host work: the hardest case, where the overlap must hide all of one of them. The pipeline overlaps
+windows (window k + 1 tokenised and window k - 1 written while window k computes), so the simulated runs use
+windows of `--window` rows (128 unless set), tokenised a window at a time: 1,000 MiniLM rows would fill a sixth of
+one 64 MB window. Not overlapped: the records' fingerprint, the store's creation, the first window's tokenising and
+the last one's writing (a smaller share the more records: `--records 0` takes all 2,026).
+
+Targets: end-to-end / bare >= 0.9 (serial / bare beside it), end-to-end / naive >= 5. Also reported, from the
+fp32 and bf16 end-to-end stores: the relative error of the bf16 vectors, |v_bf16 - v_fp32| / |v_fp32| per vector,
+its mean and max at every layer (`--dtype float32` keeps float16 storage rounding, ~3e-4, out of it). The last line
+holds the ratios.
 
     python bench/extract.py --records 1000 --json bench-extract.json
     python bench/extract.py --records 0 --dtype float32      # every noun target of the sample, bf16 error only
     python bench/extract.py --device cuda --precision bf16 --records 0 --warmup 1 --pad-to-multiple-of 64
+    python bench/extract.py --simulate-device-ms balanced --records 0 --json bench-extract-overlap.json
 """
 
 from __future__ import annotations
@@ -44,6 +69,7 @@ from probing.data.files import write_json_atomically
 from probing.data.sources import packaged_streusle_paths
 from probing.data.streusle import read_streusle, streusle_classes
 from probing.devices import cpu_description, has_native_bf16
+from probing.features import extraction
 from probing.features.encoder import PreparedInput, WordEncoder
 from probing.features.extraction import extract_split, plan_batches
 from probing.features.store import FeatureStore
@@ -64,8 +90,16 @@ def parse_args() -> argparse.Namespace:
                         help="the reduced forward precision compared with float32 (16: CUDA only)")
     parser.add_argument("--warmup", type=int, default=0, help="untimed end-to-end runs of every encoder first")
     parser.add_argument("--pad-to-multiple-of", type=int, default=1, help="features.pad_to_multiple_of")
+    parser.add_argument("--window", type=int, help="rows written together (default: the library's; 128 simulated)")
+    parser.add_argument("--simulate-device-ms", type=simulated_ms, metavar="MS",
+                        help="replace the forward by a wait of MS ms per 1k padded tokens, or 'balanced'")
+    parser.add_argument("--repeat", type=int, default=3, help="simulated: each run's fastest of this many")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     return parser.parse_args()
+
+
+def simulated_ms(value: str) -> float | str:
+    return value if value == "balanced" else float(value)
 
 
 def bundled_streusle(limit: int):
@@ -90,9 +124,10 @@ def figures(rows: int, tokens: int, seconds: float) -> dict:
     return {"rows": rows, "tokens": tokens, "seconds": round(seconds, 4), "tokens_per_s": round(tokens / seconds, 1)}
 
 
-def end_to_end(records, encoder: WordEncoder, max_tokens: int, path: Path, dtype: str) -> dict:
+def end_to_end(records, encoder: WordEncoder, max_tokens: int, path: Path, dtype: str, window: int | None = None,
+               overlap: bool = True) -> dict:
     report = extract_split(records, encoder, path, class_names=streusle_classes(), max_tokens_per_batch=max_tokens,
-                           dtype=dtype, progress=False)
+                           dtype=dtype, progress=False, window=window, overlap=overlap)
     print(report.summary())
     return figures(report.rows_computed, report.tokens, report.seconds)
 
@@ -175,8 +210,112 @@ def way(encoder: WordEncoder) -> str:
     return f"weights {encoder.dtype}" if encoder.autocast_dtype is None else "autocast over fp32 weights"
 
 
+class SimulatedDevice:
+    """An asynchronous device in place of the model's forward (`encoder.hidden_states`): a forward is queued and
+    returns at once with the (B, T, D) states of every asked-for layer (views of one random tensor, made once); the
+    device is busy `ms` per 1,000 padded tokens after the work queued before it, and a copy of the pooled rows back to
+    the host (`extraction.to_host`) completes when the device has finished its batch: waiting for it is a sleep,
+    which releases the GIL (what the host does while a GPU computes)."""
+
+    def __init__(self, encoder: WordEncoder, ms: float, max_tokens: int):
+        self.ms, self.layers, self.waits, self.padded_tokens = ms, len(encoder.layers), 0.0, 0
+        self.busy_until = 0.0
+        largest = max(max_tokens, encoder.input_length())
+        self.states = torch.randn(largest, encoder.info.hidden_size, generator=torch.Generator().manual_seed(0))
+
+    def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> list[torch.Tensor]:
+        batch, length = input_ids.shape
+        busy = self.ms * batch * length / 1e6
+        self.busy_until = max(time.monotonic(), self.busy_until) + busy
+        self.waits += busy
+        self.padded_tokens += batch * length
+        return [self.states[:batch * length].view(batch, length, -1)] * self.layers
+
+    def to_host(self, features: torch.Tensor) -> tuple[torch.Tensor, SimulatedCopy]:
+        return features.cpu(), SimulatedCopy(self.busy_until)
+
+
+class SimulatedCopy:
+    """The event of a copy back from the `SimulatedDevice`: complete at `ready` (time.monotonic)."""
+
+    def __init__(self, ready: float):
+        self.ready = ready
+
+    def synchronize(self) -> None:
+        left = self.ready - time.monotonic()
+        if left > 0:
+            time.sleep(left)
+
+
+def simulated_run(records, encoder: WordEncoder, ms: float, overlap: bool, path: Path, args) -> dict:
+    """One extraction into `path` with the forward simulated (`SimulatedDevice`): its wall time, waits and tokens."""
+    device = encoder.hidden_states = SimulatedDevice(encoder, ms, args.max_tokens_per_batch)
+    to_host, extraction.to_host = extraction.to_host, device.to_host
+    prepare_rows, extraction.PREPARE_ROWS = extraction.PREPARE_ROWS, args.window or 128
+    try:
+        started = time.perf_counter()
+        report = extract_split(records, encoder, path, class_names=streusle_classes(), dtype=args.dtype,
+                               max_tokens_per_batch=args.max_tokens_per_batch, window=args.window or 128,
+                               progress=False, overlap=overlap)
+        seconds = time.perf_counter() - started
+    finally:
+        del encoder.hidden_states
+        extraction.to_host, extraction.PREPARE_ROWS = to_host, prepare_rows
+    return {"seconds": round(seconds, 4), "waits": round(device.waits, 4), "ms_per_1k_tokens": ms,
+            "padded_tokens": device.padded_tokens, "rows": report.rows_computed, "overlap": overlap}
+
+
+def simulate(records, encoder: WordEncoder, ms: float | str, folder: Path, args) -> dict:
+    """The three runs of the simulated mode (see the module's docstring), each the fastest of `args.repeat`, and
+    their ratios."""
+    def fastest(ms: float, overlap: bool, name: str) -> dict:
+        runs = [simulated_run(records, encoder, ms, overlap, folder / f"{name}-{number}.h5", args)
+                for number in range(args.repeat)]
+        return min(runs, key=lambda run: run["seconds"])
+
+    simulated_run(records[:args.window or 128], encoder, 0.0, True, folder / "warm-up.h5", args)  # first calls
+    host = fastest(0.0, False, "host")
+    if ms == "balanced":  # the waits of the overlapped run equal the host work
+        ms = round(1e6 * host["seconds"] / host["padded_tokens"], 4)
+    overlapped, serial = fastest(ms, True, "overlapped"), fastest(ms, False, "serial")
+    bound = max(overlapped["waits"], host["seconds"])
+    ratios = {"overlapped/max": round(overlapped["seconds"] / bound, 3),
+              "overlapped/sum": round(overlapped["seconds"] / (overlapped["waits"] + host["seconds"]), 3),
+              "serial/sum": round(serial["seconds"] / (serial["waits"] + host["seconds"]), 3)}
+    return {"host_work": host, "overlapped": overlapped, "serial": serial, "ratios": ratios}
+
+
+def main_simulated(args) -> None:
+    encoder = WordEncoder(args.model, device="cpu")
+    records = bundled_streusle(args.records)
+    warmed_up(encoder, records, args.max_tokens_per_batch)
+    with tempfile.TemporaryDirectory() as folder:
+        figures = simulate(records, encoder, args.simulate_device_ms, Path(folder), args)
+    cpu = cpu_description()
+    print(f"{encoder.info.model_name}, forward simulated at {figures['overlapped']['ms_per_1k_tokens']} ms per 1k "
+          f"padded tokens, {len(records)} records, windows of {args.window or 128} rows, fastest of {args.repeat}, "
+          f"torch threads "
+          f"{torch.get_num_threads()}: {cpu}")
+    print(f"{'run':<12}{'seconds':>9}{'waits':>9}")
+    for run in ("host_work", "overlapped", "serial"):
+        print(f"{run:<12}{figures[run]['seconds']:>9.3f}{figures[run]['waits']:>9.3f}")
+    ratios = figures["ratios"]
+    print(f"\noverlapped / max(waits, host work) = {ratios['overlapped/max']:.2f} (target <= 1.15)")
+    print(f"overlapped / (waits + host work)   = {ratios['overlapped/sum']:.2f}")
+    print(f"serial / (waits + host work)       = {ratios['serial/sum']:.2f}")
+    if args.json:
+        write_json_atomically(args.json, {"model": encoder.info.model_name, "cpu": cpu, "records": len(records),
+                                          "window": args.window or 128, "dtype": args.dtype, "repeat": args.repeat,
+                                          "torch_threads": torch.get_num_threads(), **figures})
+    print(f"overlap_vs_max={ratios['overlapped/max']:.2f} overlap_vs_sum={ratios['overlapped/sum']:.2f} "
+          f"serial_vs_sum={ratios['serial/sum']:.2f}")
+
+
 def main() -> None:
     args = parse_args()
+    if args.simulate_device_ms is not None:
+        main_simulated(args)
+        return
     encoder = WordEncoder(args.model, device=args.device, pad_to_multiple_of=args.pad_to_multiple_of)
     reduced = reduced_encoders(args)
     bf16 = reduced["bf16"]
@@ -189,11 +328,13 @@ def main() -> None:
         for round_ in range(args.warmup):
             for name, each in encoders.items():
                 end_to_end(records, each, args.max_tokens_per_batch, Path(folder) / f"warmup{round_}-{name}.h5",
-                           args.dtype)
-        stores = {name: Path(folder) / f"{name}.h5" for name in encoders}
-        results = {name: end_to_end(records, each, args.max_tokens_per_batch, stores[name], args.dtype)
+                           args.dtype, args.window)
+        stores = {name: Path(folder) / f"{name}.h5" for name in [*encoders, "serial"]}
+        results = {name: end_to_end(records, each, args.max_tokens_per_batch, stores[name], args.dtype, args.window)
                    for name, each in encoders.items()}
         results |= {
+            "serial": end_to_end(records, encoder, args.max_tokens_per_batch, stores["serial"], args.dtype,
+                                 args.window, overlap=False),
             "bare_forward": bare_forward(prepared, encoder, args.max_tokens_per_batch),
             "naive": naive_loop(records[:: max(1, len(records) // args.naive_records)][: args.naive_records],
                                 encoder),
@@ -201,6 +342,8 @@ def main() -> None:
         errors = relative_errors(stores["end_to_end"], stores["bf16"])
     e2e = results["end_to_end"]["tokens_per_s"]
     ratios = {"end_to_end/bare_forward": round(e2e / results["bare_forward"]["tokens_per_s"], 3),
+              "serial/bare_forward": round(results["serial"]["tokens_per_s"] / results["bare_forward"]["tokens_per_s"],
+                                           3),
               "end_to_end/naive": round(e2e / results["naive"]["tokens_per_s"], 3),
               "bf16/fp32": round(results["bf16"]["tokens_per_s"] / e2e, 3)}
     if "bf16 other" in results:
@@ -220,6 +363,7 @@ def main() -> None:
     for row in errors:
         print(f"{row['layer']:<7}{row['mean']:>10.2e}{row['max']:>10.2e}")
     print(f"\nend-to-end / bare forward = {ratios['end_to_end/bare_forward']:.2f} (target >= 0.9)")
+    print(f"serial / bare forward     = {ratios['serial/bare_forward']:.2f} (the order before the overlap)")
     print(f"end-to-end / naive        = {ratios['end_to_end/naive']:.2f} (target >= 5)")
     print(f"bf16 / fp32 end-to-end    = {ratios['bf16/fp32']:.2f} ({way(bf16)}; {native})")
     if "bf16_other/fp32" in ratios:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -104,6 +105,19 @@ def in_dtype(pooled: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     """Float32 `pooled` in `dtype`, cast where it is (no wait for the device): a value too large for float16 becomes
     inf, which extraction catches on the host and computes again in float32 (`probing.features.extraction`)."""
     return pooled if dtype == pooled.dtype else pooled.to(dtype)
+
+
+@dataclass
+class EncoderBatch:
+    """One batch as `WordEncoder.collate` makes it: (B, T) input ids and padding mask, the pooling index (rows, cols,
+    weights: `pooling_index`), and the inputs themselves where an attention window needs their word ids."""
+
+    input_ids: torch.Tensor
+    padding_mask: torch.Tensor
+    rows: torch.Tensor
+    cols: torch.Tensor
+    weights: torch.Tensor
+    inputs: list[PreparedInput] | None = None
 
 
 class WordEncoder:
@@ -292,17 +306,39 @@ class WordEncoder:
         device (a float16 store's rows are copied back at half the bytes; `in_dtype`)."""
         if not batch:
             return torch.empty(0, len(self.layers), self.info.hidden_size, dtype=dtype)
-        lengths = torch.tensor([len(prepared.input_ids) for prepared in batch])
-        input_ids = pad_sequence([torch.tensor(prepared.input_ids) for prepared in batch], batch_first=True,
-                                 padding_value=self.tokenizer.pad_token_id)
+        return self.encode_collated(self.collate(batch), on_device, dtype)
+
+    def collate(self, batch: Sequence[PreparedInput]) -> EncoderBatch:
+        """The host side of `encode` (extraction runs it ahead, in another thread): the padded input ids (to
+        `padded_width`), the padding mask and the pooling index, in pinned memory when the device is CUDA (so that
+        their copies are asynchronous)."""
+        input_ids = pad_sequence(
+            [torch.tensor(prepared.input_ids) for prepared in batch],
+            batch_first=True,
+            padding_value=self.tokenizer.pad_token_id,
+        )
         input_ids = nn.functional.pad(input_ids, (0, self.padded_width(input_ids.shape[1]) - input_ids.shape[1]),
                                       value=self.tokenizer.pad_token_id)
-        attention_mask = self._attention_mask(batch, (torch.arange(input_ids.shape[1]) < lengths[:, None]).long())
+        lengths = torch.tensor([len(prepared.input_ids) for prepared in batch])
+        padding_mask = (torch.arange(input_ids.shape[1]) < lengths[:, None]).long()
         rows, cols, weights = pooling_index([prepared.target_pieces for prepared in batch], self.pooling)
+        tensors = (input_ids, padding_mask, rows, cols, weights)
+        if self.device.type == "cuda":
+            tensors = tuple(tensor.pin_memory() for tensor in tensors)
+        return EncoderBatch(*tensors, inputs=None if self.attention_window is None else list(batch))
+
+    def encode_collated(self, batch: EncoderBatch, on_device: bool = False,
+                        dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """`encode` of a collated batch: its tensors copied to the device without waiting, the forward, the pooling
+        on the device, cast to `dtype` there (only the pooled rows come back, when not `on_device`)."""
+        attention_mask = batch.padding_mask if batch.inputs is None else self._attention_mask(batch.inputs,
+                                                                                               batch.padding_mask)
         with torch.inference_mode():
+            input_ids, attention_mask, rows, cols, weights = (
+                tensor.to(self.device, non_blocking=True)
+                for tensor in (batch.input_ids, attention_mask, batch.rows, batch.cols, batch.weights))
             states = self.hidden_states(input_ids, attention_mask)
-            index = (tensor.to(self.device) for tensor in (rows, cols, weights))
-            pooled = in_dtype(pool_layers(states, *index, len(batch)), dtype)
+            pooled = in_dtype(pool_layers(states, rows, cols, weights, len(batch.input_ids)), dtype)
         return pooled if on_device else pooled.cpu()
 
     def padded_width(self, longest: int) -> int:

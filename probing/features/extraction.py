@@ -10,6 +10,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,8 @@ from tqdm.auto import tqdm
 
 from probing.data.records import WordInContext
 from probing.errors import ProbingError
-from probing.features.encoder import PreparedInput, WordEncoder
+from probing.features.encoder import PreparedInput, WordEncoder, in_dtype
+from probing.features.pipeline import Prefetch, WriteBehind
 from probing.features.store import FeatureStore, StoreWriter, WindowStage, records_fingerprint, store_lock
 
 log = logging.getLogger(__name__)
@@ -37,6 +39,10 @@ MAX_WINDOW_ROWS = 16384
 STAGE_SECONDS = 2.0
 # Rows tokenised in one `prepare_many` call (the tokenizer's output for them is held until they are turned into inputs).
 PREPARE_ROWS = 1024
+# Windows tokenised and batched ahead of the forward, and windows computed and waiting for their writes (a window's
+# features are written as one block, so its memory is held until then): each one more window of memory.
+PREFETCH_WINDOWS = 2
+WRITE_BEHIND_WINDOWS = 2
 
 
 @dataclass
@@ -111,7 +117,7 @@ def extract_split(records: Sequence[WordInContext], encoder: WordEncoder, path: 
                   class_names: Sequence[str], metadata_extra: Mapping[str, Any] | None = None,
                   dtype: str = "float16", max_tokens_per_batch: int = 8192, progress: bool = True,
                   records_sha256: str | None = None, lock_wait_s: float = 0.0,
-                  window: int | None = None) -> ExtractionReport:
+                  window: int | None = None, overlap: bool = True) -> ExtractionReport:
     """Make `path` hold the features of every record, computing only the rows not yet written.
 
     A new store is created; an existing one must match the request (model, settings, data: else
@@ -119,7 +125,8 @@ def extract_split(records: Sequence[WordInContext], encoder: WordEncoder, path: 
     `metadata_extra` adds request keys such as the data name, split and data-file hashes; they are
     recorded and compared like the others. Another run extracting into `path` is waited for up to `lock_wait_s`
     seconds (then refused); the store it completed is then only read. `window`: rows written together (None: as
-    many as WINDOW_BYTES hold).
+    many as WINDOW_BYTES hold). `overlap`: tokenise and write in threads of their own while the model computes (the
+    store is the same either way).
     """
     started = time.perf_counter()
     path = Path(path)
@@ -135,7 +142,7 @@ def extract_split(records: Sequence[WordInContext], encoder: WordEncoder, path: 
             # another run may have completed the store before this one took the lock
             report = _finished_report(path, request, len(records), started) or _fill(
                 path, request, records, class_names, encoder, window_rows(request, window), max_tokens_per_batch,
-                progress, started)
+                progress, started, overlap)
     log.info("%s", report.summary())
     return report
 
@@ -157,10 +164,11 @@ def _finished_report(path: Path, request: Mapping[str, Any], rows: int, started:
 
 
 def _fill(path: Path, request: Mapping[str, Any], records: Sequence[WordInContext], class_names: Sequence[str],
-          encoder: WordEncoder, window: int, max_tokens_per_batch: int, progress: bool,
-          started: float) -> ExtractionReport:
+          encoder: WordEncoder, window: int, max_tokens_per_batch: int, progress: bool, started: float,
+          overlap: bool = True) -> ExtractionReport:
     """Compute and write the unwritten rows of the store at `path` (its lock held), once its tables are checked
-    against the records (`StoreWriter`, `StoreWriter.match_records`)."""
+    against the records (`StoreWriter`, `StoreWriter.match_records`). `overlap`: tokenise and write in threads of
+    their own, overlapping the forward (else one after the other, in this thread)."""
     skips_before = Counter(encoder.skips.counts)
     with StoreWriter(path) as writer:
         writer.check_metadata(request)
@@ -169,8 +177,15 @@ def _fill(path: Path, request: Mapping[str, Any], records: Sequence[WordInContex
         # the token total is not known before the rows are tokenised: the bar counts rows (skipped ones included)
         with tqdm(total=len(pending), unit="row", unit_scale=True, desc=f"{path.name} (rows)",
                   disable=not progress) as bar:
-            todo = _prepared_rows(pending, records, encoder, writer, bar)
-            encoded, tokens, restored = _encode_rows(todo, encoder, writer, window, max_tokens_per_batch, bar)
+            windows = Prefetch(_windows(pending, records, encoder, window, max_tokens_per_batch), PREFETCH_WINDOWS,
+                               threaded=overlap)
+            behind = WriteBehind(WRITE_BEHIND_WINDOWS, threaded=overlap)
+            try:
+                encoded, tokens, restored = _encode_windows(windows, encoder, writer, behind, bar)
+            except BaseException:
+                _stop(windows, behind)
+                raise
+            _stop(windows, behind, raising=True)
         rows_skipped = int(writer.file["skipped"][()].sum())
     return ExtractionReport(
         path=path, rows_total=len(records), rows_already_done=len(records) - len(pending) + restored,
@@ -180,54 +195,131 @@ def _fill(path: Path, request: Mapping[str, Any], records: Sequence[WordInContex
     )
 
 
-def _prepared_rows(pending: np.ndarray, records: Sequence[WordInContext], encoder: WordEncoder, writer: StoreWriter,
-                   bar) -> Iterator[tuple[int, PreparedInput]]:
+def _stop(windows: Prefetch, behind: WriteBehind, raising: bool = False) -> None:
+    """Stop the tokenising and wait for the queued writes (a window computed before an error is still written); the
+    writes' own error is raised unless another is on its way out (`raising` False)."""
+    windows.close()
+    try:
+        behind.close()
+    except BaseException:
+        if raising:
+            raise
+
+
+@dataclass
+class _Window:
+    """The rows of one window (ascending) with their inputs and batches (`plan_batches`), each batch collated where
+    the encoder can (`WordEncoder.collate`); and the rows found unrepresentable while they were tokenised."""
+
+    rows: np.ndarray
+    inputs: list[PreparedInput]
+    batches: list[list[int]]
+    collated: list | None
+    skipped: list[int]
+
+
+def _windows(pending: np.ndarray, records: Sequence[WordInContext], encoder: WordEncoder, window: int,
+             max_tokens_per_batch: int) -> Iterator[_Window]:
+    """The windows of the pending rows the encoder can represent, in record order, tokenised PREPARE_ROWS rows at a
+    time as the windows need them; the unrepresentable rows come with the window during whose filling they were
+    found (or, after the last, with a window of no rows)."""
+    skipped: list[int] = []
+    todo = _prepared_rows(pending, records, encoder, skipped)
+    collate = getattr(encoder, "collate", None)
+    while chunk := list(islice(todo, window)):
+        inputs = [prepared for _, prepared in chunk]
+        batches = plan_batches([len(prepared.input_ids) for prepared in inputs], max_tokens_per_batch)
+        collated = None if collate is None else [collate([inputs[i] for i in batch]) for batch in batches]
+        yield _Window(np.asarray([row for row, _ in chunk], dtype=np.int64), inputs, batches, collated, skipped[:])
+        skipped.clear()
+    if skipped:
+        yield _Window(np.empty(0, np.int64), [], [], None, skipped[:])
+
+
+def _prepared_rows(pending: np.ndarray, records: Sequence[WordInContext], encoder: WordEncoder,
+                   skipped: list[int]) -> Iterator[tuple[int, PreparedInput]]:
     """(row, input) of each pending row the encoder can represent, in record order, tokenised PREPARE_ROWS rows at a
-    time; the rows it cannot represent are flagged skipped in the store as their chunk is tokenised."""
+    time; the rows it cannot represent are added to `skipped` as their chunk is tokenised."""
     for first in range(0, len(pending), PREPARE_ROWS):
         rows = pending[first:first + PREPARE_ROWS]
         inputs = encoder.prepare_many([records[row] for row in rows])
-        skipped = [row for row, prepared in zip(rows, inputs) if prepared is None]
-        if skipped:
-            writer.mark_skipped(skipped)
-            bar.update(len(skipped))
+        skipped.extend(int(row) for row, prepared in zip(rows, inputs) if prepared is None)
         yield from ((int(row), prepared) for row, prepared in zip(rows, inputs) if prepared is not None)
 
 
-def _encode_rows(todo: Iterator[tuple[int, PreparedInput]], encoder: WordEncoder, writer: StoreWriter, window: int,
-                 max_tokens_per_batch: int, bar) -> tuple[int, int, int]:
-    """Encode `todo` (in record order) and write it window by window (`window` rows each); returns the rows encoded or
-    read back, the (unpadded) input tokens encoded, and the rows read back from a killed run's staging instead."""
+def _encode_windows(windows: Iterator[_Window], encoder: WordEncoder, writer: StoreWriter, behind: WriteBehind,
+                    bar) -> tuple[int, int, int]:
+    """Encode each window and have `behind` write it as a block (its skipped rows flagged first); returns the rows
+    encoded or read back, the (unpadded) input tokens encoded, and the rows read back from a killed run's staging."""
     rows_done = tokens = restored = 0
-    while chunk := list(islice(todo, window)):
-        inputs = [prepared for _, prepared in chunk]
-        stage = writer.window(np.asarray([row for row, _ in chunk], dtype=np.int64))
-        pooled, computed = _encode_window(inputs, encoder, stage, max_tokens_per_batch, bar)
-        stage.commit(pooled)
-        tokens += sum(len(inputs[i].input_ids) for i in computed)
-        restored += len(inputs) - len(computed)
-        rows_done += len(inputs)
+    for window in windows:
+        if window.skipped:
+            behind.put(partial(writer.mark_skipped, window.skipped))
+            bar.update(len(window.skipped))
+        if not len(window.rows):
+            continue
+        behind.open_window()
+        computed = _encode_window(window, encoder, writer.window(window.rows), behind, bar)
+        tokens += sum(len(window.inputs[i].input_ids) for i in computed)
+        restored += len(window.rows) - len(computed)
+        rows_done += len(window.rows)
     return rows_done, tokens, restored
 
 
-def _encode_window(inputs: list[PreparedInput], encoder: WordEncoder, stage: WindowStage, max_tokens_per_batch: int,
-                   bar) -> tuple[np.ndarray, list[int]]:
-    """The features (rows, num_layers, D) of one window's inputs, computed in the batches of `plan_batches` (those a
-    killed run staged are read back), staging the finished batches every STAGE_SECONDS; and the positions computed."""
-    batches = plan_batches([len(prepared.input_ids) for prepared in inputs], max_tokens_per_batch)
-    pooled = np.empty((len(inputs), *stage.row_shape), np.float32)
+def _encode_window(window: _Window, encoder: WordEncoder, stage: WindowStage, behind: WriteBehind,
+                   bar) -> list[int]:
+    """Compute the features (rows, num_layers, D) of one window in its batches (those a killed run staged are read
+    back), have `behind` stage the finished batches every STAGE_SECONDS and commit the window; returns the positions
+    computed. The features are put in place by `behind` too, as each batch's copy from the device completes."""
+    batches = window.batches
+    pooled = np.empty((len(window.inputs), *stage.row_shape), np.float32)
     done = stage.restore(batches, pooled)
     bar.update(sum(len(batch) for batch in batches[:done]))
     unit, started = [], time.perf_counter()
     rows_dtype = getattr(torch, stage.dtype.name)  # cast on the device: half the bytes copied back into a float16 store
     for number, batch in enumerate(batches[done:], done):
-        rows = encoder.encode([inputs[i] for i in batch], dtype=rows_dtype)
-        if not bool(torch.isfinite(rows).all()):  # float16 overflow, or the encoder's own: float32 names which
-            rows = encoder.encode([inputs[i] for i in batch])
-        pooled[batch] = rows.numpy()
+        if window.collated is None:
+            features, ready, computed = _encode_in(encoder, [window.inputs[i] for i in batch], rows_dtype), None, None
+        else:
+            rows = encoder.encode_collated(window.collated[number], on_device=True)
+            computed = rows if rows.is_cuda else None  # kept until placed: an overflow of float16 is named from it
+            features, ready = to_host(in_dtype(rows, rows_dtype) if rows.is_cuda else rows)
+        behind.put(partial(_place, pooled, batch, features, ready, computed))
         bar.update(len(batch))
         unit.append(batch)
         if time.perf_counter() - started >= STAGE_SECONDS and number + 1 < len(batches):
-            stage.save(unit, pooled)
+            behind.put(partial(stage.save, unit, pooled))
             unit, started = [], time.perf_counter()
-    return pooled, [i for batch in batches[done:] for i in batch]
+    behind.put(partial(stage.commit, pooled), closes_window=True)
+    return [i for batch in batches[done:] for i in batch]
+
+
+def to_host(features: torch.Tensor) -> tuple[torch.Tensor, torch.cuda.Event | None]:
+    """A copy of `features` in host memory and the event that marks it complete: from a CUDA device, copied into
+    pinned memory without waiting (the event is None where the copy is complete on return)."""
+    if features.device.type != "cuda":
+        return features.cpu(), None
+    host = torch.empty(features.shape, dtype=features.dtype, pin_memory=True)
+    host.copy_(features, non_blocking=True)
+    ready = torch.cuda.Event()
+    ready.record()
+    return host, ready
+
+
+def _place(pooled: np.ndarray, batch: list[int], features: torch.Tensor, ready: torch.cuda.Event | None,
+           computed: torch.Tensor | None = None) -> None:
+    """Put a batch's features at its positions in the window, once their copy from the device is complete. Rows that
+    came back non-finite in the store's dtype are placed from `computed` (float32, still on the device) instead, so
+    that the writer tells an overflow of float16 from the encoder's own NaN or inf."""
+    if ready is not None:
+        ready.synchronize()
+    if computed is not None and not bool(torch.isfinite(features).all()):
+        features = computed.cpu()
+    pooled[batch] = features.numpy()
+
+
+def _encode_in(encoder: WordEncoder, inputs: list[PreparedInput], dtype: torch.dtype) -> torch.Tensor:
+    """The pooled rows of `inputs`, cast to `dtype` where they are computed; in float32 where that cast overflows,
+    so that the writer tells an overflow of float16 from the encoder's own NaN or inf."""
+    rows = encoder.encode(inputs, dtype=dtype)
+    return rows if bool(torch.isfinite(rows).all()) else encoder.encode(inputs)

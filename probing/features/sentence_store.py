@@ -26,6 +26,8 @@ class SentenceWordEncoder(WordEncoder):
     """A `WordEncoder` (whole-sentence context, full attention) that encodes each distinct sentence of a batch
     once and pools all its words."""
 
+    collate = None  # its own `encode` (one forward per distinct sentence) is what extraction calls for each batch
+
     def __init__(self, name_or_path: str, pooling: str = "mean", max_length: int = 512, device: str = "cpu",
                  revision: str | None = None, random_init: bool = False, init_seed: int = 0,
                  layers: Sequence[int] | None = None, site: str = RESIDUAL):

@@ -29,6 +29,7 @@ from probing.features import extraction
 from probing.features.encoder import PreparedInput, WordEncoder
 from probing.features.extraction import MAX_WINDOW_ROWS, extract_split, plan_batches, window_rows
 from probing.features.hf_models import EncoderInfo
+from probing.features.pipeline import WriteBehind
 from probing.features.store import FeatureStore, StoreWriter
 from tests.helpers.stores import (
     as_format_3,
@@ -162,18 +163,47 @@ class LoggingFakeEncoder(FakeEncoder):
         return super().encode(batch, dtype)
 
 
-def test_rows_are_tokenised_a_chunk_at_a_time_as_their_windows_need_them(tmp_path, monkeypatch):
+@pytest.mark.parametrize("overlap", [False, True])
+def test_rows_are_tokenised_a_chunk_at_a_time_as_their_windows_need_them(tmp_path, monkeypatch, overlap):
     monkeypatch.setattr(extraction, "PREPARE_ROWS", 3)
     encoder = LoggingFakeEncoder()
     records = fake_records([4] * 10, skip={4, 8})
-    report = extract_fake(tmp_path / "s.h5", records, encoder)
+    report = extract_fake(tmp_path / "s.h5", records, encoder, overlap=overlap)
     # chunks 0-2 | 3-5 | 6-8 | 9; kept rows 0,1,2,3,5,6,7,9 in windows of two, each window one batch
-    assert encoder.calls == [("prepare", 3), ("encode", 2), ("prepare", 3), ("encode", 2), ("prepare", 3),
-                             ("encode", 2), ("prepare", 1), ("encode", 2)]
+    serial = [("prepare", 3), ("encode", 2), ("prepare", 3), ("encode", 2), ("prepare", 3), ("encode", 2),
+              ("prepare", 1), ("encode", 2)]
+    if overlap:  # the same calls, the tokenising ahead of the forward
+        assert sorted(encoder.calls) == sorted(serial) and encoder.calls[0] == ("prepare", 3)
+    else:
+        assert encoder.calls == serial
     assert (report.rows_computed, report.rows_skipped, report.skipped_now) == (8, 2, {"fake skip": 2})
     with h5py.File(tmp_path / "s.h5") as file:
         assert file["slots"][()].tolist() == [0, 1, 2, 3, -1, 4, 5, 6, -1, 7]
         assert file["block_rows"][()].tolist() == [2, 0, 2, 0, 2, 0, 2, 0, 0, 0]
+
+
+class SlowLoggingEncoder(LoggingFakeEncoder):
+    def encode(self, batch, dtype=torch.float32):
+        time.sleep(0.02)
+        return super().encode(batch, dtype)
+
+
+def test_tokenising_runs_ahead_of_the_forward_by_at_most_the_prefetched_windows(tmp_path, monkeypatch):
+    """Windows of two rows tokenised two at a time, one window prefetched: when window k (from 0) is encoded, the
+    rows of windows k + 1 (queued) and k + 2 (waiting for room in the queue) may be tokenised, no more."""
+    monkeypatch.setattr(extraction, "PREPARE_ROWS", 2)
+    monkeypatch.setattr(extraction, "PREFETCH_WINDOWS", 1)
+    encoder = SlowLoggingEncoder()
+    extract_fake(tmp_path / "s.h5", fake_records([4] * 40), encoder, dtype="float32")  # rows above 256: float32
+    ahead = []
+    for number, (call, _) in enumerate(encoder.calls):
+        if call == "encode":
+            encodes = sum(call == "encode" for call, _ in encoder.calls[:number])
+            prepares = sum(call == "prepare" for call, _ in encoder.calls[:number])
+            ahead.append(prepares - (encodes + 1))
+    assert len(ahead) == 20 and max(ahead) <= 2
+    assert max(ahead) >= 1  # the tokenising did run ahead
+    assert_fake_store_complete(tmp_path / "s.h5", 40)
 
 
 def test_skips_flagged_before_a_run_stopped_stay_flagged_and_the_rerun_writes_the_same_store(tmp_path, monkeypatch):
@@ -205,9 +235,9 @@ def extract_tokenising_first(records, encoder, path: Path, window: int, max_toke
         for first in range(0, len(todo), window):
             stage = writer.window(rows[first:first + window])
             window_inputs = [prepared for _, prepared in todo[first:first + window]]
-            pooled, _ = extraction._encode_window(window_inputs, encoder, stage, max_tokens_per_batch,
-                                                  tqdm(disable=True))
-            stage.commit(pooled)
+            batches = plan_batches([len(prepared.input_ids) for prepared in window_inputs], max_tokens_per_batch)
+            plain = extraction._Window(stage.rows, window_inputs, batches, None, [])  # `encode`, no collating ahead
+            extraction._encode_window(plain, encoder, stage, WriteBehind(1, threaded=False), tqdm(disable=True))
 
 
 def test_tokenising_per_window_writes_the_store_of_tokenising_the_split_first(tiny_bert_path, tmp_path,
@@ -410,8 +440,8 @@ def test_sigkilled_extraction_mid_window_keeps_the_staged_batches(tiny_bert_path
     settings = {"class_names": CLASSES, "metadata_extra": {"split": "train"}, "max_tokens_per_batch": 40,
                 "progress": False}
     encoded = []
-    encode = encoder.encode
-    encoder.encode = lambda batch, **options: encoded.append(len(batch)) or encode(batch, **options)
+    encode = encoder.encode_collated  # each batch's forward
+    encoder.encode_collated = lambda batch, **kwargs: encoded.append(len(batch.input_ids)) or encode(batch, **kwargs)
     resumed = extract_split(records, encoder, killed, **settings)
     assert (resumed.rows_already_done, resumed.rows_computed) == (1 + staged, 23 - staged) == (1 + staged, sum(encoded))
     extract_split(records, WordEncoder(str(tiny_bert_path), max_length=16), reference, **settings)

@@ -117,6 +117,7 @@ class StoreWriter:
             self._written = self.file["written"][()] == 1  # kept in step with the file by _mark_written
             with disk_full_is_user_error(self.path):
                 self._next_slot = self._resume_slot()
+            self._reserved_slot = self._next_slot  # past the windows made (`window`), written or not
         except BaseException:
             self.file.close()
             raise
@@ -165,8 +166,12 @@ class StoreWriter:
         return np.flatnonzero(~self._written)
 
     def window(self, rows: Sequence[int]) -> WindowStage:
-        """The staging of a window of unwritten `rows` (ascending), to be written by `write_rows` as the next block."""
-        return WindowStage(self, np.asarray(rows, dtype=np.int64), self._next_slot)
+        """The staging of a window of unwritten `rows` (ascending), to be written by `write_rows` as the block after
+        those of the windows made before it (a window may be made before the previous one is written; they are
+        written in the order they were made)."""
+        first = max(self._next_slot, self._reserved_slot)
+        self._reserved_slot = first + len(rows)
+        return WindowStage(self, np.asarray(rows, dtype=np.int64), first)
 
     def write_rows(self, rows: Sequence[int], features: np.ndarray) -> None:
         """Store `features` (len(rows), num_layers, D) of the unwritten rows `rows` in the next free slots."""
@@ -328,6 +333,9 @@ class WindowStage:
     def commit(self, pooled: np.ndarray) -> None:
         """Write the window as one block (`StoreWriter.write_rows`), then clear the staging entries of its rows (the
         window's rows are consecutive but for skipped ones, which are never staged)."""
+        if self.writer._next_slot != self.first:
+            raise RuntimeError(f"{self.writer.path}: a window staged at slot {self.first} is committed at slot "
+                               f"{self.writer._next_slot} (windows are written in the order they were made)")
         self.writer.write_rows(self.rows, pooled)
         span, file = slice(int(self.rows[0]), int(self.rows[-1]) + 1), self.writer.file
         if file["staged_batches"][span].any():
