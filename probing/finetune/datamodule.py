@@ -39,7 +39,8 @@ def usable_max_length(requested: int, tokenizer, max_positions: int | None = Non
     require_int("task.max_length", requested, minimum=3)
     usable = min(requested, tokenizer.model_max_length, max_positions or requested)
     if usable < requested:
-        log.warning("task.max_length=%d is more than %s takes; using %d", requested, tokenizer.name_or_path, usable)
+        log.warning("the task's max_length=%d is more than %s takes; using %d", requested, tokenizer.name_or_path,
+                    usable)
     return usable
 
 

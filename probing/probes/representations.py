@@ -39,8 +39,8 @@ def warn_if_num_layers_differ(configured: int | None, encoder: Featurizer) -> No
     """The presets sweep `model.num_layers` layers: say so when the config disagrees with the model loaded."""
     num_layers = encoder.info.num_layers
     if configured is not None and configured != num_layers:
-        log.warning("model.num_layers=%s, but %s has %d layers (0..%d): presets that sweep every layer use the "
-                    "config value; set model.num_layers=%d", configured, encoder.info.model_name, num_layers,
+        log.warning("the model's num_layers=%s, but %s has %d layers (0..%d): presets that sweep every layer use the "
+                    "config value; set the model's num_layers=%d", configured, encoder.info.model_name, num_layers,
                     num_layers - 1, num_layers)
 
 

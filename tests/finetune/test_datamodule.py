@@ -90,7 +90,7 @@ def test_bad_settings_are_refused_naming_their_key(tokenizer, settings, message)
 
 def test_max_length_is_cut_to_what_the_model_takes(tokenizer, caplog):
     module = TaskDataModule(pos_data(SHE), tokenizer, max_length=128, max_positions=64)
-    assert module.max_length == 64 and "task.max_length=128 is more than" in caplog.text
+    assert module.max_length == 64 and "the task's max_length=128 is more than" in caplog.text
     assert TaskDataModule(pos_data(SHE), tokenizer, max_length=32, max_positions=64).max_length == 32
 
 
