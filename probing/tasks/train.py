@@ -15,7 +15,7 @@ import lightning as L
 from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from probing.config import build
+from probing.config import build, keyed_errors
 from probing.data.settings import require_int
 from probing.data.task_records import FINETUNING_KINDS
 from probing.data.task_records import TASK_NAMES as FINETUNING_TASKS
@@ -118,7 +118,8 @@ def finetune(cfg: DictConfig, config: dict[str, Any], resume: ResumePolicy,
              loggers: list[Logger]) -> tuple[dict[str, Any], bool]:
     started = time.time()
     L.seed_everything(cfg.seed, workers=True)
-    data = load_task_data(build(cfg.data.source, "data.source"), cfg.task.name)
+    with keyed_errors(cfg.data.source, "data.source"):  # what the source refuses while it reads
+        data = load_task_data(build(cfg.data.source, "data.source"), cfg.task.name)
     module = build(cfg.finetune.module, "finetune.module", name_or_path=cfg.model.name_or_path,
                    revision=cfg.model.revision, metric=cfg.task.metric,
                    **{key: cfg.finetune[key] for key in MODULE_SETTINGS},
