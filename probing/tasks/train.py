@@ -126,15 +126,17 @@ def finetune(cfg: DictConfig, config: dict[str, Any], resume: ResumePolicy,
                    settings_from={"name_or_path": "model.name_or_path", "revision": "model.revision",
                                   "metric": "task.metric", **{key: f"finetune.{key}" for key in MODULE_SETTINGS}})
     module = module(labels=data.labels, kind="token" if data.token_level else "sentence")
-    datamodule = TaskDataModule(data, module.tokenizer, max_length=cfg.task.max_length,
-                                batch_size=cfg.task.batch_size, seed=cfg.seed, max_positions=module.max_positions)
+    with keyed_errors(cfg.task, "task"):  # the datamodule's settings are the task's
+        datamodule = TaskDataModule(data, module.tokenizer, max_length=cfg.task.max_length,
+                                    batch_size=cfg.task.batch_size, seed=cfg.seed, max_positions=module.max_positions)
     csv_log = ContinuedCSVLog(loggers)  # before anything opens the CSV log, which Lightning would empty
     trainer = build_trainer(cfg, extra_callbacks=[RandomStates(), csv_log], loggers=loggers)
     best = best_checkpoint(trainer)
     for logger in trainer.loggers:
         logger.log_hyperparams(config)
     start = resume.checkpoint(best.dirpath, config, trainer.is_global_zero)
-    trainer.fit(module, datamodule=datamodule, ckpt_path=start, weights_only=True)
+    with keyed_errors(cfg.task, "task"):  # a batch that the processes cannot share is refused once they are known
+        trainer.fit(module, datamodule=datamodule, ckpt_path=start, weights_only=True)
     trainer.strategy.barrier("best checkpoint hashed")
     best_epoch = load_best_weights(module, best, resume.restart)
     dev = {name.removeprefix("dev/"): float(value)
