@@ -165,3 +165,20 @@ def test_a_split_that_its_settings_leave_empty_is_named_by_the_keys_of_each_job(
         (probe.run if job == "probe" else extract.run)(cfg)
     assert str(raised.value) == ("the test split is empty: data.split.test_fraction=0.2 of 1 words rounds to 0 test "
                                  f"words (from {path}). Fix: use more data, or raise data.split.test_fraction")
+
+
+def test_a_source_that_reads_no_word_task_is_named_as_the_probing_s_source(tmp_path):
+    """read_word_task names the paths of its argument `source`; where probe.py's probing reads it, that is
+    data.source."""
+    from probing.data.word_tasks import read_word_task
+    from probing.tasks.probe import PROBING_KEYS
+
+    expected = ("data=ewt is not the data of a word task. Fix: leave data= out, as each word task reads its own data "
+                "({}=... for other files)")
+    with pytest.raises(ConfigError) as raised:
+        read_word_task(object(), "ewt")
+    assert str(raised.value) == expected.format("source.paths")
+    cfg = compose_job("probe", tmp_path, "task=upos")
+    with pytest.raises(ConfigError) as raised, keyed_errors(cfg.probing, "probing", PROBING_KEYS):
+        read_word_task(object(), "ewt")
+    assert str(raised.value) == expected.format("data.source.paths")
