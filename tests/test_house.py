@@ -43,9 +43,12 @@ def test_no_module_docstring_is_longer_than_10_lines():
 # path (probing/config.py `build`); the job modules (tasks/), the command line (cli/) and config.py know key paths.
 KNOWS_KEY_PATHS = ("config.py", "cli/", "tasks/")
 KEY_PATH = re.compile(r"\b[a-z_]+\.[a-z_]+(?:\.[a-z_]+)*=")
-# The target is about 20; what remains is raised while a job runs, away from any `build` (docs/development.md). This
-# ceiling only keeps the count from growing back while it comes down.
-MAX_KEY_PATHS_IN_LIBRARY_CODE = 36
+# What remains is written where no keyed context reaches: errors that are not ConfigErrors (a DataFormatError's fix, a
+# model that cannot be loaded, NaN features, a diverging fine-tuning loss), settings that are no argument of the
+# object that refuses (the run folder, a tree task's own data folder), and checks deep in the store and its
+# provisioning, which every job reaches by another way (docs/development.md). The ceiling keeps the count from
+# growing back.
+MAX_KEY_PATHS_IN_LIBRARY_CODE = 12
 
 
 def key_paths_in_library_code() -> dict[str, int]:

@@ -10,7 +10,9 @@ from probing.config import build, keyed, keyed_errors, setting_key
 from probing.data.splits import SplitConfig
 from probing.errors import ConfigError, setting, settings_under
 from probing.tasks.settings import with_data_settings
+from tests.data.test_streusle import TOKEN_LINE, write_sentence
 from tests.helpers import CONFIG_DIR
+from tests.helpers.runs import compose_job, tiny_model
 
 
 def refuse(seed: object = 0) -> None:
@@ -131,3 +133,52 @@ def test_a_partial_names_the_keys_when_its_object_is_made():
     make = build(node.module, "module")
     with pytest.raises(ConfigError, match=r"^window='x' is not an integer\. Fix: window=0$"):
         make()
+
+
+ONE_LABEL = "task.feature=Poss: the training split has only the label 'Yes'"
+
+
+@pytest.mark.parametrize("job, overrides", [
+    ("probe", ["logger=csv"]), ("extract", []), ("analyze", ["analysis=neurons", "layer=1"])])
+def test_what_a_source_refuses_while_it_reads_names_the_keys_of_each_job(tmp_path, job, overrides):
+    """The bundled EWT sample's Poss feature has one value: its source refuses it by its argument `feature`, read
+    under each job's `data.source`, whose feature is task.feature. Refused from the data alone (the model path
+    does not exist)."""
+    from probing.tasks import analyze, extract, probe
+    run = {"probe": probe.run, "extract": extract.run, "analyze": analyze.run}[job]
+    cfg = compose_job(job, tmp_path, "task=feats", "task.feature=Poss", f"model.name_or_path={tmp_path / 'no-model'}",
+                      *overrides)
+    with pytest.raises(ConfigError) as raised:
+        run(cfg)
+    assert str(raised.value).startswith(ONE_LABEL)
+
+
+@pytest.mark.parametrize("job", ["probe", "extract"])
+def test_a_split_that_its_settings_leave_empty_is_named_by_the_keys_of_each_job(tmp_path, tiny_bert_path, job):
+    """make_splits names its own arguments, the source names them as its `split`, and each job as `data.split`,
+    where the source's split comes from (conf/data/streusle.yaml)."""
+    from probing.tasks import extract, probe
+    path = write_sentence(tmp_path, TOKEN_LINE)  # one word: 0.2 of it rounds to no test word
+    model = [override for override in tiny_model(tiny_bert_path) if job == "probe" or "logger" not in override]
+    cfg = compose_job(job, tmp_path, *model, *(["layer=1"] if job == "probe" else []), f"data.source.paths=[{path}]")
+    with pytest.raises(ConfigError) as raised:
+        (probe.run if job == "probe" else extract.run)(cfg)
+    assert str(raised.value) == ("the test split is empty: data.split.test_fraction=0.2 of 1 words rounds to 0 test "
+                                 f"words (from {path}). Fix: use more data, or raise data.split.test_fraction")
+
+
+def test_a_source_that_reads_no_word_task_is_named_as_the_probing_s_source(tmp_path):
+    """read_word_task names the paths of its argument `source`; where probe.py's probing reads it, that is
+    data.source."""
+    from probing.data.word_tasks import read_word_task
+    from probing.tasks.probe import PROBING_KEYS
+
+    expected = ("data=ewt is not the data of a word task. Fix: leave data= out, as each word task reads its own data "
+                "({}=... for other files)")
+    with pytest.raises(ConfigError) as raised:
+        read_word_task(object(), "ewt")
+    assert str(raised.value) == expected.format("source.paths")
+    cfg = compose_job("probe", tmp_path, "task=upos")
+    with pytest.raises(ConfigError) as raised, keyed_errors(cfg.probing, "probing", PROBING_KEYS):
+        read_word_task(object(), "ewt")
+    assert str(raised.value) == expected.format("data.source.paths")

@@ -49,7 +49,8 @@ class WordInContextData:
 def read_contexts(source) -> WordInContextData:
     """`source.load()`: the corpus read into its word-disjoint, sampled train/dev/test splits, their sizes and what
     the reader skipped logged."""
-    data = source.load()
+    with settings_under("source"):  # what the source refuses while reading names its settings as the source's
+        data = source.load()
     for split, counts in split_summary(data.splits).items():
         log.info("%s %s: %d words, %d combinations, %d contexts", data.name, split,
                  counts["words"], counts["combinations"], counts["contexts"])
@@ -76,13 +77,15 @@ def split_read_records(
     fixed_test_words: set[str] | None = None,
 ) -> dict[str, RecordTable]:
     """make_splits over what a reader returned; no records at all is a DataFormatError naming `origin` (the files
-    read, or the hub dataset), what was `expected` in them and what the reader skipped."""
+    read, or the hub dataset), what was `expected` in them and what the reader skipped; the settings that leave a
+    split empty are named as parts of `split`."""
     records, skips = read
     if not records:
         skipped = f"; skipped while reading: {skips.summary()}" if skips.total() else ""
         where = ", ".join(str(item) for item in origin)
         raise DataFormatError(where, None, f"no records: no {expected}{skipped}", fix)
-    return make_splits(records, split, fixed_test_words, files=origin)
+    with settings_under("split"):
+        return make_splits(records, split, fixed_test_words, files=origin)
 
 
 def types_of(data: WordInContextData) -> TypeLevelData:

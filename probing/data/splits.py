@@ -105,27 +105,28 @@ def _check_split_words(n_words: int, test_words: set[str], dev_words: set[str], 
                        fixed_test_words: set[str] | None, origin: str) -> None:
     """Refuse a split left without words although the settings ask for it (see make_splits)."""
     more_data = "Fix: use more data, or raise"
+    test_fraction, dev_fraction = setting("test_fraction"), setting("dev_fraction")
     if fixed_test_words is not None and not test_words:
         raise ConfigError(f"the test split is empty: none of the {len(fixed_test_words)} fixed test words occurs in "
                           f"the records ({origin}). Fix: use data that annotates the test words")
     if fixed_test_words is None and config.test_fraction > 0 and not test_words:
-        raise ConfigError(f"the test split is empty: data.split.test_fraction={config.test_fraction} of {n_words} "
-                          f"words rounds to 0 test words ({origin}). {more_data} data.split.test_fraction")
+        raise ConfigError(f"the test split is empty: {test_fraction}={config.test_fraction} of {n_words} words rounds "
+                          f"to 0 test words ({origin}). {more_data} {test_fraction}")
     n_remaining = n_words - len(test_words)
     if config.dev_fraction > 0 and not dev_words and n_remaining:
-        raise ConfigError(f"the dev split is empty: data.split.dev_fraction={config.dev_fraction} of the {n_remaining} "
-                          f"words left after the test words rounds to 0 dev words ({origin}). "
-                          f"{more_data} data.split.dev_fraction")
+        raise ConfigError(f"the dev split is empty: {dev_fraction}={config.dev_fraction} of the {n_remaining} words "
+                          f"left after the test words rounds to 0 dev words ({origin}). {more_data} {dev_fraction}")
     if n_remaining == len(dev_words):
         _refuse_empty_train(n_words, len(test_words), len(dev_words), config, fixed_test_words is not None, origin)
 
 
 def _refuse_empty_train(n_words: int, n_test: int, n_dev: int, config: SplitConfig, fixed_test: bool,
                         origin: str) -> None:
-    test_setting = "fixed" if fixed_test else f"data.split.test_fraction={config.test_fraction}"
-    lower = "data.split.dev_fraction" if fixed_test else "data.split.test_fraction or data.split.dev_fraction"
+    test_fraction, dev_fraction = setting("test_fraction"), setting("dev_fraction")
+    test_setting = "fixed" if fixed_test else f"{test_fraction}={config.test_fraction}"
+    lower = dev_fraction if fixed_test else f"{test_fraction} or {dev_fraction}"
     raise ConfigError(f"the train split is empty: of the {n_words} words, {n_test} are test words ({test_setting}) "
-                      f"and {n_dev} dev words (data.split.dev_fraction={config.dev_fraction}) ({origin}). "
+                      f"and {n_dev} dev words ({dev_fraction}={config.dev_fraction}) ({origin}). "
                       f"Fix: use more data, or lower {lower}")
 
 

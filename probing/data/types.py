@@ -17,7 +17,7 @@ import numpy as np
 from probing.data.records import SkipCounter, WordInContext, as_table
 from probing.data.splits import SPLIT_NAMES, SplitConfig
 from probing.data.wikipse import read_disjoint_lists, read_sclasses
-from probing.errors import ConfigError, ProbingError
+from probing.errors import ConfigError, ProbingError, setting
 
 WIKIPSE_LIST_FILES = ("semantic_classes.txt", "train.tsv", "test.tsv")
 # The distributed train.tsv lists the empty name once ("@@<TAB>-location=109 ..."); Zhao et al.'s Table 2
@@ -107,8 +107,8 @@ def wikipse_types(lists_dir: str | Path, dev_fraction: float = 0.2, seed: int = 
     `skips`, which reproduces Table 2 on the distributed lists: 35,399 train, 8,850 dev, 44,250 test words.
     """
     if not lists_dir:
-        raise ConfigError("data.lists_dir is not set. Fix: pass data.lists_dir=/path/to/the folder with "
-                          "semantic_classes.txt, train.tsv and test.tsv")
+        raise ConfigError(f"{setting('lists_dir')} is not set. Fix: pass {setting('lists_dir')}=/path/to/the folder "
+                          "with semantic_classes.txt, train.tsv and test.tsv")
     split = SplitConfig(seed=seed, dev_fraction=dev_fraction)
     files = [Path(lists_dir) / name for name in WIKIPSE_LIST_FILES]
     classes = read_sclasses(files[0], config_key="data.lists_dir")

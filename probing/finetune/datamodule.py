@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader, DistributedSampler
 
 from probing.data.settings import require_int
 from probing.data.task_records import TaggedSentence, TaskData, TextExample
-from probing.errors import ConfigError
+from probing.errors import ConfigError, setting
 from probing.features.attention import PADDING, SPECIAL
 from probing.finetune.metrics import IGNORE
 
@@ -35,11 +35,12 @@ def load_task_data(source, task: str) -> TaskData:
 
 
 def usable_max_length(requested: int, tokenizer, max_positions: int | None = None) -> int:
-    """`task.max_length`, or the model's own limit on positions where that is smaller (with a warning)."""
-    require_int("task.max_length", requested, minimum=3)
+    """The task's `max_length`, or the model's own limit on positions where that is smaller (with a warning)."""
+    require_int(setting("max_length"), requested, minimum=3)
     usable = min(requested, tokenizer.model_max_length, max_positions or requested)
     if usable < requested:
-        log.warning("task.max_length=%d is more than %s takes; using %d", requested, tokenizer.name_or_path, usable)
+        log.warning("the task's max_length=%d is more than %s takes; using %d", requested, tokenizer.name_or_path,
+                    usable)
     return usable
 
 
@@ -146,7 +147,7 @@ class TaskDataModule(L.LightningDataModule):
                  eval_batch_size: int | None = None, seed: int = 0, max_positions: int | None = None):
         super().__init__()
         self.max_length = usable_max_length(max_length, tokenizer, max_positions)
-        self.batch_size = require_int("task.batch_size", batch_size, minimum=1)
+        self.batch_size = require_int(setting("batch_size"), batch_size, minimum=1)
         self.data, self.tokenizer, self.eval_batch_size = data, tokenizer, eval_batch_size or batch_size
         self.seed = seed
         self.label_ids = {label: i for i, label in enumerate(data.labels)}
@@ -166,7 +167,7 @@ class TaskDataModule(L.LightningDataModule):
     def per_device(self, batch_size: int) -> int:
         world = self.trainer.world_size if self.trainer is not None else 1
         if batch_size % world:
-            raise ConfigError(f"task.batch_size={batch_size} is the global batch and must divide evenly over "
+            raise ConfigError(f"{setting('batch_size')}={batch_size} is the global batch and must divide evenly over "
                               f"{world} processes. Fix: a multiple of {world}")
         return batch_size // world
 

@@ -1,4 +1,4 @@
-"""Gao et al. (2019)'s cosine regulariser, the isotropy penalty of fine-tuning (`finetune.isotropy_reg=γ`).
+"""Gao et al. (2019)'s cosine regulariser, the isotropy penalty of fine-tuning (γ: the setting `finetune.isotropy_reg`).
 
 See docs/finetuning.md, 'Isotropy penalty' under 'What it does'.
 """

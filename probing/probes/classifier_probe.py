@@ -158,5 +158,6 @@ class ClassifierProbe(ProbeModule):
         `order`; run after fitting, so that each prefix probe has its best-dev weights. The first block is sent with
         the uniform code, block i+1 with prefix probe i (the control task's probes: the control labels)."""
         if OnlineCodePart.NAME not in self.parts:
-            raise ProbingError("codelength needs the MDL prefix probes. Fix: probe.mdl=true")
+            raise ProbingError("codelength needs the MDL prefix probes. Fix: build the module with the online code's "
+                               "blocks (its argument mdl_block_ends)")
         return self.parts[OnlineCodePart.NAME].codelength(self, train_batches)

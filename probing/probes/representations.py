@@ -18,7 +18,7 @@ from probing.data.every_word import every_word_data
 from probing.data.sources import WordInContextData, read_contexts
 from probing.data.splits import SEEN, split_summary
 from probing.data.types import TypeLevelData, type_summary
-from probing.errors import ConfigError
+from probing.errors import ConfigError, settings_under
 from probing.features.baselines import check_baseline, oov_summary
 from probing.features.featurizer import Featurizer
 from probing.features.identity import FeatureIdentity
@@ -39,8 +39,8 @@ def warn_if_num_layers_differ(configured: int | None, encoder: Featurizer) -> No
     """The presets sweep `model.num_layers` layers: say so when the config disagrees with the model loaded."""
     num_layers = encoder.info.num_layers
     if configured is not None and configured != num_layers:
-        log.warning("model.num_layers=%s, but %s has %d layers (0..%d): presets that sweep every layer use the "
-                    "config value; set model.num_layers=%d", configured, encoder.info.model_name, num_layers,
+        log.warning("the model's num_layers=%s, but %s has %d layers (0..%d): presets that sweep every layer use the "
+                    "config value; set the model's num_layers=%d", configured, encoder.info.model_name, num_layers,
                     num_layers - 1, num_layers)
 
 
@@ -281,7 +281,8 @@ class TypeSpace:
                control: ControlTask, online_code: OnlineCode | None = None) -> ProbeInputs:
         """The word vectors and multi-hot targets of the type-level word splits (no online code: it is refused at
         type level, `probing.probes.bits.mdl.online_code`)."""
-        types = source.load_types()
+        with settings_under("source"):
+            types = source.load_types()
         space = self.built_space(source, store_settings)
         data, vectors, about = space.vectors(types)
         for split, types in data.splits.items():

@@ -150,8 +150,9 @@ def with_defaults(result: dict[str, Any]) -> dict[str, Any]:
 
 def with_variants(results: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each result (with its defaults filled) gains `variant`: the config values that set it apart from runs of the
-    same setting ("probe.mix.lr=0.1"), so that a sweep over a hyper-parameter is never averaged as if it were seeds,
-    and its data version where runs of its setting read other versions of their data files (`with_data_versions`)."""
+    same setting (`<key>=<value>`, e.g. the key probe.mix.lr at 0.1), so that a sweep over a hyper-parameter is never
+    averaged as if it were seeds, and its data version where runs of its setting read other versions of their data
+    files (`with_data_versions`)."""
     records = [with_defaults(r) for r in results]
     base_keys = [k for k in SETTING_KEYS if k != "variant"]
     with_data_versions(records, [k for k in base_keys if k != "representation"])  # the runs of one table
@@ -163,7 +164,8 @@ def with_variants(results: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def variant_label(run: dict[str, Any], keys: Iterable[str]) -> str:
-    """"probe.mix.lr=0.1": the run's config values of `keys`, then its data version where it has one."""
+    """`<key>=<value>` (the key probe.mix.lr at 0.1): the run's config values of `keys`, then its data version where
+    it has one."""
     values = config_values(load(run).config or {})
     return ", ".join([*(f"{key}={values.get(key)}" for key in keys), *filter(None, [run.get(DATA_VERSION)])])
 

@@ -52,7 +52,8 @@ def ranked(result: dict[str, Any]) -> list[str]:
 
 def run_label(result: dict[str, Any]) -> str:
     """"minilm, upos, layer 3" ("minilm (random init), ner, layer 3"), then what tells the run apart from others of
-    the same model, task and layer in a report (`with_run_labels`: "[analysis.ranking=probeless]")."""
+    the same model, task and layer in a report (`with_run_labels`: `[<key>=<value>]`, e.g. the key analysis.ranking
+    at probeless)."""
     run = run_of(result)
     init = " (random init)" if run.random_init else ""
     apart = f" [{result['apart']}]" if result.get("apart") else ""

@@ -41,8 +41,8 @@ def varying_keys(rows: list[dict], keys: Iterable[str]) -> list[str]:
 
 
 def setting_label(row: dict, keys: Iterable[str]) -> str:
-    """"model=minilm, context_size=all, probe.mix.lr=0.1": a variant is shown as its own config values, a data
-    version as its files."""
+    """"model=minilm, context_size=all, <key>=<value>" (a key such as probe.mix.lr): a variant is shown as its own
+    config values, a data version as its files."""
     parts = (display_value(row, k) if k in ("variant", DATA_VERSION) else f"{k}={display_value(row, k)}" for k in keys)
     return ", ".join(part for part in parts if part)
 

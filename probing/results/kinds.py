@@ -93,7 +93,7 @@ class ProbeResults(Results):
     center_of_gravity: Number | None = key("The scalar mix's center of gravity over layers (Tenney et al. 2019).",
                                            optional=True)
     bits: dict[str, Any] = key("Information measures in bits (V-information, ...).", optional=True)
-    mdl: dict[str, Any] = key("The online code's description lengths (probe.mdl=true).", optional=True)
+    mdl: dict[str, Any] = key("The online code's description lengths (the setting probe.mdl on).", optional=True)
     erasure: dict[str, Any] = key("The concept erasure applied to the features, and its guardedness.", optional=True)
 
 

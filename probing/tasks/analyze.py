@@ -42,7 +42,8 @@ def run(cfg: DictConfig) -> dict[str, Any]:
     analysis = build_analysis(cfg.analysis, **job_settings(cfg))
     inputs = AnalysisInputs(ModelSettings.of(cfg.model), cfg.get("layer"), cfg.get("compare_to"), cfg.paths.store_dir)
     # what the analysis refuses once built (its checks of the job's inputs, its run) is named where the user sets it
-    keys = {"model": "model", "layer": "layer", "compare_to": "compare_to", "store": "features"}
+    keys = {"model": "model", "layer": "layer", "compare_to": "compare_to", "store": "features",
+            "source": "data.source"}
     with keyed_errors(cfg.analysis, "analysis", keys):
         analysis.check_inputs(inputs)
     name_the_run(cfg, *run_name(cfg))

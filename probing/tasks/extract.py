@@ -14,7 +14,7 @@ from lightning.fabric import Fabric
 from lightning.fabric.strategies import DDPStrategy
 from omegaconf import DictConfig
 
-from probing.config import build
+from probing.config import build, keyed_errors
 from probing.data.every_word import EVERY_WORD_DATA, every_word_data
 from probing.data.sources import WordInContextData, read_contexts
 from probing.data.splits import SPLIT_NAMES
@@ -72,7 +72,8 @@ def export_folder(folder: str | None, task: DictConfig, splits: list[str]) -> Pa
 def export_elmo_files(task: DictConfig, data_config: DictConfig, paths: dict[str, Path], folder: Path) -> None:
     """The splits' every-word stores as one export, `<folder>/<split>.hdf5` in the ELMo layout and the manifest
     beside them (probing.features.elmo_export); `data_config`: the task's `data` (its source and name)."""
-    data = sentences_of(task, build(data_config.source, "data.source"), data_config.name)
+    with keyed_errors(data_config.source, "data.source", SOURCE_KEYS):
+        data = sentences_of(task, build(data_config.source, "data.source"), data_config.name)
     written = export_every_word_stores({split: (store, data.splits[split].sentences)
                                         for split, store in paths.items()}, folder)
     for split, out in written.items():
@@ -102,15 +103,21 @@ def extract(cfg: DictConfig, splits: list[str], fabric: Fabric | None = None) ->
                            **store_settings(cfg.features))
 
 
+# Where the user sets the source that the readers take as their argument `source`: what it refuses while it reads is
+# named there.
+SOURCE_KEYS = {"source": "data.source"}
+
+
 def task_data(task: DictConfig | None, data_config: DictConfig) -> WordInContextData:
     """The records to extract: the word-in-context data of the s-class task, one record per text of a statement task,
     or every word of a word task's sentences (the every-word stores that probe.py task=upos, deprel, ... read)."""
     source = build(data_config.source, "data.source")
-    if task is None or task.get("kind", SCLASS_KIND) == SCLASS_KIND:
-        return read_contexts(source)
-    if task.get("kind") == STATEMENT_KIND:
-        return read_statement_task(source, data_config.name).store_data()
-    return every_word_data(sentences_of(task, source, data_config.name))
+    with keyed_errors(data_config.source, "data.source", SOURCE_KEYS):
+        if task is None or task.get("kind", SCLASS_KIND) == SCLASS_KIND:
+            return read_contexts(source)
+        if task.get("kind") == STATEMENT_KIND:
+            return read_statement_task(source, data_config.name).store_data()
+        return every_word_data(sentences_of(task, source, data_config.name))
 
 
 def sentences_of(task: DictConfig, source: object, data_name: str) -> Any:

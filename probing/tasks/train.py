@@ -15,7 +15,7 @@ import lightning as L
 from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from probing.config import build
+from probing.config import build, keyed_errors
 from probing.data.settings import require_int
 from probing.data.task_records import FINETUNING_KINDS
 from probing.data.task_records import TASK_NAMES as FINETUNING_TASKS
@@ -118,22 +118,25 @@ def finetune(cfg: DictConfig, config: dict[str, Any], resume: ResumePolicy,
              loggers: list[Logger]) -> tuple[dict[str, Any], bool]:
     started = time.time()
     L.seed_everything(cfg.seed, workers=True)
-    data = load_task_data(build(cfg.data.source, "data.source"), cfg.task.name)
+    with keyed_errors(cfg.data.source, "data.source"):  # what the source refuses while it reads
+        data = load_task_data(build(cfg.data.source, "data.source"), cfg.task.name)
     module = build(cfg.finetune.module, "finetune.module", name_or_path=cfg.model.name_or_path,
                    revision=cfg.model.revision, metric=cfg.task.metric,
                    **{key: cfg.finetune[key] for key in MODULE_SETTINGS},
                    settings_from={"name_or_path": "model.name_or_path", "revision": "model.revision",
                                   "metric": "task.metric", **{key: f"finetune.{key}" for key in MODULE_SETTINGS}})
     module = module(labels=data.labels, kind="token" if data.token_level else "sentence")
-    datamodule = TaskDataModule(data, module.tokenizer, max_length=cfg.task.max_length,
-                                batch_size=cfg.task.batch_size, seed=cfg.seed, max_positions=module.max_positions)
+    with keyed_errors(cfg.task, "task"):  # the datamodule's settings are the task's
+        datamodule = TaskDataModule(data, module.tokenizer, max_length=cfg.task.max_length,
+                                    batch_size=cfg.task.batch_size, seed=cfg.seed, max_positions=module.max_positions)
     csv_log = ContinuedCSVLog(loggers)  # before anything opens the CSV log, which Lightning would empty
     trainer = build_trainer(cfg, extra_callbacks=[RandomStates(), csv_log], loggers=loggers)
     best = best_checkpoint(trainer)
     for logger in trainer.loggers:
         logger.log_hyperparams(config)
     start = resume.checkpoint(best.dirpath, config, trainer.is_global_zero)
-    trainer.fit(module, datamodule=datamodule, ckpt_path=start, weights_only=True)
+    with keyed_errors(cfg.task, "task"):  # a batch that the processes cannot share is refused once they are known
+        trainer.fit(module, datamodule=datamodule, ckpt_path=start, weights_only=True)
     trainer.strategy.barrier("best checkpoint hashed")
     best_epoch = load_best_weights(module, best, resume.restart)
     dev = {name.removeprefix("dev/"): float(value)

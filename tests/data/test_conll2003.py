@@ -176,7 +176,7 @@ def test_too_few_words_for_the_dev_split_names_the_setting_and_files(tmp_path):
     with pytest.raises(ConfigError) as caught:
         Conll2003Source(str(tmp_path), split={"test_fraction": 0.0, "dev_fraction": 0.2}).load()
     message = str(caught.value)
-    assert "dev split is empty" in message and "data.split.dev_fraction=0.2" in message
+    assert "dev split is empty" in message and "split.dev_fraction=0.2 " in message
     assert str(tmp_path / "valid.txt") in message
 
 

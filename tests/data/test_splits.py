@@ -132,10 +132,10 @@ def test_no_records_is_an_error_naming_the_files():
 @pytest.mark.parametrize(
     "n_words, settings, empty, named",
     [
-        (1, {"test_fraction": 0.2, "dev_fraction": 0.0}, "test", "data.split.test_fraction=0.2"),
-        (2, {"test_fraction": 0.0, "dev_fraction": 0.2}, "dev", "data.split.dev_fraction=0.2"),
-        (1, {"test_fraction": 0.6, "dev_fraction": 0.0}, "train", "data.split.test_fraction=0.6"),
-        (2, {"test_fraction": 0.0, "dev_fraction": 0.8}, "train", "data.split.dev_fraction=0.8"),
+        (1, {"test_fraction": 0.2, "dev_fraction": 0.0}, "test", " test_fraction=0.2"),
+        (2, {"test_fraction": 0.0, "dev_fraction": 0.2}, "dev", " dev_fraction=0.2"),
+        (1, {"test_fraction": 0.6, "dev_fraction": 0.0}, "train", "(test_fraction=0.6)"),
+        (2, {"test_fraction": 0.0, "dev_fraction": 0.8}, "train", "(dev_fraction=0.8)"),
     ],
 )
 def test_an_empty_split_names_the_setting_and_the_files(n_words, settings, empty, named):

@@ -213,5 +213,5 @@ def test_a_file_with_one_word_cannot_fill_the_test_split(tmp_path):
     with pytest.raises(ConfigError) as caught:
         StreusleSource([str(path)]).load()
     message = str(caught.value)
-    assert "test split is empty" in message and "data.split.test_fraction=0.2" in message
+    assert "test split is empty" in message and " split.test_fraction=0.2 " in message
     assert str(path) in message and "Fix:" in message

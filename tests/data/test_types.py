@@ -134,7 +134,7 @@ def test_wikipse_types_skips_and_counts_the_empty_name(tmp_path):
 def test_wikipse_types_names_the_setting_for_missing_lists(tmp_path):
     with pytest.raises(DataFormatError, match=r"semantic_classes\.txt: file not found\. Fix: set `data.lists_dir`"):
         wikipse_types(tmp_path)
-    with pytest.raises(ConfigError, match="data.lists_dir is not set"):
+    with pytest.raises(ConfigError, match="^lists_dir is not set"):
         wikipse_types("")
 
 

@@ -256,8 +256,8 @@ def test_a_feature_with_one_value_in_training_is_refused_naming_features_with_mo
     with pytest.raises(ConfigError) as caught:
         ConlluWordTask("feats", feature=feature).load_word_task()
     assert str(caught.value) == (
-        f"task.feature={feature}: the training split has only the label {only!r} ({count} examples), so there is "
-        "nothing to tell apart. Fix: a feature with at least two values, e.g. task.feature=Number; the features "
+        f"feature={feature}: the training split has only the label {only!r} ({count} examples), so there is "
+        "nothing to tell apart. Fix: a feature with at least two values, e.g. feature=Number; the features "
         f"with two or more values in the training files: {', '.join(several)}")
 
 

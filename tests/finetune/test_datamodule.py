@@ -73,16 +73,16 @@ def test_the_batch_size_is_global_over_processes(tokenizer):
     module.trainer = type("FakeTrainer", (), {"world_size": 2})()
     assert module.per_device(6) == 3
     module.trainer = type("FakeTrainer", (), {"world_size": 4})()
-    with pytest.raises(ConfigError, match="must divide evenly over 4 processes"):
+    with pytest.raises(ConfigError, match="^batch_size=6 is the global batch and must divide evenly over 4 processes"):
         module.per_device(6)
 
 
 @pytest.mark.parametrize("settings,message", [
-    ({"batch_size": 0}, "task.batch_size=0 is not an integer >= 1"),
-    ({"batch_size": "16"}, "task.batch_size='16' is not an integer"),
-    ({"max_length": 2}, "task.max_length=2 is not an integer >= 3"),
+    ({"batch_size": 0}, "batch_size=0 is not an integer >= 1"),
+    ({"batch_size": "16"}, "batch_size='16' is not an integer"),
+    ({"max_length": 2}, "max_length=2 is not an integer >= 3"),
 ])
-def test_bad_settings_are_refused_naming_their_key(tokenizer, settings, message):
+def test_bad_settings_are_refused_naming_their_argument(tokenizer, settings, message):
     with pytest.raises(ConfigError, match="Fix:") as error:
         TaskDataModule(pos_data(SHE), tokenizer, **settings)
     assert message in str(error.value)
@@ -90,7 +90,7 @@ def test_bad_settings_are_refused_naming_their_key(tokenizer, settings, message)
 
 def test_max_length_is_cut_to_what_the_model_takes(tokenizer, caplog):
     module = TaskDataModule(pos_data(SHE), tokenizer, max_length=128, max_positions=64)
-    assert module.max_length == 64 and "task.max_length=128 is more than" in caplog.text
+    assert module.max_length == 64 and "the task's max_length=128 is more than" in caplog.text
     assert TaskDataModule(pos_data(SHE), tokenizer, max_length=32, max_positions=64).max_length == 32
 
 

@@ -5,9 +5,11 @@ family that each conf/probe/*.yaml builds, and the structural map a tree task ma
 from __future__ import annotations
 
 import re
+from functools import partial
 from pathlib import Path
 
 import pytest
+import torch
 
 from probing.config import build
 from probing.errors import ConfigError
@@ -38,15 +40,32 @@ def test_a_record_without_a_family_is_zhaos_mlp1():
 
 
 @pytest.mark.parametrize(("factory", "settings", "message"), [
-    (mlp1, {"rank": 4}, r"^probe\.rank=4 constrains a linear probe .* the probe family is mlp1"),
-    (linear, {"rank": 0}, r"^probe\.rank=0 is not an integer >= 1"),
-    (mlp2, {"hidden_dim": 0}, r"^probe\.module\.hidden_dim=0"),
-    (linear, {"dropout": 1.0}, r"^probe\.module\.dropout=1\.0"),
-    (mlp1, {"l1": -1.0}, r"^probe\.module\.l1=-1\.0"),
+    (mlp1, {"rank": 4}, r"^rank=4 constrains a linear probe .* the probe family is mlp1: an MLP's capacity is set by "
+                        r"hidden_dim\. Fix: rank=null or probe=linear$"),
+    (linear, {"rank": 0}, r"^rank=0 is not an integer >= 1"),
+    (mlp2, {"hidden_dim": 0}, r"^hidden_dim=0"),
+    (linear, {"dropout": 1.0}, r"^dropout=1\.0"),
+    (mlp1, {"l1": -1.0}, r"^l1=-1\.0"),
+    (linear, {"optimizer": partial(torch.optim.Adam, lr=-1)}, r"^optimizer\.lr=-1 is not"),
 ])
-def test_a_factory_refuses_its_bad_settings_naming_the_config_key(factory, settings, message):
+def test_a_factory_refuses_its_bad_settings_naming_its_arguments(factory, settings, message):
     with pytest.raises(ConfigError, match=message):
         factory(**settings)
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    (["probe=mlp1", "probe.rank=4"], r"^probe\.rank=4 constrains a linear probe .* the probe family is mlp1: an "
+                                     r"MLP's capacity is set by probe\.module\.hidden_dim\. Fix: probe\.rank=null or "
+                                     r"probe=linear$"),
+    (["probe=linear", "probe.rank=0"], r"^probe\.rank=0 is not an integer >= 1"),
+    (["probe=mlp2", "probe.module.hidden_dim=0"], r"^probe\.module\.hidden_dim=0"),
+    (["probe=linear", "probe.module.dropout=1.0"], r"^probe\.module\.dropout=1\.0"),
+    (["probe=linear", "probe.module.optimizer.lr=-1"], r"^probe\.module\.optimizer\.lr=-1 is not"),
+])
+def test_a_family_built_from_the_config_names_the_keys_the_user_sets(tmp_path, overrides, message):
+    cfg = compose_job("probe", tmp_path, *overrides)
+    with pytest.raises(ConfigError, match=message):
+        build(cfg.probe.module, "probe.module")
 
 
 @pytest.mark.parametrize(("probe", "name", "hidden_dim"), [

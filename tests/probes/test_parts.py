@@ -32,7 +32,8 @@ def test_a_module_carries_only_the_parts_its_run_asks_for():
     assert list(word_probe().parts) == [ControlPart.NAME]
     assert list(word_probe(control=False, mdl_block_ends=[2, 4]).parts) == [OnlineCodePart.NAME]
     assert list(word_probe(control=False, conditioning_dim=3).parts) == [ConditioningPart.NAME]
-    with pytest.raises(ProbingError, match="Fix: probe.mdl=true"):
+    fix = r"Fix: build the module with the online code's blocks \(its argument mdl_block_ends\)$"
+    with pytest.raises(ProbingError, match=fix):
         word_probe().codelength([])
 
 

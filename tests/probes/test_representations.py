@@ -157,7 +157,7 @@ def test_a_type_space_takes_its_label_from_the_space():
 
 def test_a_mismatched_model_num_layers_is_a_warning(caplog):
     EncoderLayer(fake_encoder(7), 3, configured_layers=13)
-    assert "model.num_layers=13, but fake has 7 layers" in caplog.text
+    assert "the model's num_layers=13, but fake has 7 layers" in caplog.text
 
 
 def test_the_control_task_is_computed_once_from_its_settings():

@@ -277,8 +277,8 @@ def test_a_non_finite_loss_stops_training_with_a_clear_error(splits):
 
 @pytest.mark.parametrize("settings,message", [
     ({"level": "words"}, r"^probe.level='words' is not one of context, type"),
-    ({"hidden_dim": 0}, r"^probe.module.hidden_dim=0 is not an integer >= 1"),
-    ({"dropout": 1.0}, r"^probe.module.dropout=1.0 is not a number in \[0, 1\)"),
+    ({"hidden_dim": 0}, r"^hidden_dim=0 is not an integer >= 1"),  # the family's own arguments
+    ({"dropout": 1.0}, r"^dropout=1.0 is not a number in \[0, 1\)"),
     ({"num_layers": 3, "mix": {"l2_lambda": -1.0}}, r"^probe.mix.l2_lambda=-1.0 is not a number"),
 ])
 def test_the_constructor_refuses_bad_settings_naming_the_config_key(settings, message):

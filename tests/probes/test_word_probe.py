@@ -160,12 +160,12 @@ def test_linear_input_dropout_is_drawn_per_head():
 
 @pytest.mark.parametrize(("settings", "key"), [
     ({"family": "mlp3"}, "family='mlp3' is not one of linear, mlp1, mlp2"),
-    ({"family": "mlp1", "rank": 4}, "probe.rank"),
-    ({"family": "linear", "rank": 0}, "probe.rank"),
-    ({"hidden_dim": 0}, "probe.module.hidden_dim"),
-    ({"dropout": 1.0}, "probe.module.dropout"),
+    ({"family": "mlp1", "rank": 4}, "^rank=4"),
+    ({"family": "linear", "rank": 0}, "^rank=0"),
+    ({"hidden_dim": 0}, "^hidden_dim=0"),
+    ({"dropout": 1.0}, "^dropout=1.0"),
 ])
-def test_bad_settings_name_the_config_key(settings, key):
+def test_bad_settings_name_the_argument(settings, key):
     with pytest.raises(ConfigError, match=key):
         families.from_record(settings, default="linear")
 
@@ -174,8 +174,8 @@ def test_bad_settings_name_the_config_key(settings, key):
 def test_a_rank_above_the_feature_dimension_is_refused(num_layers):
     with pytest.raises(ConfigError) as caught:
         WordProbe.from_settings(input_dim=8, labels=["a", "b"], family="linear", rank=9, num_layers=num_layers)
-    assert str(caught.value) == ("probe.rank=9 exceeds the feature dimension 8 of this representation; a rank of 8 or "
-                                 "more constrains nothing. Fix: probe.rank<=8, or probe.rank=null")
+    assert str(caught.value) == ("family.rank=9 exceeds the feature dimension 8 of this representation; a rank of 8 "
+                                 "or more constrains nothing. Fix: family.rank<=8, or family.rank=null")
     probe = WordProbe.from_settings(input_dim=8, labels=["a", "b"], family="linear", rank=8, num_layers=num_layers)
     assert probe.probes.mlps.sizes == [8, 8, 2]
 

@@ -98,6 +98,18 @@ def test_bad_settings_are_refused_before_training(tmp_path, tiny, overrides, mes
     assert message in str(error.value) and not (tmp_path / "run" / "results.json").exists()
 
 
+def test_a_batch_that_the_processes_cannot_share_names_the_task_setting(tmp_path, tiny, monkeypatch):
+    """The datamodule refuses its batch_size once the trainer knows its processes (3 here, as if DDP ran three), and
+    train.py names it task.batch_size."""
+    import lightning as L
+
+    monkeypatch.setattr(L.Trainer, "world_size", property(lambda self: 3))
+    with pytest.raises(ConfigError) as error:
+        train.run(compose_job("train", tmp_path, *tiny))
+    assert str(error.value) == ("task.batch_size=64 is the global batch and must divide evenly over 3 processes. "
+                                "Fix: a multiple of 3")
+
+
 def test_ddp_under_a_multirun_runs_each_job_once_in_two_processes(tmp_path, tiny):
     sweep = tmp_path / "sweep"
     result = run_script("train.py", "-m", "finetune.attention_window=0,null", "trainer=ddp", "trainer.devices=2",

@@ -21,7 +21,7 @@ from probing.data.records import SkipCounter
 from probing.data.settings import require_number
 from probing.data.splits import SPLIT_NAMES
 from probing.data.text import note_data_files
-from probing.errors import ConfigError, DataFormatError, ProbingError
+from probing.errors import ConfigError, DataFormatError, ProbingError, setting, settings_under
 
 log = logging.getLogger(__name__)
 
@@ -122,8 +122,9 @@ def read_word_task(source: object, data_name: str = "data") -> WordTaskData:
     the split sizes logged and what was skipped or left out logged as warnings."""
     if not isinstance(source, WordTaskSource):
         raise ConfigError(f"data={data_name} is not the data of a word task. Fix: leave data= out, as each word task "
-                          "reads its own data (data.source.paths=... for other files)")
-    data = source.load_word_task()
+                          f"reads its own data ({setting('source.paths')}=... for other files)")
+    with settings_under("source"):  # what the source refuses while reading names its settings as the source's
+        data = source.load_word_task()
     for split, examples in data.splits.items():
         log.info("%s %s: %d examples in %d sentences", data.name, split, len(examples), len(examples.sentences))
     if data.skips.total():

@@ -101,8 +101,9 @@ class ConlluWordTask:
                                self._one_label_error(origin, feature_values))
 
     def _one_label_error(self, origin: str, feature_values: Mapping[str, set[str]]) -> Callable[[str], ProbingError]:
-        """The error of a training split with one label: for FEATS a ConfigError naming task.feature and the features
-        of the training files with two or more values (what the user can pick instead), else a DataFormatError."""
+        """The error of a training split with one label: for FEATS a ConfigError naming the setting `feature` and the
+        features of the training files with two or more values (what the user can pick instead), else a
+        DataFormatError."""
         if self.column != "feats":
             fix = f"give data.source.paths whose training files hold at least two different {self.column.upper()} " \
                   "labels"
@@ -111,8 +112,9 @@ class ConlluWordTask:
         example = "Number" if "Number" in several or not several else several[0]
         others = (f"; the features with two or more values in the training files: {', '.join(several)}" if several
                   else "; no feature of the training files has two values: give a treebank with richer FEATS")
-        return lambda problem: ConfigError(f"task.feature={self.feature}: {problem}. Fix: a feature with at least two "
-                                           f"values, e.g. task.feature={example}{others}")
+        key = setting("feature")
+        return lambda problem: ConfigError(f"{key}={self.feature}: {problem}. Fix: a feature with at least two "
+                                           f"values, e.g. {key}={example}{others}")
 
     def load(self) -> TaskData:
         """The fine-tuning view (train.py task=upos or xpos): every sentence tagged with the column's tags, in the

@@ -59,8 +59,8 @@ class PrefixProbes(nn.Module):
         int64, order (B,) the rows' positions in the MDL order."""
         if order is None:
             raise ProbingError("MDL probing needs each training example's position in the MDL order (the batch key "
-                               "`order`), but the training batches have none. Fix: build the datamodule with the MDL "
-                               "seed (probe.mdl=true)")
+                               "`order`), but the training batches have none. Fix: build the datamodule with the "
+                               "online code (its argument online_code), which orders the training examples")
         losses = []
         for prefix in range(self.num_prefixes):
             rows = (order < self.block_ends[prefix]).nonzero().flatten()

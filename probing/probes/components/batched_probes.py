@@ -13,7 +13,7 @@ from typing import Protocol
 import torch
 from torch import Tensor, nn
 
-from probing.errors import ConfigError
+from probing.errors import ConfigError, setting
 
 
 class Family(Protocol):
@@ -33,12 +33,13 @@ class Family(Protocol):
 
 
 def check_rank_within(rank: int | None, input_dim: int) -> None:
-    """probe.rank at most the feature dimension D: a rank of D or more leaves a D-dimensional linear map
-    unconstrained, so it would be recorded as a constraint that never applied."""
+    """The rank of the probe family (the argument `family`, its setting `rank`) at most the feature dimension D: a
+    rank of D or more leaves a D-dimensional linear map unconstrained, so it would be recorded as a constraint that
+    never applied."""
     if rank is not None and rank > input_dim:
-        raise ConfigError(f"probe.rank={rank} exceeds the feature dimension {input_dim} of this representation; a "
-                          f"rank of {input_dim} or more constrains nothing. Fix: probe.rank<={input_dim}, or "
-                          "probe.rank=null")
+        key = setting("family.rank")
+        raise ConfigError(f"{key}={rank} exceeds the feature dimension {input_dim} of this representation; a rank of "
+                          f"{input_dim} or more constrains nothing. Fix: {key}<={input_dim}, or {key}=null")
 
 
 def first_layer_products(weight: Tensor, x: Tensor, hidden_grad: Tensor) -> tuple[Tensor, Tensor]:

@@ -149,18 +149,18 @@ def logistic_1d(score: torch.Tensor, target: torch.Tensor, ridge: float = 1e-4,
 
 def _family(name: str, hidden_layers: int, hidden_dim: int, rank: int | None, dropout: float, l1: float, l2: float,
             optimizer: Callable[..., torch.optim.Optimizer] | None) -> ProbeFamily:
-    require_int("probe.module.hidden_dim", hidden_dim, minimum=1)
-    require_number("probe.module.dropout", dropout, high=1.0, example="0.1")
-    require_number("probe.module.l1", l1, example="1e-3")
-    require_number("probe.module.l2", l2, example="1e-5")
+    require_int(setting("hidden_dim"), hidden_dim, minimum=1)
+    require_number(setting("dropout"), dropout, high=1.0, example="0.1")
+    require_number(setting("l1"), l1, example="1e-3")
+    require_number(setting("l2"), l2, example="1e-5")
     optimizer = DEFAULT_OPTIMIZER if optimizer is None else optimizer
-    check_optimizer(optimizer, "probe.module.optimizer")
+    check_optimizer(optimizer, setting("optimizer"))
     if rank is not None:
-        require_int("probe.rank", rank, minimum=1)
+        require_int(setting("rank"), rank, minimum=1)
         if hidden_layers:
-            raise ConfigError(f"probe.rank={rank} constrains a linear probe (D -> rank -> K), but the probe family "
-                              f"is {name}: an MLP's capacity is set by probe.module.hidden_dim. Fix: probe.rank=null "
-                              "or probe=linear")
+            raise ConfigError(f"{setting('rank')}={rank} constrains a linear probe (D -> rank -> K), but the probe "
+                              f"family is {name}: an MLP's capacity is set by {setting('hidden_dim')}. Fix: "
+                              f"{setting('rank')}=null or probe=linear")
     return ProbeFamily(name, hidden_layers, hidden_dim, rank, float(dropout), float(l1), float(l2), optimizer)
 
 

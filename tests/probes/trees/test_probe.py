@@ -57,10 +57,10 @@ def test_the_loss_is_the_references_l1_normalised_by_squared_lengths():
 @pytest.mark.parametrize("settings,message", [
     ({"family": "mlp1"}, "the probe family mlp1: a structural probe is a linear map B"),
     ({"family": "linear", "dropout": 0.1}, "^family.dropout=0.1"),
-    ({"family": "linear", "rank": 0}, r"probe.rank=0 is not an integer >= 1"),
-    ({"family": "linear", "rank": "abc"}, r"probe.rank='abc' is not an integer >= 1"),
-    ({"family": "linear", "rank": 5}, r"probe.rank=5 exceeds the feature dimension 4"),
-    ({"family": "linear", "optimizer": partial(torch.optim.Adam, lr=-1)}, r"probe.module.optimizer.lr=-1 is not"),
+    ({"family": "linear", "rank": 0}, r"^rank=0 is not an integer >= 1"),
+    ({"family": "linear", "rank": "abc"}, r"^rank='abc' is not an integer >= 1"),
+    ({"family": "linear", "rank": 5}, r"^family\.rank=5 exceeds the feature dimension 4"),
+    ({"family": "linear", "optimizer": partial(torch.optim.Adam, lr=-1)}, r"^optimizer\.lr=-1 is not"),
 ])
 def test_what_a_structural_probe_does_not_honour_is_refused(settings, message):
     with pytest.raises(ConfigError, match=message):
