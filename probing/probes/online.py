@@ -1,125 +1,151 @@
-"""Probes trained straight from the forward pass (the probe's `online` setting): no store is written. Each step runs
-the frozen encoder on a batch of tokenised records (the featurizer's `prepare_many`), captures and pools the
-asked-for layers (`WordEncoder.encode`: hooks on those layers only, the forward stopped after the last) and steps one
-probe per layer, all layers' probes one batched module (`BatchedProbes`, one input per head). Dev and test are scored
-the same way.
+"""Probes trained straight from the forward pass (the probe's `online` setting), as a LightningModule that probe.py's
+Trainer fits: no store is written. Each step runs the frozen encoder on a batch of tokenised records (a feature
+source, `probing.probes.online_data`: hooks on the asked-for layers only, the forward stopped after the last) and
+steps one probe per layer, all layers' probes one batched module (`BatchedProbes`, one input per head); with the
+control task, a second one on the shuffled labels. Each probe keeps the weights of its own best dev epoch.
 See docs/scale.md, 'Probing without a store'."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any
 
+import lightning as L
 import torch
-from torch import Tensor
+from lightning.pytorch.trainer.states import TrainerFn
+from torch import Tensor, nn
 from torch.nn import functional as F
 
-from probing.features.featurizer import PreparedInput
+from probing.errors import ProbingError
+from probing.probes.online_data import FeatureSource
+from probing.probes.word_probe import computed, selectivity, split_metrics, update
 
-# A source of features: (split, example indices) -> (layers, B, D) float32, the pooled vectors of each probed layer.
-FeatureSource = Callable[[str, Tensor], Tensor]
-
-
-@dataclass
-class OnlineSplit:
-    """A split's records ready to encode (those the featurizer could represent) and their labels (class indices)."""
-
-    prepared: list[PreparedInput]
-    labels: Tensor
-    dropped: int = 0
-
-    def __len__(self) -> int:
-        return len(self.prepared)
+PROBES, CONTROL = "probes", "control"  # the heads: the task's probes, the control task's
+SCORED = ("dev", "test")
 
 
-def prepared_splits(featurizer: Any, splits: Mapping[str, Sequence[Any]], classes: Sequence[str]) -> dict[str,
-                                                                                                         OnlineSplit]:
-    """Each split's records tokenised once (`prepare_many`); a record the featurizer skips is left out and counted in
-    `dropped`, as extraction leaves it out of the store. A record's label is its `sclass`, an index into `classes`."""
-    index = {name: k for k, name in enumerate(classes)}
-    prepared = {}
-    for name, records in splits.items():
-        records = list(records)
-        inputs = featurizer.prepare_many(records)
-        kept = [(item, index[record.sclass]) for item, record in zip(inputs, records) if item is not None]
-        prepared[name] = OnlineSplit([item for item, _ in kept], torch.tensor([k for _, k in kept], dtype=torch.long),
-                                     len(records) - len(kept))
-    return prepared
+class OnlineProbes(L.LightningModule):
+    """One probe of `family` per layer of `layers` (the rows of the features that `source` gives), over `labels`;
+    with `control`, one more per layer trained on the batches' `control_label`.
 
+    The encoder is inside `source`, a plain function: no submodule of this module, so the Trainer neither moves nor
+    optimises nor saves it. The probes are drawn from the global random stream as `BatchedProbes` draws heads (the
+    task's, then the control task's): seed it first.
 
-def forward_source(featurizer: Any, splits: Mapping[str, OnlineSplit]) -> FeatureSource:
-    """Features computed by the encoder's forward pass for each batch asked for: (layers, B, D) on the encoder's
-    device, one row of layers per asked-for layer of the featurizer (`features.layers`), nothing kept between
-    batches."""
-    def features(split: str, indices: Tensor) -> Tensor:
-        prepared = splits[split].prepared
-        pooled = featurizer.encode([prepared[i] for i in indices.tolist()], on_device=True)
-        # a copy made outside inference mode (encode's), so that autograd may save it for the probes' backward
-        return pooled.transpose(0, 1).clone(memory_format=torch.contiguous_format)
-    return features
+    Training: the loss is the sum of every probe's mean cross-entropy over the batch (+ the family's penalty), so
+    each probe gets the gradient it would get alone. Dev after each epoch: every probe's accuracy, macro-F1 and
+    per-label F1 (torchmetrics, as a stored word or statement run scores its probe), and with the control task its
+    control scores and selectivity, logged as <split>/layer<L>/<score>; <split>/micro_f1 is the best layer's accuracy
+    (what early stopping watches). While fitting, each probe keeps the weights of its own best dev accuracy (the
+    earliest epoch on ties) and gets them back when fitting ends (after every callback's end of fit, so that a
+    whole-module keeper of the Trainer's callbacks does not overrule it); `best_epoch[head]` says which, and a
+    checkpoint carries them. `split_scores[split]`: the latest scores of each layer's probe, in the order of
+    `layers`."""
 
+    def __init__(self, source: FeatureSource, layers: Sequence[int], input_dim: int, labels: Sequence[str],
+                 family: Any, control: bool = False):
+        super().__init__()
+        self.source, self.layers, self.labels, self.family = source, list(layers), list(labels), family
+        self.probes = family.probes(len(self.layers), input_dim, len(self.labels))
+        self.control = family.probes(len(self.layers), input_dim, len(self.labels)) if control else None
+        self.metrics = nn.ModuleDict({f"{split}_{head}": nn.ModuleList(split_metrics(len(self.labels))
+                                                                       for _ in self.layers)
+                                      for split in SCORED for head in self.heads()})
+        self.best = {head: torch.full((len(self.layers),), -1.0) for head in self.heads()}
+        self.best_epoch = {head: torch.zeros(len(self.layers), dtype=torch.long) for head in self.heads()}
+        self.kept: dict[str, dict[str, Tensor]] = {}
+        self.split_scores: dict[str, list[dict[str, Any]]] = {}
 
-def stored_source(vectors: Mapping[str, Tensor]) -> FeatureSource:
-    """Features read from (N, layers, D) tensors per split, as a store holds them: the reference of the online path."""
-    return lambda split, indices: vectors[split][indices].float().transpose(0, 1).contiguous()
+    def heads(self) -> list[str]:
+        """The trained heads' names: the task's probes, and the control task's."""
+        return [PROBES] + ([CONTROL] if self.control is not None else [])
 
+    def features(self, split: str, batch: dict) -> Tensor:
+        """(layers, B, D): the batch's features from the source, where the probes are."""
+        return self.source(split, batch["index"]).to(self.device)
 
-@dataclass
-class OnlineOutcome:
-    """Per probed layer (in the order of `layers`): its probe's dev and test accuracy with the weights of its best dev
-    epoch, and that epoch."""
+    def training_step(self, batch: dict, batch_idx: int) -> Tensor:
+        features = self.features("train", batch)
+        loss = self.head_loss(self.probes, features, batch["label"])
+        if self.control is not None:
+            loss = loss + self.head_loss(self.control, features, batch["control_label"])
+        if not loss.isfinite():
+            raise ProbingError(f"the training loss became {float(loss.detach())} at epoch {self.current_epoch}, step "
+                               f"{batch_idx}: the learning rate is too high for these features, or the model's "
+                               "forward pass gave non-finite states. Fix: lower the optimizer's learning rate")
+        self.log("train/loss", loss, on_step=False, on_epoch=True, batch_size=len(batch["label"]))
+        return loss
 
-    layers: list[int]
-    scores: dict[str, list[float]] = field(default_factory=dict)
-    best_epoch: list[int] = field(default_factory=list)
-    epochs: int = 0
+    def head_loss(self, head: nn.Module, features: Tensor, targets: Tensor) -> Tensor:
+        """Every probe's mean cross-entropy, summed, + the head's penalty."""
+        logits = head(features)  # (B, layers, K)
+        return sum(F.cross_entropy(logits[:, layer], targets) for layer in range(len(self.layers))) + head.penalty()
 
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return self.family.optimizer([{"params": list(getattr(self, head).parameters())} for head in self.heads()])
 
-def accuracies(probes: Any, source: FeatureSource, split: OnlineSplit, name: str, batch_size: int) -> Tensor:
-    """(heads,): the accuracy of each head on a whole split, read in its order, `batch_size` records at a time."""
-    correct = torch.zeros(probes.num_heads)
-    probes.eval()
-    with torch.no_grad():
-        for chunk in torch.arange(len(split)).split(batch_size):
-            logits = probes(source(name, chunk)).cpu()  # (B, heads, K)
-            correct += (logits.argmax(-1) == split.labels[chunk, None]).sum(0).float()
-    probes.train()
-    return correct / max(len(split), 1)
+    def validation_step(self, batch: dict, batch_idx: int) -> None:
+        self.score_batch("dev", batch)
 
+    def test_step(self, batch: dict, batch_idx: int) -> None:
+        self.score_batch("test", batch)
 
-def train_layer_probes(source: FeatureSource, splits: Mapping[str, OnlineSplit], layers: Sequence[int],
-                       input_dim: int, num_labels: int, family: Any, epochs: int, batch_size: int,
-                       seed: int, device: torch.device | str = "cpu") -> OnlineOutcome:
-    """One probe of `family` per layer, trained together on the training split (batches of `batch_size` in an order
-    drawn from `seed` each epoch; the loss is the sum of each probe's mean cross-entropy, so each gets the gradient it
-    would get alone), each keeping the weights of its best dev accuracy (earliest on ties); then dev and test scored.
-    The probes are initialised from `seed` as `BatchedProbes` initialises heads, then moved to `device` (where the
-    source gives the features)."""
-    torch.manual_seed(seed)
-    probes = family.probes(len(layers), input_dim, num_labels).to(device)
-    optimizer = family.optimizer([{"params": list(probes.parameters())}])
-    order = torch.Generator().manual_seed(seed)
-    train, labels = splits["train"], splits["train"].labels
-    best = torch.full((len(layers),), -1.0)
-    best_epoch = torch.zeros(len(layers), dtype=torch.long)
-    kept = probes.state_of_heads()
-    for epoch in range(epochs):
-        for chunk in torch.randperm(len(train), generator=order).split(batch_size):
-            logits = probes(source("train", chunk))  # (B, heads, K)
-            targets = labels[chunk].to(logits.device)
-            loss = sum(F.cross_entropy(logits[:, head], targets) for head in range(len(layers)))
-            optimizer.zero_grad()
-            (loss + probes.penalty()).backward()
-            optimizer.step()
-        dev = accuracies(probes, source, splits["dev"], "dev", batch_size)
-        better = (dev > best).to(device)
-        best = torch.maximum(dev, best)
-        best_epoch[better.cpu()] = epoch
-        current = probes.state_of_heads()
-        kept = {name: torch.where(better.view(-1, *[1] * (value.dim() - 1)), current[name], value)
-                for name, value in kept.items()}
-    probes.copy_heads_(kept, torch.ones(len(layers), dtype=torch.bool, device=device))
-    scores = {name: accuracies(probes, source, splits[name], name, batch_size).tolist()
-              for name in ("dev", "test") if name in splits}
-    return OnlineOutcome(list(layers), scores, best_epoch.tolist(), epochs)
+    def score_batch(self, split: str, batch: dict) -> None:
+        features = self.features(split, batch)
+        for head, targets in zip(self.heads(), (batch["label"], batch.get("control_label"))):
+            logits = getattr(self, head)(features)
+            for layer, metrics in enumerate(self.metrics[f"{split}_{head}"]):
+                update(metrics, logits[:, layer], targets)
+
+    def end_split(self, split: str) -> None:
+        """Each layer's scores of `split` into `split_scores[split]`, logged."""
+        scores = [computed(metrics, self.labels) for metrics in self.metrics[f"{split}_{PROBES}"]]
+        if self.control is not None:
+            controls = [computed(metrics, self.labels) for metrics in self.metrics[f"{split}_{CONTROL}"]]
+            scores = [each | selectivity(each, control) for each, control in zip(scores, controls)]
+        self.split_scores[split] = scores
+        for layer, each in zip(self.layers, scores):
+            for name in ("accuracy", "macro_f1", "control_accuracy", "selectivity"):
+                if name in each:
+                    self.log(f"{split}/layer{layer}/{name}", each[name])
+        self.log(f"{split}/micro_f1", max(each["accuracy"] for each in scores), prog_bar=split == "dev")
+
+    def on_validation_epoch_end(self) -> None:
+        self.end_split("dev")
+        if not self.trainer.sanity_checking and self.trainer.state.fn == TrainerFn.FITTING:
+            scores = self.split_scores["dev"]
+            self.keep_best(PROBES, [each["accuracy"] for each in scores])
+            if self.control is not None:
+                self.keep_best(CONTROL, [each["control_accuracy"] for each in scores])
+
+    def on_test_epoch_end(self) -> None:
+        self.end_split("test")
+
+    def keep_best(self, head: str, accuracies: list[float]) -> None:
+        """Keep the weights of each probe of `head` whose dev accuracy beat its best."""
+        accuracy = torch.tensor(accuracies, dtype=torch.float32)
+        better = accuracy > self.best[head]
+        self.best[head] = torch.maximum(accuracy, self.best[head])
+        self.best_epoch[head][better] = self.current_epoch
+        current = getattr(self, head).state_of_heads()
+        kept = self.kept.get(head)
+        if kept is None:  # the first epoch beats the initial -1 everywhere
+            self.kept[head] = current
+            return
+        mask = better.to(self.device)
+        self.kept[head] = {name: torch.where(mask.view(-1, *[1] * (value.dim() - 1)), current[name], value.to(
+            current[name].device)) for name, value in kept.items()}
+
+    def on_fit_end(self) -> None:
+        for head, kept in self.kept.items():
+            probes = getattr(self, head)
+            probes.copy_heads_(kept, torch.ones(len(self.layers), dtype=torch.bool, device=probes.w1.device))
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint["online_best"] = {"best": self.best, "best_epoch": self.best_epoch, "kept": self.kept}
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        saved = checkpoint.get("online_best", {})
+        self.best = saved.get("best", self.best)
+        self.best_epoch = saved.get("best_epoch", self.best_epoch)
+        self.kept = saved.get("kept", self.kept)

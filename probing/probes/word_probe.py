@@ -81,16 +81,7 @@ class WordProbe(ClassifierProbe):
 
     def computed(self, metrics: nn.Module) -> dict:
         """accuracy, macro_f1, per_label_f1, n_examples."""
-        accuracy, macro_f1 = float(metrics["accuracy"].compute()), float(metrics["macro_f1"].compute())
-        stats = metrics["stats"].compute()  # (K, 5): tp, fp, tn, fn, support
-        for metric in metrics.values():
-            metric.reset()
-        tp, fp, fn, support = stats[:, 0], stats[:, 1], stats[:, 3], stats[:, 4]
-        denominator = (2 * tp + fp + fn).tolist()
-        per_label = {label: (2 * t / d if d else None)
-                     for label, t, d in zip(self.labels, tp.tolist(), denominator)}
-        return {"accuracy": accuracy, "macro_f1": macro_f1, "per_label_f1": per_label,
-                "n_examples": int(support.sum())}
+        return computed(metrics, self.labels)
 
     def log_scores(self, split: str, scores: dict) -> None:
         self.log(f"{split}/micro_f1", scores["accuracy"], prog_bar=split == "dev")
@@ -98,8 +89,7 @@ class WordProbe(ClassifierProbe):
         self.log(f"{split}/macro_f1", scores["macro_f1"])
 
     def selectivity(self, scores: dict, control: dict) -> dict:
-        return {"control_accuracy": control["accuracy"], "control_macro_f1": control["macro_f1"],
-                "selectivity": scores["accuracy"] - control["accuracy"]}
+        return selectivity(scores, control)
 
     def control_logs(self, scores: dict) -> dict:
         """dev/control_micro_f1 (the control head's keeper monitors it), control_accuracy, selectivity."""
@@ -124,3 +114,23 @@ def update(metrics: nn.ModuleDict, logits: Tensor, target: Tensor) -> None:
     predictions = logits.argmax(dim=-1)
     for metric in metrics.values():
         metric.update(predictions, target)
+
+
+def computed(metrics: nn.ModuleDict, labels: list[str]) -> dict:
+    """The scores of one split's metrics (`split_metrics`), which are then reset: accuracy, macro_f1, per_label_f1
+    {label: F1, None for a label neither in the gold labels nor predicted}, n_examples."""
+    accuracy, macro_f1 = float(metrics["accuracy"].compute()), float(metrics["macro_f1"].compute())
+    stats = metrics["stats"].compute()  # (K, 5): tp, fp, tn, fn, support
+    for metric in metrics.values():
+        metric.reset()
+    tp, fp, fn, support = stats[:, 0], stats[:, 1], stats[:, 3], stats[:, 4]
+    denominator = (2 * tp + fp + fn).tolist()
+    per_label = {label: (2 * t / d if d else None) for label, t, d in zip(labels, tp.tolist(), denominator)}
+    return {"accuracy": accuracy, "macro_f1": macro_f1, "per_label_f1": per_label, "n_examples": int(support.sum())}
+
+
+def selectivity(scores: dict, control: dict) -> dict:
+    """What a split's scores gain from the control task's (`control`, scored as `computed`): the control accuracy
+    and macro-F1, and the selectivity, accuracy - control accuracy (Hewitt & Liang)."""
+    return {"control_accuracy": control["accuracy"], "control_macro_f1": control["macro_f1"],
+            "selectivity": scores["accuracy"] - control["accuracy"]}

@@ -1,6 +1,7 @@
 """probe.py with probe.online=true: the probes of every asked-for layer trained straight from the encoder's forward
-pass, no store written (`probing.probes.online`); statement tasks with a gradient-trained family. What needs a store
-or another pass over the features is refused before any work. See docs/scale.md, 'Probing without a store'."""
+pass, no store written (`probing.probes.online`), fitted by the Trainer and loggers every probe run builds; statement
+tasks with a gradient-trained family, with or without the control task. What needs a store or another pass over the
+features is refused before any work. See docs/scale.md, 'Probing without a store'."""
 
 from __future__ import annotations
 
@@ -8,13 +9,20 @@ import logging
 import time
 from typing import Any
 
+import lightning as L
+from lightning.pytorch.loggers import Logger
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from probing.errors import ConfigError
 from probing.features.featurizers import featurizer_config, featurizer_of
 from probing.features.identity import FeatureIdentity
-from probing.probes.online import forward_source, prepared_splits, train_layer_probes
+from probing.probes.callbacks import training_warnings
+from probing.probes.online import CONTROL, PROBES, OnlineProbes
+from probing.probes.online_data import OnlineDataModule, forward_source, prepared_splits
 from probing.probes.representations import described_featurizer
+from probing.probes.statement_probes import CONTROL_KIND
+from probing.tasks.loggers import summarise_in_wandb
+from probing.tasks.trainer import build_trainer, note_precision
 
 log = logging.getLogger(__name__)
 ONLINE_TASK_KINDS = ("statement",)
@@ -39,7 +47,8 @@ def refuse(what: str, fix: str) -> None:
 
 
 def refuse_what_online_cannot_read(cfg: DictConfig) -> None:
-    """Before the config is recorded: a task that is not a statement task, a scalar mix or a baseline."""
+    """Before the config is recorded: a task that is not a statement task, a scalar mix, a baseline, several
+    devices."""
     if cfg.task.get("kind") not in ONLINE_TASK_KINDS:
         raise ConfigError(f"probe.online=true trains statement probes for now, and task={cfg.task.name} is not a "
                           "statement task. Fix: task=truth (or statements), or probe.online=false")
@@ -47,12 +56,14 @@ def refuse_what_online_cannot_read(cfg: DictConfig) -> None:
         refuse("a scalar mix", "layer=[0,1,2] (one probe per layer)")
     if cfg.get("baseline") is not None:
         refuse("a baseline", "baseline=null")
+    devices = cfg.trainer.get("devices", 1)
+    if str(devices).strip() != "1" and not (OmegaConf.is_list(devices) and len(devices) == 1):
+        refuse("on several devices (each process would run the model on every batch)", "trainer.devices=1")
 
 
 def refuse_what_online_cannot_train(probing: Any) -> None:
     """Of the built probing (before its data loads): what needs a store or another pass over the features."""
     refused = [
-        (probing.control.seed is not None, "a control task", "probe.control_task.enabled=false"),
         (probing.online_code is not None, "the online code (MDL)", "probe.mdl=false"),
         (probing.erase is not None, "a concept erasure", "erase=none"),
         (bool(probing.reuse), "saved probes", "probe.reuse=null"),
@@ -75,9 +86,10 @@ def with_online_layers(cfg: DictConfig) -> list[int] | None:
     return layers
 
 
-def online_probe(cfg: DictConfig, probing: Any, config: dict[str, Any]) -> dict[str, Any]:
-    """Train and score the online probes; the run's results (the probing's kind, `online: true`): `dev` and `test`
-    of the best dev layer, every layer's in `online_layers`."""
+def online_probe(cfg: DictConfig, probing: Any, config: dict[str, Any], loggers: list[Logger]) -> dict[str, Any]:
+    """Train and score the online probes with the job's Trainer (`build_trainer`: the callbacks of `callbacks`, the
+    job's `loggers`), the run's seed drawing the probes and the training order; the run's results (the probing's
+    kind, `online: true`): `dev` and `test` of the best dev layer, every layer's in `online_layers`."""
     started = time.time()
     refuse_what_online_cannot_train(probing)
     probing.load()
@@ -85,24 +97,45 @@ def online_probe(cfg: DictConfig, probing: Any, config: dict[str, Any]) -> dict[
     featurizer = featurizer_of(featurizer_config(cfg.features, cfg.model, cfg.context_size))
     layers = list(featurizer.layers)
     splits = prepared_splits(featurizer, data.splits, data.classes)
-    outcome = train_layer_probes(forward_source(featurizer, splits), splits, layers, featurizer.info.hidden_size,
-                                 len(data.classes), probing.family, int(cfg.trainer.max_epochs), probing.batch_size,
-                                 int(cfg.seed), featurizer.device)
-    by_layer = {str(layer): {"best_epoch": outcome.best_epoch[index],
-                             **{split: {"accuracy": scores[index], "n_examples": len(splits[split])}
-                                for split, scores in outcome.scores.items()}}
-                for index, layer in enumerate(layers)}
+    datamodule = OnlineDataModule(splits, probing.batch_size, int(cfg.seed), probing.control.seed)
+    L.seed_everything(cfg.seed, workers=True)
+    module = OnlineProbes(forward_source(featurizer, splits), layers, featurizer.info.hidden_size, data.classes,
+                          probing.family, control=probing.control.seed is not None)
+    trainer = build_trainer(cfg, loggers=loggers)
+    note_precision(str(trainer.precision), trainer.strategy.root_device)
+    representation = f"online layers {','.join(map(str, layers))}"
+    for logger in trainer.loggers:
+        logger.log_hyperparams({**config, "representation": representation})
+    trainer.fit(module, datamodule=datamodule)
+    trainer.validate(module, datamodule=datamodule, verbose=False)
+    trainer.test(module, datamodule=datamodule, verbose=False)
+    by_layer = {str(layer): layer_results(module, index, splits) for index, layer in enumerate(layers)}
     best = max(by_layer, key=lambda layer: by_layer[layer]["dev"]["accuracy"])
+    warnings = training_warnings(by_layer[best]["dev"]["accuracy"], trainer.current_epoch)
     described = described_featurizer(featurizer)
     log.info("online probes of layers %s: dev accuracy %s", layers,
              ", ".join(f"{layer} {by_layer[layer]['dev']['accuracy']:.3f}" for layer in by_layer))
-    return {"task": probing.name, "probe": cfg.probe.name, "probe_family": probing.family.name,
-            "rank": probing.family.rank, "model": cfg.model.name, "finetuned_task": None,
-            "random_init": bool(cfg.model.get("random_init", False)), "data": cfg.data.name, "level": "context",
-            "embeddings": None, **{key: described[key] for key in FeatureIdentity.of_the_featurizer()},
-            "layer": layers, "representation": f"online layers {','.join(map(str, layers))} (best: {best})",
-            "seed": cfg.seed, "control_seed": None, "dev": by_layer[best]["dev"], "test": by_layer[best]["test"],
-            "epochs_trained": outcome.epochs, "best_epoch": by_layer[best]["best_epoch"], "warnings": [],
-            "labels": list(data.classes), "control_task": None, "data_split": dict(probing.data.split),
-            "online": True, "online_layers": by_layer, "duration_s": round(time.time() - started, 2),
-            "config": config}
+    control = None if probing.control.seed is None else {"kind": CONTROL_KIND, "seed": probing.control.seed}
+    results = {
+        "task": probing.name, "probe": cfg.probe.name, "probe_family": probing.family.name,
+        "rank": probing.family.rank, "model": cfg.model.name, "finetuned_task": None,
+        "random_init": bool(cfg.model.get("random_init", False)), "data": cfg.data.name, "level": "context",
+        "embeddings": None, **{key: described[key] for key in FeatureIdentity.of_the_featurizer()},
+        "layer": layers, "representation": f"{representation} (best: {best})", "seed": cfg.seed,
+        "control_seed": probing.control.seed, "dev": by_layer[best]["dev"], "test": by_layer[best]["test"],
+        "epochs_trained": trainer.current_epoch,
+        **{key: value for key, value in by_layer[best].items() if key.endswith("best_epoch")}, "warnings": warnings,
+        "labels": list(data.classes), "control_task": control, "data_split": dict(probing.data.split),
+        "online": True, "online_layers": by_layer, "duration_s": round(time.time() - started, 2), "config": config}
+    summarise_in_wandb(trainer.loggers, {f"{split}/final_{key}": results[split][key] for split in ("dev", "test")
+                                         for key in ("accuracy", "selectivity") if key in results[split]}
+                       | {"representation": results["representation"], "best_epoch": results["best_epoch"]})
+    return results
+
+
+def layer_results(module: OnlineProbes, index: int, splits: dict[str, Any]) -> dict[str, Any]:
+    """The layer's probe: the epoch whose weights it kept (and its control probe's), its dev and test scores."""
+    epochs = {"best_epoch": int(module.best_epoch[PROBES][index])}
+    if CONTROL in module.best_epoch:
+        epochs["control_best_epoch"] = int(module.best_epoch[CONTROL][index])
+    return {**epochs, **{split: module.split_scores[split][index] for split in ("dev", "test") if split in splits}}

@@ -62,7 +62,7 @@ def run(cfg: DictConfig) -> dict[str, Any]:
         check_probing_task(cfg.task.name, cfg.get("probing"))
         probing = built_probing(cfg)
         with closing_loggers(cfg.get("logger")) as loggers, keyed_errors(cfg.probing, "probing", PROBING_KEYS):
-            results = online_probe(cfg, probing, config) if online else \
+            results = online_probe(cfg, probing, config, loggers) if online else \
                 probe(cfg, probing, representation, config, out.parent, loggers)
         results = write_results(out, results, probing.RESULTS_KIND)
     log.info("%s", summary_line(results, out))
