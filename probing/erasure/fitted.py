@@ -91,7 +91,7 @@ def edited_rows(rows: Tensor, mean: Tensor, left: Tensor, right: Tensor, dropped
     directions: there the exact x' has no variance, and the first pass's round-off comes from the products of the
     unerased rows, whose size follows the concept (a converged linear probe reads it back); the second pass measures
     that residue on rows that no longer carry the concept, so what is left is the round-off of erased values, as when
-    float64 is rounded to float32 once (docs/erasure.md, "Numerical care"; tests/erasure/test_erasure.py shows it)."""
+    float64 is rounded to float32 once (docs/erasure.md, "Numerical care"; tests/erasure/test_on_device.py shows it)."""
     wide = rows.to(mean.dtype)
     edited = torch.addmm(wide, (wide - mean) @ right.T, left.T, alpha=-1)  # wide - (...) @ left.T
     if mean.dtype != torch.float64:
