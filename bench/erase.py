@@ -10,9 +10,11 @@ Both sides start from the HDF5 file:
   erase   the same read, then the labelled words gathered, the eraser fitted on them (LEACE: two passes over the
           rows for the mean and the deviations, one for the covariance and the cross-covariance, then the package's
           closed form: an eigendecomposition and the SVD of the whitened cross-covariance) and applied to every
-          vector; with --device cuda, the vectors are copied to the GPU after the read, gathered, fitted on (in
-          float64 throughout) and erased there, and the erased vectors copied back (all of it timed: the store and
-          the probe's datamodule are on the host)
+          vector (in float64 on the CPU, float32 with a refining pass on a GPU: docs/erasure.md, "Numerical care");
+          with --device cuda, as probe.py does it: the labelled rows are gathered on the host and copied to the GPU,
+          fitted on there (in float64), and every vector is erased there a chunk at a time, each chunk's copies to
+          and from the GPU overlapping the edit of another (probing.erasure.on_device; all of it timed: the store
+          and the probe's datamodule are on the host)
 
 Reported: the median of each side over rounds 2..R (the first warms the page cache and the kernels), the erase
 side's stages (gather, fit, apply), and the ratio `erase_vs_read` (target <= 2); round r of both sides runs back to
@@ -44,6 +46,7 @@ from probing.data.files import write_json_atomically
 from probing.devices import cpu_description, synchronized_clock, timed
 from probing.erasure.leace import LeaceEraser
 from probing.erasure.mean_projection import MeanProjectionEraser
+from probing.erasure.on_device import erased_on
 from probing.features.store import FeatureStore
 from probing.probes.datamodule import read_every_word_store
 from probing.tasks.probe import built_probing, chosen_representation
@@ -110,23 +113,22 @@ def read(path: Path, layer: int) -> torch.Tensor:
         return torch.from_numpy(store.read_layer(layer, dtype=None)).float()
 
 
-STAGES = ("gather", "fit", "apply")  # of the erase side after its read; on a GPU gather copies there, apply back
-
+STAGES = ("gather", "fit", "apply")  # of the erase side after its read; on a GPU gather copies the labelled rows
+# there, apply every row there and back
 
 
 def erase(path: Path, layer: int, rows: torch.Tensor, labels: torch.Tensor, num_classes: int, method: str,
           device: torch.device, stages: dict[str, list[float]]) -> None:
     """Read the layer, gather its labelled rows, fit the eraser on them and erase every vector, as `probe.py
-    erase=...` does (on a GPU: the vectors copied there and back); the seconds of the last three stages are appended
-    to `stages`."""
+    erase=...` does (on a GPU: the labelled rows copied there, every row erased there and copied back); the seconds
+    of the last three stages are appended to `stages`."""
     vectors = read(path, layer)
     times = [synchronized_clock(device)]
-    vectors = vectors.to(device)
-    labelled = vectors[rows]
+    labelled = vectors[rows].to(device)
     times.append(synchronized_clock(device))
     fitted = ERASERS[method]().fit(labelled, labels, num_classes)
     times.append(synchronized_clock(device))
-    fitted(vectors).cpu()
+    erased_on(fitted, vectors, device)
     times.append(synchronized_clock(device))
     for stage, start, end in zip(STAGES, times, times[1:]):
         stages[stage].append(end - start)
@@ -137,7 +139,7 @@ def main() -> None:
     path, rows, labels, num_classes = training_store(args)
     device = torch.device(args.device)
     label_tensor = torch.from_numpy(labels.astype(np.int64)).to(device)
-    row_tensor = torch.from_numpy(rows.astype(np.int64)).to(device)
+    row_tensor = torch.from_numpy(rows.astype(np.int64))  # the vectors are read to the host
     read_s, erase_s, stages = [], [], {stage: [] for stage in STAGES}
     for _ in range(args.rounds):
         read_s.append(timed(lambda: read(path, args.layer), device))

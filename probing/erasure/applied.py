@@ -18,6 +18,7 @@ from probing.data.word_tasks import read_word_task
 from probing.erasure.file import load_eraser, save_eraser
 from probing.erasure.fitted import FittedEraser
 from probing.erasure.leace import LeaceEraser
+from probing.erasure.on_device import erased_on
 from probing.erasure.random_control import RandomEraser, random_control
 from probing.erasure.setup import ErasureSetup
 from probing.errors import ConfigError, setting, settings_under
@@ -98,11 +99,6 @@ def check_own_concept(erase: ErasureSetup, task_name: str) -> None:
         concept = setting("erase.concept")
         raise ConfigError(f"{concept}={erase.concept}: task={task_name} erases its own labels. Fix: "
                           f"{concept}={task_name} (or null)")
-
-
-def erased_on(fitted: FittedEraser, vectors: Tensor, device: torch.device) -> Tensor:
-    """`vectors` erased on `device` (float32), returned where they were."""
-    return fitted(vectors.to(device).float()).to(vectors.device)
 
 
 def erase_splits(datamodule: Any, fitted: FittedEraser, device: torch.device) -> None:

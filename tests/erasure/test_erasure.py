@@ -245,12 +245,12 @@ def test_near_constant_dims_are_dropped_and_a_converged_probe_finds_only_the_maj
     assert abs(converged_accuracy(erased, labels, 3) - majority_rate(labels)) <= 0.01
 
 
-def test_the_edit_computed_in_float32_would_leave_the_concept_in_its_round_off():
-    """Why the edit is computed in float64: along the erased directions the erased rows have no variance, so the
-    round-off of a float32 computation is all there is, and it depends on the unerased values (the concept). On
-    these rows a converged logistic regression reads it (7 points over the majority rate); computed in float64 and
-    rounded to float32 once, it finds the majority rate (the test above, seed 0). Dropping the near-constant
-    dimension alone does not prevent this."""
+def test_the_edit_computed_in_one_float32_pass_would_leave_the_concept_in_its_round_off():
+    """Why the float32 edit takes a refining pass: along the erased directions the erased rows have no variance, so
+    the round-off of one float32 pass is all there is, and it depends on the unerased values (the concept). On these
+    rows a converged logistic regression reads it (7 points over the majority rate); with the second pass, as
+    computed in float64 and rounded to float32 once, it finds the majority rate (the test above, seed 0; more in
+    tests/erasure/test_on_device.py). Dropping the near-constant dimension alone does not prevent this."""
     x, labels = planted(seed=0, separation=6.0, near_constant=True, dtype=torch.float32)
     fitted = LeaceEraser().fit(x, labels, 3)
     mean, left, right = (tensor.float() for tensor in (fitted.mean, fitted.proj_left, fitted.proj_right))
