@@ -46,10 +46,10 @@ class ModelSettings:
 
     @classmethod
     def of(cls, model: DictConfig) -> ModelSettings:
-        for key, default in (("dtype", "fp32"), ("device_map", None)):
-            if model.get(key, default) != default:
+        for key, honoured in (("dtype", (None, "fp32")), ("device_map", (None,))):
+            if model.get(key) not in honoured:
                 raise ConfigError(f"model.{key}={model.get(key)}: analyze.py loads the model in float32 on one device "
-                                  f"and would not honour it. Fix: model.{key}={'null' if default is None else default}")
+                                  f"and would not honour it. Fix: model.{key}=null")
         return cls(model.name, model.name_or_path, model.get("revision"),
                    require_bool("model.random_init", model.get("random_init", False)),
                    require_int("model.init_seed", model.get("init_seed", 0)),

@@ -312,11 +312,8 @@ class WordEncoder:
         """The host side of `encode` (extraction runs it ahead, in another thread): the padded input ids (to
         `padded_width`), the padding mask and the pooling index, in pinned memory when the device is CUDA (so that
         their copies are asynchronous)."""
-        input_ids = pad_sequence(
-            [torch.tensor(prepared.input_ids) for prepared in batch],
-            batch_first=True,
-            padding_value=self.tokenizer.pad_token_id,
-        )
+        input_ids = pad_sequence([torch.tensor(prepared.input_ids) for prepared in batch], batch_first=True,
+                                 padding_value=self.tokenizer.pad_token_id)
         input_ids = nn.functional.pad(input_ids, (0, self.padded_width(input_ids.shape[1]) - input_ids.shape[1]),
                                       value=self.tokenizer.pad_token_id)
         lengths = torch.tensor([len(prepared.input_ids) for prepared in batch])
