@@ -49,7 +49,17 @@ datamodule's batches with a copy of the same module and its optimizer: `training
 then the dev split scored with the module's metrics. Runs alternate (Lightning, then bare) `--rounds` times;
 `lightning_vs_bare` is the ratio of the median epoch times (epochs 2..E of each run).
 
+`--synthetic-contexts N`: the same comparison on N training contexts of the real store's shapes (every layer, its
+width, the classes in their training balance; dev/test in their real proportion) with random features, made once and
+cached (bench/synthetic.py), so that an epoch has the paper's number of steps (Zhao et al. train on 5.4 M contexts;
+200,000 give 782 steps of 256); the scores of such a run mean nothing. `--steps S` times only the first S batches of
+each epoch (a window of a large epoch on a slow machine). `--compile` (CUDA only; refused elsewhere) runs the
+batched side's forward and loss under `torch.compile(mode="reduce-overhead")`, replayed as CUDA graphs.
+
     python bench/probe.py --json bench-probe.json
+    python bench/probe.py --synthetic-contexts 200000 --epochs 3 --steps 100
+    python bench/probe.py --device cuda --synthetic-contexts 200000 --epochs 3
+    python bench/probe.py --device cuda --synthetic-contexts 200000 --epochs 3 --compile
     python bench/probe.py --precision bf16          # on a CPU with bf16 units (AVX-512 BF16 / AMX) or a GPU
     python bench/probe.py --device cuda
     python bench/probe.py --trainer --epochs 6
@@ -105,6 +115,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--synthetic-cache", type=Path, default=DEFAULT_CACHE,
                         help="where the synthetic features are made once and kept")
     parser.add_argument("--steps", type=int, help="time only the first S batches of every epoch (default: all)")
+    parser.add_argument("--compile", action="store_true",
+                        help="the batched step under torch.compile(mode='reduce-overhead'): CUDA graphs, cuda only")
     parser.add_argument("--trainer", action="store_true", help="measure Lightning's overhead instead (see above)")
     parser.add_argument("--rounds", type=int, default=2, help="--trainer: alternating Lightning / bare runs")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
@@ -113,6 +125,8 @@ def parse_args() -> argparse.Namespace:
         parser.error("--epochs must be >= 2: the first epoch is the warm-up and is not timed")
     if (args.synthetic_contexts or 0) < 0 or (args.steps or 1) < 1:
         parser.error("--synthetic-contexts must be >= 0 and --steps >= 1")
+    if args.compile and args.device != "cuda":
+        parser.error("--compile replays the batched step as CUDA graphs (mode='reduce-overhead'): --device cuda only")
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: this torch sees no CUDA device; use --device cpu")
     return args
@@ -173,12 +187,21 @@ def epoch_orders(num_rows: int, batch_size: int, epochs: int, seed: int, device:
     return [list(order.split(batch_size)) for order in orders]
 
 
-def batched_epoch(module: SClassProbe, optimizer: torch.optim.Optimizer, train: Split, batches: list[Tensor],
+def step_loss(module: SClassProbe, compiled: bool):
+    """features, labels -> the batched probes' loss; with `compiled`, under `torch.compile(mode="reduce-overhead")`:
+    forward and backward replayed as CUDA graphs (one graph per batch size), the fused Adam step left outside."""
+    def loss(features: Tensor, labels: Tensor) -> Tensor:
+        return module.probe_loss(module(features), module.one_hot(labels))
+    return torch.compile(loss, mode="reduce-overhead") if compiled else loss
+
+
+def batched_epoch(loss_of, optimizer: torch.optim.Optimizer, train: Split, batches: list[Tensor],
                   precision: str) -> None:
     for index in batches:
         optimizer.zero_grad(set_to_none=True)
+        torch.compiler.cudagraph_mark_step_begin()  # a new step: the graphs' earlier outputs may be overwritten
         with autocast(train.features.device, precision):
-            loss = module.probe_loss(module(train.features[index]), module.one_hot(train.labels[index]))
+            loss = loss_of(train.features[index], train.labels[index])
         loss.backward()
         optimizer.step()
 
@@ -208,7 +231,7 @@ def separate_epochs(probes: list[nn.Sequential], optimizers: list[torch.optim.Op
 
 
 def train_all(module: SClassProbe, probes: list[nn.Sequential], train: Split, epochs: list[list[Tensor]],
-              precision: str) -> dict[str, list[float]]:
+              precision: str, compiled: bool = False) -> dict[str, list[float]]:
     """Seconds of each epoch of every side, timed back to back (batched epoch e, the bare products of epoch e,
     separate epoch e), so that a change in the load of the machine hits every side of a ratio alike."""
     batched_optimizer = module.configure_optimizers()
@@ -220,7 +243,7 @@ def train_all(module: SClassProbe, probes: list[nn.Sequential], train: Split, ep
     grads = {size: torch.randn(mlps.num_heads, mlps.hidden_dim, size, device=device, dtype=dtype)
              for size in {len(index) for index in epochs[0]}}
     sides = {
-        "batched": lambda batches: batched_epoch(module, batched_optimizer, train, batches, precision),
+        "batched": partial(batched_epoch, step_loss(module, compiled), batched_optimizer, train, precision=precision),
         "gemm": lambda batches: gemm_epoch(weight, grads, train, batches),
         "separate": lambda batches: separate_epochs(probes, separate_optimizers, train, batches, precision),
     }
@@ -266,7 +289,7 @@ def compare(splits: dict[str, Split], class_names: list[str], batch_size: int, a
     epochs = epoch_orders(len(train.labels), batch_size, args.epochs, args.seed, train.features.device)
     epochs = [batches[:args.steps] for batches in epochs] if args.steps else epochs
     steps = len(epochs[0])
-    seconds = train_all(module, probes, train, epochs, args.precision)
+    seconds = train_all(module, probes, train, epochs, args.precision, args.compile)
     row = {"batch_size": batch_size, "steps_per_epoch": steps,
            **{name: epoch_figures(side, steps) for name, side in seconds.items()}}
     row["speedup"] = ratio(row["separate"], row["batched"])
@@ -321,7 +344,8 @@ def benchmark_models(args: argparse.Namespace) -> None:
     if args.json:
         write_json_atomically(args.json, {
             "model": args.model, "layer": layer, **on, "load_average_1min": load,
-            "epochs": args.epochs, "steps": args.steps, "precision": args.precision, "synthetic": synthetic,
+            "epochs": args.epochs, "steps": args.steps, "compile": args.compile, "precision": args.precision,
+            "synthetic": synthetic,
             "num_probes": len(class_names), "input_dim": train.features.shape[1], "hidden_dim": args.hidden_dim,
             "rows": {split: len(data.labels) for split, data in splits.items()}, "seed": args.seed,
             "target_speedup": TARGET_SPEEDUP, "target_gemm_limit": TARGET_GEMM_LIMIT, "comparisons": rows,

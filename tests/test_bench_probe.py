@@ -57,3 +57,9 @@ def test_the_probe_benchmark_trains_on_a_synthetic_store_of_the_real_shapes(tmp_
     [row] = result["comparisons"]
     assert row["steps_per_epoch"] == 2 and result["steps"] == 2
     assert row["dev_max_abs_prob_diff"] < 1e-3  # still the same probes on both sides
+
+
+def test_the_compiled_step_is_refused_off_cuda_in_one_line(tmp_path):
+    command = [sys.executable, str(REPO / "bench" / "probe.py"), "--compile", "--device", "cpu"]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "--compile" in done.stderr.splitlines()[-1] and "cuda" in done.stderr
