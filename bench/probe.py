@@ -117,6 +117,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--steps", type=int, help="time only the first S batches of every epoch (default: all)")
     parser.add_argument("--compile", action="store_true",
                         help="the batched step under torch.compile(mode='reduce-overhead'): CUDA graphs, cuda only")
+    parser.add_argument("--profile", action="store_true",
+                        help="also profile 20 batched steps after the comparison: ms a step by operator")
     parser.add_argument("--trainer", action="store_true", help="measure Lightning's overhead instead (see above)")
     parser.add_argument("--rounds", type=int, default=2, help="--trainer: alternating Lightning / bare runs")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
@@ -267,6 +269,21 @@ def separate_positive_prob(probes: list[nn.Sequential], features: Tensor) -> Ten
     return torch.stack([probe(features).softmax(dim=-1)[:, 1] for probe in probes], dim=1)
 
 
+def step_profile(module: SClassProbe, train: Split, batches: list[Tensor], precision: str) -> dict[str, float]:
+    """Where a batched step's time goes: `batches` (at most 20) of steps under torch.profiler, the self time of the
+    step's operators (host time on a CPU; the device's on CUDA) in ms a step, by operator, largest first."""
+    optimizer, device = module.configure_optimizers(), train.features.device
+    batches = batches[:20]
+    batched_epoch(step_loss(module, False), optimizer, train, batches[:2], precision)  # warm-up
+    activities = [torch.profiler.ProfilerActivity.CPU] + (
+        [torch.profiler.ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with torch.profiler.profile(activities=activities) as profiler:
+        batched_epoch(step_loss(module, False), optimizer, train, batches, precision)
+    key = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    times = {event.key: getattr(event, key) / 1000 / len(batches) for event in profiler.key_averages()}
+    return {name: round(ms, 3) for name, ms in sorted(times.items(), key=lambda item: -item[1]) if ms >= 0.01}
+
+
 def epoch_figures(seconds: list[float], steps: int) -> dict:
     timed_epochs = seconds[1:]
     median = statistics.median(timed_epochs)
@@ -296,15 +313,23 @@ def compare(splits: dict[str, Split], class_names: list[str], batch_size: int, a
     row["step_vs_gemm_limit"] = ratio(row["batched"], row["gemm"])
     row["speedup_per_epoch"] = [round(s / b, 2) for b, s in zip(seconds["batched"][1:], seconds["separate"][1:])]
     for split in ("dev", "test"):
-        batched_prob = module.predict_positive_prob(splits[split].features)
-        separate_prob = separate_positive_prob(probes, splits[split].features)
+        chunks = splits[split].features.split(4096)  # a synthetic split's hidden layers at once would not fit
+        batched_prob = torch.cat([module.predict_positive_prob(chunk) for chunk in chunks])
+        separate_prob = torch.cat([separate_positive_prob(probes, chunk) for chunk in chunks])
         row["batched"][split] = scores(batched_prob, splits[split])
         row["separate"][split] = scores(separate_prob, splits[split])
         row[f"{split}_max_abs_prob_diff"] = float((batched_prob - separate_prob).abs().max())
+    if args.profile:  # after scoring: it trains the batched probes on
+        row["profile_ms_per_step"] = step_profile(module, train, epochs[0], args.precision)
     return row
 
 
 def print_table(rows: list[dict], header: str) -> None:
+    for row in rows:
+        if "profile_ms_per_step" in row:
+            print(f"\nbatch {row['batch_size']}: ms of a batched step by operator (self time, torch.profiler)")
+            for name, ms in list(row["profile_ms_per_step"].items())[:15]:
+                print(f"  {ms:9.3f}  {name}")
     print(f"\n{header}")
     print(f"{'batch':>5} {'side':<9}{'epoch s':>9}{'min':>8}{'max':>8}{'ms/step':>9}{'dev F1':>8}{'test F1':>8}")
     for row in rows:
