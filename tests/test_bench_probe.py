@@ -39,7 +39,7 @@ def test_the_probe_benchmark_trains_on_a_synthetic_store_of_the_real_shapes(tmp_
     figures, cache = tmp_path / "bench.json", tmp_path / "synthetic"
     command = [sys.executable, str(REPO / "bench" / "probe.py"), "--model", str(tiny_bert_path), "--layer", "1",
                "--epochs", "2", "--steps", "2", "--batch-size", "64", "--hidden-dim", "16",
-               "--synthetic-contexts", "2000", "--synthetic-cache", str(cache),
+               "--synthetic-contexts", "2000", "--synthetic-cache", str(cache), "--profile",
                "--override", "model.num_layers=3", "--store-dir", str(tmp_path / "stores"), "--json", str(figures)]
     done = subprocess.run(command, cwd=tmp_path, env={**os.environ, "HF_HUB_OFFLINE": "1"}, capture_output=True,
                           text=True, timeout=600)
@@ -57,6 +57,7 @@ def test_the_probe_benchmark_trains_on_a_synthetic_store_of_the_real_shapes(tmp_
     [row] = result["comparisons"]
     assert row["steps_per_epoch"] == 2 and result["steps"] == 2
     assert row["dev_max_abs_prob_diff"] < 1e-3  # still the same probes on both sides
+    assert {"aten::bmm", "aten::_fused_adam_"} <= set(row["profile_ms_per_step"])  # the products and the optimizer
 
 
 def test_the_compiled_step_is_refused_off_cuda_in_one_line(tmp_path):
