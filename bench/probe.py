@@ -49,7 +49,17 @@ datamodule's batches with a copy of the same module and its optimizer: `training
 then the dev split scored with the module's metrics. Runs alternate (Lightning, then bare) `--rounds` times;
 `lightning_vs_bare` is the ratio of the median epoch times (epochs 2..E of each run).
 
+`--synthetic-contexts N`: the same comparison on N training contexts of the real store's shapes (every layer, its
+width, the classes in their training balance; dev/test in their real proportion) with random features, made once and
+cached (bench/synthetic.py), so that an epoch has the paper's number of steps (Zhao et al. train on 5.4 M contexts;
+200,000 give 782 steps of 256); the scores of such a run mean nothing. `--steps S` times only the first S batches of
+each epoch (a window of a large epoch on a slow machine). `--compile` (CUDA only; refused elsewhere) runs the
+batched side's forward and loss under `torch.compile(mode="reduce-overhead")`, replayed as CUDA graphs.
+
     python bench/probe.py --json bench-probe.json
+    python bench/probe.py --synthetic-contexts 200000 --epochs 3 --steps 100
+    python bench/probe.py --device cuda --synthetic-contexts 200000 --epochs 3
+    python bench/probe.py --device cuda --synthetic-contexts 200000 --epochs 3 --compile
     python bench/probe.py --precision bf16          # on a CPU with bf16 units (AVX-512 BF16 / AMX) or a GPU
     python bench/probe.py --device cuda
     python bench/probe.py --trainer --epochs 6
@@ -58,40 +68,28 @@ then the dev split scored with the module's metrics. Runs alternate (Lightning, 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import copy
 import os
 import statistics
-import tempfile
-import time
-import warnings
-from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
-import lightning
+import numpy as np
 import torch
-from hydra import compose, initialize_config_dir
+from probe_lightning import autocast, benchmark_trainer, probe_config, probe_inputs
+from synthetic import DEFAULT_CACHE, LabelShape, features_file, read_layer, split_sizes, synthetic_labels
 from torch import Tensor, nn
 from torch.nn import functional as F
 
 from probing.data.files import write_json_atomically
 from probing.devices import cpu_description, keep_freed_memory, timed
+from probing.features.store.reader import FeatureStore
 from probing.probes.components.batched_probes import first_layer_products
 from probing.probes.metrics import SClassMetrics
 from probing.probes.sclass_probe import SClassProbe
-from probing.tasks.loggers import build_loggers
-from probing.tasks.probe import built_probing, chosen_representation
-from probing.tasks.settings import store_settings, with_data_settings, with_run_folders
-from probing.tasks.trainer import build_trainer
-
-# The configs of the entry scripts (the repository's conf/).
-CONFIG_DIR = str(Path(__file__).resolve().parents[1] / "conf")
 
 TARGET_SPEEDUP = 20  # separate / batched, per epoch, on a GPU
 TARGET_GEMM_LIMIT = 2  # batched step / bare products
-TARGET_LIGHTNING = 1.15  # probe.py epoch / bare loop epoch
 DTYPES = {"32": torch.float32, "bf16": torch.bfloat16}
 
 
@@ -111,12 +109,26 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--store-dir", help="feature store folder (default: the config's paths.store_dir)")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                         help="extra Hydra override of the probe config, e.g. data=wikipse (repeatable)")
+    parser.add_argument("--synthetic-contexts", type=int, metavar="N",
+                        help="train on N synthetic training contexts with the real store's shapes and class balance "
+                             "(dev/test in their real proportion; bench/synthetic.py) instead of the real ones")
+    parser.add_argument("--synthetic-cache", type=Path, default=DEFAULT_CACHE,
+                        help="where the synthetic features are made once and kept")
+    parser.add_argument("--steps", type=int, help="time only the first S batches of every epoch (default: all)")
+    parser.add_argument("--compile", action="store_true",
+                        help="the batched step under torch.compile(mode='reduce-overhead'): CUDA graphs, cuda only")
+    parser.add_argument("--profile", action="store_true",
+                        help="also profile 20 batched steps after the comparison: ms a step by operator")
     parser.add_argument("--trainer", action="store_true", help="measure Lightning's overhead instead (see above)")
     parser.add_argument("--rounds", type=int, default=2, help="--trainer: alternating Lightning / bare runs")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     args = parser.parse_args()
     if args.epochs < 2:
         parser.error("--epochs must be >= 2: the first epoch is the warm-up and is not timed")
+    if (args.synthetic_contexts or 0) < 0 or (args.steps or 1) < 1:
+        parser.error("--synthetic-contexts must be >= 0 and --steps >= 1")
+    if args.compile and args.device != "cuda":
+        parser.error("--compile replays the batched step as CUDA graphs (mode='reduce-overhead'): --device cuda only")
     if args.device == "cuda" and not torch.cuda.is_available():
         parser.error("--device cuda: this torch sees no CUDA device; use --device cpu")
     return args
@@ -136,28 +148,38 @@ class Split:
                    tensors["combination"].to(device))
 
 
-def probe_inputs(cfg):
-    """The inputs of probe.py's s-class run of `cfg` (its stores filled, its datamodule built), as the pipeline makes
-    them."""
-    probing = built_probing(cfg)
-    return probing.inputs(chosen_representation(cfg)(), store_settings(cfg.features))
-
-
-def probe_config(args: argparse.Namespace, control: bool = False):
-    overrides = [f"model.name_or_path={args.model}", f"layer={args.layer}",
-                 f"probe.control_task.enabled={str(control).lower()}", *args.override]
-    if args.store_dir:
-        overrides.append(f"paths.store_dir={args.store_dir}")
-    with initialize_config_dir(config_dir=CONFIG_DIR, version_base="1.3"):
-        return with_data_settings(with_run_folders(compose(config_name="probe", overrides=overrides)))
-
-
-def load_layer(args: argparse.Namespace) -> tuple[dict[str, Split], list[str], int]:
-    """Train/dev/test of one layer, extracted into (or reused from) the store a probe run would use."""
+def load_layer(args: argparse.Namespace) -> tuple[dict[str, Split], list[str], int, dict | None]:
+    """Train/dev/test of one layer, extracted into (or reused from) the store a probe run would use; with
+    `--synthetic-contexts`, synthetic splits of that store's shapes instead (`synthetic_splits`)."""
     inputs = probe_inputs(probe_config(args))
     device = torch.device(args.device)
-    splits = {name: Split.of(split.tensors, device) for name, split in inputs.datamodule.splits.items()}
-    return splits, list(inputs.classes), inputs.about["layer"]
+    tensors = {name: split.tensors for name, split in inputs.datamodule.splits.items()}
+    synthetic = None
+    if args.synthetic_contexts:
+        tensors, synthetic = synthetic_splits(inputs, tensors, args)
+    splits = {name: Split.of(split, device) for name, split in tensors.items()}
+    return splits, list(inputs.classes), inputs.about["layer"], synthetic
+
+
+def synthetic_splits(inputs, real: dict[str, dict[str, Tensor]], args: argparse.Namespace) -> tuple[dict, dict]:
+    """Splits of `--synthetic-contexts` training contexts (the others in their real proportion) with the real train
+    store's layers, width, class balance and contexts per combination, random features (bench/synthetic.py); and
+    what they are, for the figures."""
+    with FeatureStore(inputs.about["stores"]["train"]) as store:
+        num_layers, width = store.num_layers, store.hidden_size
+    shape = LabelShape.of(real["train"]["label"].numpy(), real["train"]["combination"].numpy(), len(inputs.classes))
+    sizes = split_sizes({name: len(split["label"]) for name, split in real.items()}, args.synthetic_contexts)
+    layer, splits, files = inputs.datamodule.layer, {}, {}
+    for index, (name, contexts) in enumerate(sizes.items()):
+        seed = args.seed * 1000 + index  # the splits' own streams
+        files[name] = features_file(contexts, num_layers, width, seed, args.synthetic_cache)
+        labels, combinations = synthetic_labels(shape, contexts, seed)
+        splits[name] = {"features": torch.from_numpy(read_layer(files[name], layer)),
+                        "label": torch.from_numpy(labels), "combination": torch.from_numpy(combinations)}
+    train_counts = np.bincount(splits["train"]["label"].numpy(), minlength=len(inputs.classes))
+    return splits, {"contexts": sizes, "num_layers": num_layers, "width": width, "store_layer": layer,
+                    "files": {name: str(path) for name, path in files.items()},
+                    "real_class_counts": list(shape.class_counts), "class_counts": train_counts.tolist()}
 
 
 def epoch_orders(num_rows: int, batch_size: int, epochs: int, seed: int, device: torch.device) -> list[list[Tensor]]:
@@ -167,17 +189,21 @@ def epoch_orders(num_rows: int, batch_size: int, epochs: int, seed: int, device:
     return [list(order.split(batch_size)) for order in orders]
 
 
-def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
-    """What Lightning's bf16-mixed does around a training step; nothing at 32."""
-    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16")
+def step_loss(module: SClassProbe, compiled: bool):
+    """features, labels -> the batched probes' loss; with `compiled`, under `torch.compile(mode="reduce-overhead")`:
+    forward and backward replayed as CUDA graphs (one graph per batch size), the fused Adam step left outside."""
+    def loss(features: Tensor, labels: Tensor) -> Tensor:
+        return module.probe_loss(module(features), module.one_hot(labels))
+    return torch.compile(loss, mode="reduce-overhead") if compiled else loss
 
 
-def batched_epoch(module: SClassProbe, optimizer: torch.optim.Optimizer, train: Split, batches: list[Tensor],
+def batched_epoch(loss_of, optimizer: torch.optim.Optimizer, train: Split, batches: list[Tensor],
                   precision: str) -> None:
     for index in batches:
         optimizer.zero_grad(set_to_none=True)
+        torch.compiler.cudagraph_mark_step_begin()  # a new step: the graphs' earlier outputs may be overwritten
         with autocast(train.features.device, precision):
-            loss = module.probe_loss(module(train.features[index]), module.one_hot(train.labels[index]))
+            loss = loss_of(train.features[index], train.labels[index])
         loss.backward()
         optimizer.step()
 
@@ -207,7 +233,7 @@ def separate_epochs(probes: list[nn.Sequential], optimizers: list[torch.optim.Op
 
 
 def train_all(module: SClassProbe, probes: list[nn.Sequential], train: Split, epochs: list[list[Tensor]],
-              precision: str) -> dict[str, list[float]]:
+              precision: str, compiled: bool = False) -> dict[str, list[float]]:
     """Seconds of each epoch of every side, timed back to back (batched epoch e, the bare products of epoch e,
     separate epoch e), so that a change in the load of the machine hits every side of a ratio alike."""
     batched_optimizer = module.configure_optimizers()
@@ -219,7 +245,7 @@ def train_all(module: SClassProbe, probes: list[nn.Sequential], train: Split, ep
     grads = {size: torch.randn(mlps.num_heads, mlps.hidden_dim, size, device=device, dtype=dtype)
              for size in {len(index) for index in epochs[0]}}
     sides = {
-        "batched": lambda batches: batched_epoch(module, batched_optimizer, train, batches, precision),
+        "batched": partial(batched_epoch, step_loss(module, compiled), batched_optimizer, train, precision=precision),
         "gemm": lambda batches: gemm_epoch(weight, grads, train, batches),
         "separate": lambda batches: separate_epochs(probes, separate_optimizers, train, batches, precision),
     }
@@ -243,6 +269,21 @@ def separate_positive_prob(probes: list[nn.Sequential], features: Tensor) -> Ten
     return torch.stack([probe(features).softmax(dim=-1)[:, 1] for probe in probes], dim=1)
 
 
+def step_profile(module: SClassProbe, train: Split, batches: list[Tensor], precision: str) -> dict[str, float]:
+    """Where a batched step's time goes: `batches` (at most 20) of steps under torch.profiler, the self time of the
+    step's operators (host time on a CPU; the device's on CUDA) in ms a step, by operator, largest first."""
+    optimizer, device = module.configure_optimizers(), train.features.device
+    batches = batches[:20]
+    batched_epoch(step_loss(module, False), optimizer, train, batches[:2], precision)  # warm-up
+    activities = [torch.profiler.ProfilerActivity.CPU] + (
+        [torch.profiler.ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with torch.profiler.profile(activities=activities) as profiler:
+        batched_epoch(step_loss(module, False), optimizer, train, batches, precision)
+    key = "self_device_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    times = {event.key: getattr(event, key) / 1000 / len(batches) for event in profiler.key_averages()}
+    return {name: round(ms, 3) for name, ms in sorted(times.items(), key=lambda item: -item[1]) if ms >= 0.01}
+
+
 def epoch_figures(seconds: list[float], steps: int) -> dict:
     timed_epochs = seconds[1:]
     median = statistics.median(timed_epochs)
@@ -263,23 +304,32 @@ def compare(splits: dict[str, Split], class_names: list[str], batch_size: int, a
                                        hidden_dim=args.hidden_dim).to(train.features.device)
     probes = [module.probes.mlps.as_sequential(k) for k in range(len(class_names))]
     epochs = epoch_orders(len(train.labels), batch_size, args.epochs, args.seed, train.features.device)
+    epochs = [batches[:args.steps] for batches in epochs] if args.steps else epochs
     steps = len(epochs[0])
-    seconds = train_all(module, probes, train, epochs, args.precision)
+    seconds = train_all(module, probes, train, epochs, args.precision, args.compile)
     row = {"batch_size": batch_size, "steps_per_epoch": steps,
            **{name: epoch_figures(side, steps) for name, side in seconds.items()}}
     row["speedup"] = ratio(row["separate"], row["batched"])
     row["step_vs_gemm_limit"] = ratio(row["batched"], row["gemm"])
     row["speedup_per_epoch"] = [round(s / b, 2) for b, s in zip(seconds["batched"][1:], seconds["separate"][1:])]
     for split in ("dev", "test"):
-        batched_prob = module.predict_positive_prob(splits[split].features)
-        separate_prob = separate_positive_prob(probes, splits[split].features)
+        chunks = splits[split].features.split(4096)  # a synthetic split's hidden layers at once would not fit
+        batched_prob = torch.cat([module.predict_positive_prob(chunk) for chunk in chunks])
+        separate_prob = torch.cat([separate_positive_prob(probes, chunk) for chunk in chunks])
         row["batched"][split] = scores(batched_prob, splits[split])
         row["separate"][split] = scores(separate_prob, splits[split])
         row[f"{split}_max_abs_prob_diff"] = float((batched_prob - separate_prob).abs().max())
+    if args.profile:  # after scoring: it trains the batched probes on
+        row["profile_ms_per_step"] = step_profile(module, train, epochs[0], args.precision)
     return row
 
 
 def print_table(rows: list[dict], header: str) -> None:
+    for row in rows:
+        if "profile_ms_per_step" in row:
+            print(f"\nbatch {row['batch_size']}: ms of a batched step by operator (self time, torch.profiler)")
+            for name, ms in list(row["profile_ms_per_step"].items())[:15]:
+                print(f"  {ms:9.3f}  {name}")
     print(f"\n{header}")
     print(f"{'batch':>5} {'side':<9}{'epoch s':>9}{'min':>8}{'max':>8}{'ms/step':>9}{'dev F1':>8}{'test F1':>8}")
     for row in rows:
@@ -302,106 +352,31 @@ def machine(device: torch.device) -> dict:
 
 
 def benchmark_models(args: argparse.Namespace) -> None:
-    splits, class_names, layer = load_layer(args)
+    splits, class_names, layer, synthetic = load_layer(args)
     load_before = os.getloadavg()[0]
     rows = [compare(splits, class_names, batch_size, args) for batch_size in args.batch_size]
     load = {"before": round(load_before, 2), "after": round(os.getloadavg()[0], 2)}
     train = splits["train"]
     on = machine(train.features.device)
-    header = (f"{args.model} layer {layer}: {len(train.labels)} train / {len(splits['dev'].labels)} dev / "
+    kind = "synthetic (random features, real shapes)" if synthetic else "real"
+    header = (f"{args.model} layer {layer}, {kind}: {len(train.labels)} train / {len(splits['dev'].labels)} dev / "
               f"{len(splits['test'].labels)} test contexts, D={train.features.shape[1]}, C={len(class_names)} probes, "
-              f"H={args.hidden_dim}, precision {args.precision}, {args.epochs} epochs (median of epochs "
-              f"2..{args.epochs}), device {train.features.device}, torch threads {torch.get_num_threads()}, "
+              f"H={args.hidden_dim}, precision {args.precision}, {args.epochs} epochs of "
+              f"{rows[-1]['steps_per_epoch']} steps (median of epochs 2..{args.epochs}), "
+              f"device {train.features.device}, torch threads {torch.get_num_threads()}, "
               f"1-min load average {load['before']} -> {load['after']} on {os.cpu_count()} CPUs: {on['cpu']}")
     print_table(rows, header)
     if args.json:
         write_json_atomically(args.json, {
             "model": args.model, "layer": layer, **on, "load_average_1min": load,
-            "epochs": args.epochs, "precision": args.precision,
+            "epochs": args.epochs, "steps": args.steps, "compile": args.compile, "precision": args.precision,
+            "synthetic": synthetic,
             "num_probes": len(class_names), "input_dim": train.features.shape[1], "hidden_dim": args.hidden_dim,
             "rows": {split: len(data.labels) for split, data in splits.items()}, "seed": args.seed,
             "target_speedup": TARGET_SPEEDUP, "target_gemm_limit": TARGET_GEMM_LIMIT, "comparisons": rows,
         })
     last = rows[-1]
     print(f"step_vs_gemm_limit={last['step_vs_gemm_limit']} ratio_vs_separate={last['speedup']}")
-
-
-class EpochClock(lightning.Callback):
-    """The start time of every training epoch (an epoch's time then includes its validation)."""
-
-    def __init__(self):
-        self.starts: list[float] = []
-
-    def on_train_epoch_start(self, trainer, pl_module) -> None:
-        self.starts.append(time.perf_counter())
-
-    def on_train_end(self, trainer, pl_module) -> None:
-        self.starts.append(time.perf_counter())
-
-
-def lightning_epochs(cfg, module: SClassProbe, datamodule) -> list[float]:
-    clock = EpochClock()
-    trainer = build_trainer(cfg, [clock], loggers=build_loggers(cfg.get("logger")))
-    trainer.fit(module, datamodule=datamodule)
-    return [end - start for start, end in zip(clock.starts, clock.starts[1:])]
-
-
-@contextlib.contextmanager
-def quiet_logging() -> Iterator[None]:
-    """A module outside a Trainer warns at every `self.log`; the bare loop logs nothing."""
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=".*self.log.*")
-        yield
-
-
-def bare_epochs(module: SClassProbe, datamodule, epochs: int, precision: str) -> list[float]:
-    """The same work as a Lightning epoch, in a plain loop: train on every batch, then score the dev split."""
-    optimizer = module.configure_optimizers()
-    device = next(module.parameters()).device
-    seconds = []
-    with quiet_logging():
-        for _ in range(epochs):
-            started = time.perf_counter()
-            module.train()
-            for index, batch in enumerate(datamodule.train_dataloader()):
-                optimizer.zero_grad(set_to_none=True)
-                with autocast(device, precision):
-                    loss = module.training_step(batch, index)
-                loss.backward()
-                optimizer.step()
-            module.eval()
-            with torch.no_grad():
-                for index, batch in enumerate(datamodule.val_dataloader()):
-                    module.validation_step(batch, index)
-                module.on_validation_epoch_end()
-            seconds.append(time.perf_counter() - started)
-    return seconds
-
-
-def benchmark_trainer(args: argparse.Namespace) -> None:
-    """Lightning's per-epoch overhead over a bare loop (module docstring)."""
-    precision = {"32": "32-true", "bf16": "bf16-mixed"}[args.precision]
-    args.override = [f"trainer.max_epochs={args.epochs}", f"trainer.precision={precision}",
-                     f"trainer.accelerator={args.device}", f"probe.batch_size={args.batch_size[0]}",
-                     f"paths.output_dir={tempfile.mkdtemp(prefix='bench-probe-')}", *args.override]
-    cfg = probe_config(args, control=True)
-    inputs = probe_inputs(cfg)
-    torch.manual_seed(args.seed)
-    template = SClassProbe.from_settings(labels=list(inputs.classes), input_dim=inputs.datamodule.feature_dim,
-                                         hidden_dim=args.hidden_dim, control=True)
-    lightning_seconds, bare_seconds = [], []
-    for _ in range(args.rounds):
-        lightning_seconds += lightning_epochs(cfg, copy.deepcopy(template), inputs.datamodule)[1:]
-        bare_seconds += bare_epochs(copy.deepcopy(template).to(args.device), inputs.datamodule, args.epochs,
-                                    args.precision)[1:]
-    lightning_median, bare_median = statistics.median(lightning_seconds), statistics.median(bare_seconds)
-    steps = len(inputs.datamodule.train_dataloader())
-    print(f"\n{args.model} layer {args.layer}, control task on, {steps} training steps per epoch, precision "
-          f"{args.precision}, {args.rounds} x {args.epochs} epochs per side (medians of epochs 2..{args.epochs}), "
-          f"torch threads {torch.get_num_threads()}")
-    print(f"lightning epoch {lightning_median:.3f} s (min {min(lightning_seconds):.3f}), bare loop epoch "
-          f"{bare_median:.3f} s (min {min(bare_seconds):.3f}); target <= {TARGET_LIGHTNING}x")
-    print(f"lightning_vs_bare={lightning_median / bare_median:.2f}")
 
 
 def main() -> None:

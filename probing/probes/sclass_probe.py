@@ -67,10 +67,11 @@ class SClassProbe(ClassifierProbe):
         return labels[:, None] == torch.arange(self.num_classes, device=labels.device)
 
     def probe_loss(self, logits: Tensor, targets: Tensor) -> Tensor:
-        """Sum over the C probes of each probe's mean binary cross-entropy; targets (B, C) bool."""
-        targets = targets.long()
-        per_example = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none")
-        return per_example.view_as(targets).mean(dim=0).sum()
+        """Sum over the C probes of each probe's mean binary cross-entropy; targets (B, C) bool. One reduction: the
+        sum over all B x C decisions, divided by B (a mean per probe, then their sum, is the same number summed in
+        another order, with two more operators forward and backward; the gradients are the same floats, 1/B per
+        decision)."""
+        return F.cross_entropy(logits.flatten(0, 1), targets.long().flatten(), reduction="sum") / targets.shape[0]
 
     def targets(self, batch: dict, control: bool = False) -> Tensor:
         prefix = "control_" if control else ""

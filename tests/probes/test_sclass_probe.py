@@ -121,6 +121,36 @@ def test_loss_is_sum_of_each_probes_own_mean_cross_entropy():
     torch.testing.assert_close(model.probe_loss(model(features), model.one_hot(labels)), by_hand)
 
 
+def test_training_with_the_one_reduction_loss_gives_the_weights_of_a_mean_per_probe():
+    """The loss as one sum over all decisions divided by B against the earlier form, a mean per probe then their sum,
+    each training a copy of the same probes with fused Adam on the same 30 batches: the backward of both gives every
+    decision's cross-entropy the gradient 1/B, so the weights come out the same floats; the losses agree to float32
+    rounding (the same terms summed in another order)."""
+    torch.manual_seed(0)
+    features, labels = torch.randn(300, DIM), torch.randint(len(CLASSES), (300,))
+    model = SClassProbe.from_settings(input_dim=DIM, labels=CLASSES, hidden_dim=8)
+    earlier = SClassProbe.from_settings(input_dim=DIM, labels=CLASSES, hidden_dim=8)
+    earlier.load_state_dict(model.state_dict())
+    initial = model.probes.mlps.w1.detach().clone()
+
+    def mean_per_probe(logits, targets):
+        per_example = F.cross_entropy(logits.flatten(0, 1), targets.long().flatten(), reduction="none")
+        return per_example.view_as(targets).mean(dim=0).sum()
+
+    optimizers = [model.configure_optimizers(), earlier.configure_optimizers()]
+    for rows in torch.randperm(300, generator=torch.Generator().manual_seed(1)).split(10):
+        targets = model.one_hot(labels[rows])
+        losses = [model.probe_loss(model(features[rows]), targets), mean_per_probe(earlier(features[rows]), targets)]
+        torch.testing.assert_close(losses[0], losses[1], rtol=1e-6, atol=0)
+        for loss, optimizer in zip(losses, optimizers):
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    for (name, trained), reference in zip(model.probes.named_parameters(), earlier.probes.parameters()):
+        assert torch.equal(trained, reference), name
+    assert (model.probes.mlps.w1 - initial).abs().max() > 1e-3  # trained: 30 Adam steps of lr 1e-3 moved them
+
+
 def test_predict_positive_prob_is_softmax_of_positive_logit():
     torch.manual_seed(0)
     model = SClassProbe.from_settings(input_dim=DIM, labels=CLASSES, hidden_dim=8)
