@@ -27,8 +27,10 @@ step extract 60 "$python" bench/extract.py --device cuda --records 1000 --warmup
 step extract_all 60 "$python" bench/extract.py --device cuda --records 0 --warmup 1 --json "$out/extract_all.json"
 step extract_padded 60 "$python" bench/extract.py --device cuda --records 0 --warmup 1 --pad-to-multiple-of 64 \
     --json "$out/extract_padded.json"
-step probe_fp32 45 "$python" bench/probe.py --device cuda --synthetic-contexts 200000 --json "$out/probe_fp32.json"
-step probe_bf16 45 "$python" bench/probe.py --device cuda --synthetic-contexts 200000 --precision bf16 --json "$out/probe_bf16.json"
+step probe_fp32 60 "$python" bench/probe.py --device cuda --synthetic-contexts 200000 --epochs 3 --steps 200 \
+    --json "$out/probe_fp32.json"
+step probe_bf16 60 "$python" bench/probe.py --device cuda --synthetic-contexts 200000 --epochs 3 --steps 200 \
+    --precision bf16 --json "$out/probe_bf16.json"
 step tree_probe 30 "$python" bench/tree_probe.py --device cuda --synthetic-contexts 200000 --json "$out/tree_probe.json"
 step erase 30 "$python" bench/erase.py --device cuda --json "$out/erase.json"
 if [ -n "${EWT_DIR:-}" ]; then
