@@ -191,6 +191,7 @@ def _prepared_rows(pending: np.ndarray, records: Sequence[WordInContext], encode
             writer.mark_skipped(skipped)
             bar.update(len(skipped))
         yield from ((int(row), prepared) for row, prepared in zip(rows, inputs) if prepared is not None)
+        del inputs  # before the next chunk is tokenised
 
 
 def _encode_rows(todo: Iterator[tuple[int, PreparedInput]], encoder: WordEncoder, writer: StoreWriter, window: int,
@@ -206,6 +207,7 @@ def _encode_rows(todo: Iterator[tuple[int, PreparedInput]], encoder: WordEncoder
         tokens += sum(len(inputs[i].input_ids) for i in computed)
         restored += len(inputs) - len(computed)
         rows_done += len(inputs)
+        del chunk, inputs, stage, pooled  # before the next window is tokenised and computed: one window at a time
     return rows_done, tokens, restored
 
 
