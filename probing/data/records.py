@@ -89,8 +89,10 @@ class Sentences:
     offsets: np.ndarray  # int64, one more than sentences
 
     def tokens(self, sentence: int) -> tuple[str, ...]:
-        ids = self.ids[self.offsets[sentence]:self.offsets[sentence + 1]].tolist()
-        return tuple(map(self.vocabulary.names.__getitem__, ids))
+        names, ids = self.vocabulary.names, self.ids[self.offsets[sentence]:self.offsets[sentence + 1]].tolist()
+        # from a list, made at its length: a tuple built from an iterator is resized, and the tuples it replaces are
+        # kept by CPython for reuse at their own length, never reused (0.9 MB after fingerprinting 10k statements)
+        return tuple([names[i] for i in ids])
 
 
 class RecordTable(Sequence[WordInContext]):

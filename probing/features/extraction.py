@@ -245,6 +245,7 @@ def _prepared_rows(pending: np.ndarray, records: Sequence[WordInContext], encode
         inputs = encoder.prepare_many([records[row] for row in rows])
         skipped.extend(int(row) for row, prepared in zip(rows, inputs) if prepared is None)
         yield from ((int(row), prepared) for row, prepared in zip(rows, inputs) if prepared is not None)
+        del inputs  # before the next chunk is tokenised
 
 
 def _encode_windows(windows: Iterator[_Window], encoder: WordEncoder, writer: StoreWriter, behind: WriteBehind,

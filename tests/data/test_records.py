@@ -97,3 +97,24 @@ def test_the_records_fingerprint_of_a_table_is_that_of_its_records_one_json_line
         digest.update(line.encode("utf-8") + b"\n")
     assert records_fingerprint(table) == records_fingerprint(list(table)) == digest.hexdigest()
     assert records_fingerprint(table.take([2, 0])) == records_fingerprint([table[2], table[0]])
+
+
+def test_reading_every_sentence_leaves_no_memory_behind():
+    """Each sentence's tokens are built at their length: tuples built from an iterator are resized, and CPython kept
+    the ones they replaced for reuse (about 100 bytes a sentence of a new length, never freed)."""
+    import tracemalloc
+
+    builder = RecordTableBuilder()
+    for number in range(3000):
+        words = [f"w{number % 50}"] * (1 + number % 15)
+        builder.add(words, (0,), words[0], "x", f"t:{number}")
+    table = builder.build()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for sentence in range(len(table.sentences.offsets) - 1):
+            table.sentences.tokens(sentence)
+        left = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert left < 20_000, left

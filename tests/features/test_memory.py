@@ -69,8 +69,8 @@ def test_the_fingerprint_pass_reads_a_table_a_block_at_a_time_with_the_fields_of
 @pytest.mark.slow
 def test_the_bench_finds_extraction_memory_flat_in_the_statements(tmp_path):
     """200 vs 2,000 statements on a Llama of width 256, in windows of 100 rows tokenised 100 at a time: the traced
-    peak of the extraction (its records apart) grows by at most half. Keeping the vectors of every row (5 x 256 x 4 B
-    = 5 KB a statement in float32) would multiply it by about ten."""
+    peak of the extraction (its records apart) grows by at most a quarter (1.05 measured). Keeping the vectors of every
+    row (5 x 256 x 4 B = 5 KB a statement in float32) would multiply it by about ten."""
     out = tmp_path / "memory.json"
     done = run_script("bench/memory.py", "--sizes", "200", "2000", "--window", "100", "--prepare-rows", "100",
                       "--hidden", "256", "--json", str(out), cwd=tmp_path)
@@ -80,5 +80,5 @@ def test_the_bench_finds_extraction_memory_flat_in_the_statements(tmp_path):
     assert (small["statements"], large["statements"]) == (200, 2000)
     assert (small["rows_computed"], large["rows_computed"]) == (200, 2000)
     assert figures["peak_ratio"] == pytest.approx(large["traced_peak_mb"] / small["traced_peak_mb"], abs=0.01)
-    assert figures["peak_ratio"] <= 1.5
+    assert figures["peak_ratio"] <= 1.25
     assert f"peak_ratio={figures['peak_ratio']}" in done.stdout and "MB" in done.stdout

@@ -1,4 +1,5 @@
-"""Feature store: layout, round trip, metadata refusal, unreadable files, checksums and non-finite features."""
+"""Feature store: layout, round trip, metadata refusal, unreadable files, checksums and non-finite features; each
+test with the tables handled whole and in pieces."""
 
 from __future__ import annotations
 
@@ -39,9 +40,18 @@ from tests.helpers.stores import (
     features_of,
     make_records,
     metadata,
+    small_table_pieces,
     store_tables,
     write_complete_store,
 )
+
+
+@pytest.fixture(autouse=True, params=["whole tables", "pieces of 2 rows"])
+def table_pieces(request, monkeypatch):
+    """Every test twice: the toy split's tables in one piece, and in pieces of two rows (as a store of more than
+    TABLE_ROWS rows has them), where the writer's checks, rewrites and seal must come out the same."""
+    if request.param == "pieces of 2 rows":
+        small_table_pieces(monkeypatch, 2)
 
 
 @pytest.fixture

@@ -1,11 +1,12 @@
 """A toy split of ten records and the store metadata and features of it, for store and datamodule tests, and
 checks shared by the store and extraction tests (one-line errors, untouched files, h5py open modes, the store lock),
-and a file cut short."""
+a file cut short, and a store's tables handled in pieces of a few rows."""
 
 from __future__ import annotations
 
 import fcntl
 import os
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -136,3 +137,14 @@ def stop_after_the_first_exported_move(monkeypatch) -> list[str]:
 
     monkeypatch.setattr(os, "replace", stopping)
     return moved
+
+
+def small_table_pieces(monkeypatch, rows: int) -> None:
+    """Make writers handle a store's tables `rows` rows at a time (TABLE_ROWS, and TABLE_BYTES for 8-byte rows), as
+    they do a store of more than TABLE_ROWS rows; the test's monkeypatch undoes it."""
+    from probing.features.store import pieces
+
+    monkeypatch.setattr(pieces, "TABLE_BYTES", rows * 8)
+    for name, module in list(sys.modules.items()):
+        if name.startswith("probing.features.store") and hasattr(module, "TABLE_ROWS"):
+            monkeypatch.setattr(module, "TABLE_ROWS", rows)

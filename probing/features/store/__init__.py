@@ -1,6 +1,6 @@
 """HDF5 feature store: one file per (model, data set, split, pooling, context size). Each module of this package holds
-one part (layout, metadata, hashes, labels, lock, writer, reader); the names other modules use are imported from here
-(`from probing.features.store import FeatureStore`).
+one part (layout, metadata, hashes, labels, pieces, lock, writer, reader); the names other modules use are imported
+from here (`from probing.features.store import FeatureStore`).
 
 See docs/features.md, 'The store file'.
 """

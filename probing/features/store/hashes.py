@@ -16,6 +16,7 @@ import xxhash
 
 from probing.errors import StoreCorruptError
 from probing.features.store.layout import BLOCK_TABLES, DELETE_FIX, SEALED_TABLES
+from probing.features.store.pieces import piece_rows, read_pieces
 
 TABLE_PIECE_BYTES = 4 << 20
 
@@ -37,14 +38,37 @@ def block_hashes(block: np.ndarray) -> list[int]:
 def table_hash(values: np.ndarray) -> int:
     """The XXH3-64 hash of one table: its bytes, or for a table of strings each string's UTF-8 bytes after their
     length."""
-    if values.dtype != object:
-        return xxhash.xxh3_64_intdigest(np.ascontiguousarray(values))
     hasher = xxhash.xxh3_64()
+    add_to_hash(hasher, values)
+    return hasher.intdigest()
+
+
+def add_to_hash(hasher, values: np.ndarray) -> None:
+    """Add `values` to a `table_hash` being computed piece by piece (XXH3 gives the same hash whatever the pieces)."""
+    if values.dtype != object:
+        hasher.update(np.ascontiguousarray(values))
+        return
     for value in values:
         data = value if isinstance(value, bytes) else str(value).encode("utf-8")
         hasher.update(len(data).to_bytes(8, "little"))
         hasher.update(data)
-    return hasher.intdigest()
+
+
+def stored_table_hashes(handle: h5py.File, fills: Mapping[str, int]) -> list[int]:
+    """`table_hashes` of SEALED_TABLES as the open file holds them, each read a piece at a time; a table named in
+    `fills` is hashed as though it held only that value."""
+    hashes = []
+    for name in SEALED_TABLES:
+        dataset, hasher = handle[name], xxhash.xxh3_64()
+        if name in fills:
+            piece = np.full((piece_rows(dataset), *dataset.shape[1:]), fills[name], dataset.dtype)
+            for first in range(0, len(dataset), len(piece)):
+                add_to_hash(hasher, piece[:len(dataset) - first])
+        else:
+            for _, piece in read_pieces(dataset):
+                add_to_hash(hasher, piece)
+        hashes.append(hasher.intdigest())
+    return hashes
 
 
 def read_tables(handle: h5py.File) -> dict[str, np.ndarray]:

@@ -4,14 +4,15 @@ file is a store of this format (made whenever one is opened), and the blocks tha
 STORE_FORMAT numbers the layout described in the package docstring. A file without `store_format` is not a store and
 is refused without being modified; a store of this format that lacks a table or has one misshapen is a
 StoreCorruptError; a store of another format is refused with its format named (older stores are rebuilt, not
-converted). Every failure to open a store is one line (`open_store_file`).
+converted). Every failure to open a store is one line (`open_store_file`). `SlotCheck` reads how an unfinished
+store's stored rows fill the slots of its blocks.
 """
 
 from __future__ import annotations
 
 import errno
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import h5py
@@ -19,6 +20,7 @@ import numpy as np
 
 from probing.errors import ProbingError, StoreCorruptError, StoreMismatchError
 from probing.features.store.lock import ELSEWHERE, WAIT_FIX, one_line, unwritable_error
+from probing.features.store.pieces import TABLE_ROWS, PieceCache
 
 STORE_FORMAT = 4
 FEATURE_DTYPES = ("float16", "float32")
@@ -117,7 +119,7 @@ def check_format(attrs: Mapping, path: Path) -> None:
                                  f"(older stores are rebuilt, not converted). Fix: {DELETE_FIX}")
 
 
-def block_spans(block_rows: np.ndarray, end: int, path: Path) -> list[tuple[int, int]]:
+def block_spans(block_rows: np.ndarray | PieceCache, end: int, path: Path) -> list[tuple[int, int]]:
     """(first slot, slot count) of the blocks from slot 0 up to the one holding slot `end - 1`.
 
     Entries of `block_rows` off this chain are left over from a block cut off before its flags; they are ignored."""
@@ -134,3 +136,45 @@ def block_spans(block_rows: np.ndarray, end: int, path: Path) -> list[tuple[int,
 def blocks_end(spans: list[tuple[int, int]]) -> int:
     """The slot after the last of `spans` (0 for none)."""
     return spans[-1][0] + spans[-1][1] if spans else 0
+
+
+class SlotCheck:
+    """What `StoreWriter._resume_slot` learns from the `slots` and `skipped` tables of `file` and the `written` flags
+    (as a boolean array), TABLE_ROWS rows at a time:
+    on construction, the highest slot of a stored row (`top`), the rows flagged as stored without a slot (`unplaced`,
+    ascending) and whether a skipped row holds a slot; then, from `against`, how the stored rows fill the slots."""
+
+    def __init__(self, file: h5py.File, written: np.ndarray):
+        self.file, self.written = file, written
+        self.top, self.placed_skips, unplaced = -1, False, [np.zeros(0, np.int64)]
+        self.before_last_disagree = False
+        for first, slots, written, skipped in self.pieces():
+            stored = written & ~skipped
+            unplaced.append(first + np.flatnonzero(stored & (slots < 0)))
+            self.top = max(self.top, int(slots[stored].max(initial=-1)))
+            self.placed_skips = self.placed_skips or bool((written & skipped & (slots >= 0)).any())
+        self.unplaced = np.concatenate(unplaced)
+
+    def pieces(self) -> Iterator[tuple[int, np.ndarray, np.ndarray, np.ndarray]]:
+        """(first row, slots, written, skipped) of each piece of rows."""
+        for first in range(0, len(self.written), TABLE_ROWS):
+            stop = first + TABLE_ROWS
+            yield first, self.file["slots"][first:stop], self.written[first:stop], self.file["skipped"][first:stop] != 0
+
+    def against(self, last: tuple[int, int]) -> tuple[np.ndarray, int, bool]:
+        """With `last` the (first slot, slot count) of the last block: the rows stored in its slots (ascending), the
+        number of stored rows with a slot, and whether two of them share a slot (also kept in
+        `before_last_disagree` for the slots before that block alone)."""
+        used = np.zeros((last[0] + last[1] + 7) // 8, np.uint8)  # a bit per slot
+        in_last, stored_count, shared = [np.zeros(0, np.int64)], 0, np.zeros(0, np.int64)
+        for first, slots, written, skipped in self.pieces():
+            rows = np.flatnonzero(written & ~skipped & (slots >= 0))
+            placed = slots[rows]  # all below the end of the last block, which holds the top slot
+            stored_count += len(rows)
+            in_last.append(first + rows[placed >= last[0]])
+            distinct, counts = np.unique(placed, return_counts=True)
+            bits = (1 << (distinct & 7)).astype(np.uint8)
+            shared = np.concatenate([shared, distinct[(counts > 1) | ((used[distinct >> 3] & bits) != 0)]])
+            np.bitwise_or.at(used, distinct >> 3, bits)
+        self.before_last_disagree = bool((shared < last[0]).any())
+        return np.concatenate(in_last), stored_count, bool(len(shared))

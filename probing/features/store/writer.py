@@ -19,8 +19,8 @@ import xxhash
 
 from probing.data.records import WordInContext
 from probing.errors import ConfigError, ProbingError, StoreCorruptError
-from probing.features.store.hashes import all_finite, block_hashes, read_tables, table_hashes
-from probing.features.store.labels import record_tables, same_table
+from probing.features.store.hashes import all_finite, block_hashes, stored_table_hashes
+from probing.features.store.labels import ROW_RECORD_TABLES, STRINGS, RecordTables, same_table
 from probing.features.store.layout import (
     DELETE_FIX,
     FEATURE_DTYPES,
@@ -28,6 +28,7 @@ from probing.features.store.layout import (
     SEALED_TABLES,
     SHAPE_KEYS,
     STORE_FORMAT,
+    SlotCheck,
     block_spans,
     blocks_end,
     check_format,
@@ -36,6 +37,7 @@ from probing.features.store.layout import (
 )
 from probing.features.store.lock import disk_full_error, disk_full_is_user_error
 from probing.features.store.metadata import check_metadata, code_version
+from probing.features.store.pieces import TABLE_ROWS, PieceCache, RowRuns, fill_table, read_pieces
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +54,7 @@ def create_store_file(path: Path, metadata: Mapping, records: Sequence[WordInCon
     if metadata["dtype"] not in FEATURE_DTYPES:
         raise ConfigError(
             f"features.dtype={metadata['dtype']!r} is not supported. Fix: features.dtype=float16 or float32")
-    tables = record_tables(records, class_names)
+    tables = RecordTables(records, class_names)
     attrs = {"store_format": STORE_FORMAT, **metadata, "code_version": code_version(),
              "created": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     partial = path.with_name(path.name + ".partial")
@@ -81,19 +83,25 @@ def check_free_space(path: Path, metadata: Mapping) -> None:
         raise disk_full_error(path, f"the store needs {needed / 1e6:,.1f} MB, {free / 1e6:,.1f} MB are free")
 
 
-def _create_tables(handle: h5py.File, num_layers: int, tables: Mapping[str, np.ndarray]) -> None:
-    """RECORD_TABLES from `tables` (`record_tables`), and the row tables of a store with no row written."""
-    for name in RECORD_TABLES:
-        handle.create_dataset(name, data=tables[name])
-    num_rows = len(tables["labels"])
-    handle.create_dataset("slots", data=np.full(num_rows, -1, np.int64))
-    handle.create_dataset("block_rows", data=np.zeros(num_rows, np.int64))
-    handle.create_dataset("block_xxh3", data=np.zeros((num_rows, num_layers), np.uint64))
-    handle.create_dataset("written", data=np.zeros(num_rows, np.uint8))
-    handle.create_dataset("skipped", data=np.zeros(num_rows, np.uint8))
-    handle.create_dataset("table_xxh3", data=np.zeros(len(SEALED_TABLES), np.uint64))
-    handle.create_dataset("staged_batches", data=np.zeros(num_rows, np.int32))
-    handle.create_dataset("staged_xxh3", data=np.zeros(num_rows, np.uint64))
+def _create_tables(handle: h5py.File, num_layers: int, tables: RecordTables) -> None:
+    """RECORD_TABLES from `tables`, and the row tables of a store with no row written, written a piece at a time."""
+    handle.create_dataset("class_names", data=tables.class_names_table())
+    num_rows = tables.num_rows
+    for name in ROW_RECORD_TABLES:
+        handle.create_dataset(name, (num_rows,), np.int32)
+    for first, chunk in tables.row_chunks():
+        for name, values in chunk.items():
+            handle[name][first:first + len(values)] = values
+    words = handle.create_dataset("words", (tables.num_words,), STRINGS)
+    for first in range(0, tables.num_words, TABLE_ROWS):
+        words[first:first + TABLE_ROWS] = tables.words(first, first + TABLE_ROWS)
+    handle.create_dataset("combinations", data=tables.combinations())
+    rows, per_layer, sealed = (num_rows,), (num_rows, num_layers), (len(SEALED_TABLES),)
+    for name, shape, dtype, value in (("slots", rows, np.int64, -1), ("block_rows", rows, np.int64, 0),
+                                      ("block_xxh3", per_layer, np.uint64, 0), ("written", rows, np.uint8, 0),
+                                      ("skipped", rows, np.uint8, 0), ("table_xxh3", sealed, np.uint64, 0),
+                                      ("staged_batches", rows, np.int32, 0), ("staged_xxh3", rows, np.uint64, 0)):
+        fill_table(handle.create_dataset(name, shape, dtype), value)
 
 
 def _create_features(handle: h5py.File, num_layers: int, num_rows: int, hidden_size: int, dtype: str) -> None:
@@ -114,7 +122,9 @@ class StoreWriter:
         self.file = open_store_file(self.path, "r+")
         try:
             check_format(self.file.attrs, self.path)
-            self._written = self.file["written"][()] == 1  # kept in step with the file by _mark_written
+            self._written = np.zeros(len(self.file["written"]), bool)  # kept in step with the file by _mark_written
+            for first, flags in read_pieces(self.file["written"]):
+                self._written[first:first + len(flags)] = flags == 1
             with disk_full_is_user_error(self.path):
                 self._next_slot = self._resume_slot()
             self._reserved_slot = self._next_slot  # past the windows made (`window`), written or not
@@ -143,27 +153,60 @@ class StoreWriter:
         """Make the tables the records determine (RECORD_TABLES) those of `records` and `class_names` before any
         row is computed (see "Resuming"): the ones that differ in their values are rewritten from the records, with a
         warning; one of another shape or type is a StoreCorruptError. Call it with the store's own records (their
-        fingerprint checked with `check_metadata`) on an unfinished store."""
-        expected = record_tables(records, class_names)
-        differing = [name for name in RECORD_TABLES if not same_table(self.file[name][()], expected[name])]
-        altered = [name for name in differing
-                   if (self.file[name].shape, self.file[name].dtype) != (expected[name].shape, expected[name].dtype)]
+        fingerprint checked with `check_metadata`) on an unfinished store. The tables are compared and rewritten a
+        piece at a time (`RecordTables`)."""
+        expected = RecordTables(records, class_names)
+        same = self._same_row_tables(expected)
+        small = {"class_names": expected.class_names_table(), "combinations": expected.combinations()}
+        same.update({name: same_table(self.file[name][()], values) for name, values in small.items()})
+        same["words"] = self._same_words(expected)
+        shapes = {**{name: ((expected.num_rows,), np.int32) for name in ROW_RECORD_TABLES},
+                  **{name: (values.shape, values.dtype) for name, values in small.items()},
+                  "words": ((expected.num_words,), STRINGS)}
+        differing = [name for name in RECORD_TABLES if not same[name]]
+        altered = [name for name in differing if (self.file[name].shape, self.file[name].dtype) != shapes[name]]
         if altered:
             raise StoreCorruptError(
                 f"{self.path}: the shape or type of the {tables_named(altered)} of this unfinished store is not that "
                 f"of its records' (no extraction changes it; something else wrote the file). Fix: {DELETE_FIX}")
         if differing:
             with disk_full_is_user_error(self.path):
-                for name in differing:
-                    self.file[name][...] = expected[name]
+                self._rewrite(expected, differing, small)
                 self.file.flush()
             log.warning("%s: the %s of this unfinished store did not match its records (damaged before it was "
                         "sealed); rewritten from the records, keeping the %d rows already written", self.path,
-                        tables_named(differing), int(self._written.sum()))
+                        tables_named(differing), int(np.count_nonzero(self._written)))
 
-    def pending_rows(self) -> np.ndarray:
-        """Rows whose `written` flag is not set, ascending."""
-        return np.flatnonzero(~self._written)
+    def _same_row_tables(self, expected: RecordTables) -> dict[str, bool]:
+        """Whether each of ROW_RECORD_TABLES holds `expected`'s (its shape is checked when the file is opened)."""
+        same = {name: self.file[name].dtype == np.int32 for name in ROW_RECORD_TABLES}
+        for first, chunk in expected.row_chunks():
+            for name, values in chunk.items():
+                same[name] = same[name] and np.array_equal(self.file[name][first:first + len(values)], values)
+        return same
+
+    def _same_words(self, expected: RecordTables) -> bool:
+        stored = self.file["words"]
+        if (stored.shape, stored.dtype) != ((expected.num_words,), STRINGS):
+            return False
+        return all(same_table(stored[first:first + TABLE_ROWS], expected.words(first, first + TABLE_ROWS))
+                   for first in range(0, expected.num_words, TABLE_ROWS))
+
+    def _rewrite(self, expected: RecordTables, names: Sequence[str], small: Mapping[str, np.ndarray]) -> None:
+        """Write the tables `names` (of RECORD_TABLES, of the expected shapes and types) from `expected`."""
+        if set(names) & set(ROW_RECORD_TABLES):
+            for first, chunk in expected.row_chunks():
+                for name in set(names) & chunk.keys():
+                    self.file[name][first:first + len(chunk[name])] = chunk[name]
+        for name in set(names) & small.keys():
+            self.file[name][...] = small[name]
+        if "words" in names:
+            for first in range(0, expected.num_words, TABLE_ROWS):
+                self.file["words"][first:first + TABLE_ROWS] = expected.words(first, first + TABLE_ROWS)
+
+    def pending_rows(self) -> RowRuns:
+        """Rows whose `written` flag is not set, ascending, as runs of consecutive rows (one for a new store)."""
+        return RowRuns.unset(self._written)
 
     def window(self, rows: Sequence[int]) -> WindowStage:
         """The staging of a window of unwritten `rows` (ascending), to be written by `write_rows` as the block after
@@ -204,37 +247,32 @@ class StoreWriter:
         flagged rows are unflagged, so that it is rewritten whole and its checksums stay true). Rows flagged as
         stored without a slot are unflagged too, to be computed. The other stored rows must fill the slots before the
         first free one exactly once, and no skipped row may hold a slot; otherwise the store is refused, unchanged
-        (see "Resuming")."""
-        slots, skipped = self.file["slots"][()], self.file["skipped"][()] != 0
-        stored = self._written & ~skipped
-        unplaced = stored & (slots < 0)
-        stored &= ~unplaced
-        spans = block_spans(self.file["block_rows"][()], int(slots[stored].max(initial=-1)) + 1, self.path)
-        cut_off = np.zeros_like(stored)
-        if spans:
-            first, count = spans[-1]
-            in_last = stored & (slots >= first) & (slots < first + count)
-            if in_last.sum() != count:
-                cut_off, stored = in_last, stored & ~in_last
-                spans.pop()
+        (see "Resuming"). The tables are read a piece at a time, twice (`SlotCheck`)."""
+        check = SlotCheck(self.file, self._written)
+        spans = block_spans(PieceCache(self.file["block_rows"]), check.top + 1, self.path)
         end = blocks_end(spans)
-        placed_skips = self._written & skipped & (slots >= 0)
-        if placed_skips.any() or (np.bincount(slots[stored], minlength=end) != 1).any():  # stored slots are < end
+        in_last, stored, disagree = check.against(spans[-1] if spans else (end, 0))
+        if spans and len(in_last) != spans[-1][1]:
+            cut_off, end = in_last, spans[-1][0]
+            stored, disagree = stored - len(in_last), check.before_last_disagree
+        else:
+            cut_off = in_last[:0]
+        if check.placed_skips or disagree or stored != end:
             raise StoreCorruptError(
                 f"{self.path}: the `written`, `skipped` and `slots` tables of this unfinished store disagree (the "
-                f"{int(stored.sum())} rows flagged as stored must fill the {end} slots of its blocks exactly once, "
+                f"{stored} rows flagged as stored must fill the {end} slots of its blocks exactly once, "
                 f"and skipped rows hold no slot): a flag or a slot was damaged. Fix: {DELETE_FIX}")
-        if unplaced.any():
+        if len(check.unplaced):
             log.warning("%s: %s flagged as written but given no slot (a flag that reached the disk before its "
-                        "slot); computed again", self.path, describe_rows(np.flatnonzero(unplaced)))
-        self._unflag(unplaced | cut_off)
+                        "slot); computed again", self.path, describe_rows(check.unplaced))
+        self._unflag(np.sort(np.concatenate([check.unplaced, cut_off])))
         return end
 
-    def _unflag(self, rows: np.ndarray) -> None:
-        """Clear the `written` flags of the rows where the mask `rows` is set (no write for none)."""
-        if rows.any():
-            self._set_values("written", np.flatnonzero(rows), 0)
-            self._written[rows] = False
+    def _unflag(self, sorted_rows: np.ndarray) -> None:
+        """Clear the `written` flags of `sorted_rows` (no write for none)."""
+        if len(sorted_rows):
+            self._set_values("written", sorted_rows, 0)
+            self._written[sorted_rows] = False
 
     def _storage_block(self, rows: np.ndarray, features: np.ndarray) -> np.ndarray:
         """`features` as (num_layers, rows, D) in the storage dtype, C-contiguous; NaN and inf are refused."""
@@ -264,12 +302,10 @@ class StoreWriter:
 
     def _mark_written(self, sorted_rows: np.ndarray) -> None:
         """Flag `sorted_rows`; before the last flags of the store, seal its tables (`written` as it is about to be)."""
-        pending = ~self._written
-        pending[sorted_rows] = False
-        if len(sorted_rows) and not pending.any():
-            tables = read_tables(self.file)
-            tables["written"] = np.ones_like(tables["written"])
-            self.file["table_xxh3"][:] = table_hashes(tables)
+        newly = np.unique(sorted_rows)
+        newly = newly[~self._written[newly]]
+        if len(sorted_rows) and len(newly) == len(self._written) - np.count_nonzero(self._written):
+            self.file["table_xxh3"][:] = stored_table_hashes(self.file, {"written": 1})
             self.file.flush()
         self._set_values("written", sorted_rows, 1)
         self._written[sorted_rows] = True
