@@ -38,7 +38,8 @@ runs into fresh stores, side by side (after one window's run that is not timed),
 Target: overlapped <= 1.15 x max(waits, host work). `--simulate-device-ms balanced` picks the MS at which the waits
 equal the host work: the hardest case, where the overlap must hide all of one of them. The pipeline overlaps
 windows (window k + 1 tokenised and window k - 1 written while window k computes), so the simulated runs use
-windows of `--window` rows (128 unless set), tokenised a window at a time: 1,000 MiniLM rows would fill a sixth of
+windows of `--window` rows (64 unless set, so that the windows not overlapped, the first and the last, are a
+small share of the 2,026 records), tokenised a window at a time: 1,000 MiniLM rows would fill a sixth of
 one 64 MB window. Not overlapped: the records' fingerprint, the store's creation, the first window's tokenising and
 the last one's writing (a smaller share the more records: `--records 0` takes all 2,026).
 
@@ -75,6 +76,7 @@ from probing.features.extraction import extract_split, plan_batches
 from probing.features.store import FeatureStore
 
 NAIVE_PAD_TO = 128
+SIMULATED_WINDOW = 64  # rows a window in the simulated mode
 
 
 def parse_args() -> argparse.Namespace:
@@ -90,7 +92,7 @@ def parse_args() -> argparse.Namespace:
                         help="the reduced forward precision compared with float32 (16: CUDA only)")
     parser.add_argument("--warmup", type=int, default=0, help="untimed end-to-end runs of every encoder first")
     parser.add_argument("--pad-to-multiple-of", type=int, default=1, help="features.pad_to_multiple_of")
-    parser.add_argument("--window", type=int, help="rows written together (default: the library's; 128 simulated)")
+    parser.add_argument("--window", type=int, help="rows written together (default: the library's; 64 simulated)")
     parser.add_argument("--simulate-device-ms", type=simulated_ms, metavar="MS",
                         help="replace the forward by a wait of MS ms per 1k padded tokens, or 'balanced'")
     parser.add_argument("--repeat", type=int, default=3, help="simulated: each run's fastest of this many")
@@ -251,11 +253,11 @@ def simulated_run(records, encoder: WordEncoder, ms: float, overlap: bool, path:
     """One extraction into `path` with the forward simulated (`SimulatedDevice`): its wall time, waits and tokens."""
     device = encoder.hidden_states = SimulatedDevice(encoder, ms, args.max_tokens_per_batch)
     to_host, extraction.to_host = extraction.to_host, device.to_host
-    prepare_rows, extraction.PREPARE_ROWS = extraction.PREPARE_ROWS, args.window or 128
+    prepare_rows, extraction.PREPARE_ROWS = extraction.PREPARE_ROWS, args.window or SIMULATED_WINDOW
     try:
         started = time.perf_counter()
         report = extract_split(records, encoder, path, class_names=streusle_classes(), dtype=args.dtype,
-                               max_tokens_per_batch=args.max_tokens_per_batch, window=args.window or 128,
+                               max_tokens_per_batch=args.max_tokens_per_batch, window=args.window or SIMULATED_WINDOW,
                                progress=False, overlap=overlap)
         seconds = time.perf_counter() - started
     finally:
@@ -273,7 +275,7 @@ def simulate(records, encoder: WordEncoder, ms: float | str, folder: Path, args)
                 for number in range(args.repeat)]
         return min(runs, key=lambda run: run["seconds"])
 
-    simulated_run(records[:args.window or 128], encoder, 0.0, True, folder / "warm-up.h5", args)  # first calls
+    simulated_run(records[:args.window or SIMULATED_WINDOW], encoder, 0.0, True, folder / "warm-up.h5", args)  # first calls
     host = fastest(0.0, False, "host")
     if ms == "balanced":  # the waits of the overlapped run equal the host work
         ms = round(1e6 * host["seconds"] / host["padded_tokens"], 4)
@@ -293,7 +295,7 @@ def main_simulated(args) -> None:
         figures = simulate(records, encoder, args.simulate_device_ms, Path(folder), args)
     cpu = cpu_description()
     print(f"{encoder.info.model_name}, forward simulated at {figures['overlapped']['ms_per_1k_tokens']} ms per 1k "
-          f"padded tokens, {len(records)} records, windows of {args.window or 128} rows, fastest of {args.repeat}, "
+          f"padded tokens, {len(records)} records, windows of {args.window or SIMULATED_WINDOW} rows, fastest of {args.repeat}, "
           f"torch threads "
           f"{torch.get_num_threads()}: {cpu}")
     print(f"{'run':<12}{'seconds':>9}{'waits':>9}")
@@ -305,7 +307,7 @@ def main_simulated(args) -> None:
     print(f"serial / (waits + host work)       = {ratios['serial/sum']:.2f}")
     if args.json:
         write_json_atomically(args.json, {"model": encoder.info.model_name, "cpu": cpu, "records": len(records),
-                                          "window": args.window or 128, "dtype": args.dtype, "repeat": args.repeat,
+                                          "window": args.window or SIMULATED_WINDOW, "dtype": args.dtype, "repeat": args.repeat,
                                           "torch_threads": torch.get_num_threads(), **figures})
     print(f"overlap_vs_max={ratios['overlapped/max']:.2f} overlap_vs_sum={ratios['overlapped/sum']:.2f} "
           f"serial_vs_sum={ratios['serial/sum']:.2f}")
