@@ -275,7 +275,8 @@ def simulate(records, encoder: WordEncoder, ms: float | str, folder: Path, args)
                 for number in range(args.repeat)]
         return min(runs, key=lambda run: run["seconds"])
 
-    simulated_run(records[:args.window or SIMULATED_WINDOW], encoder, 0.0, True, folder / "warm-up.h5", args)  # first calls
+    window = args.window or SIMULATED_WINDOW
+    simulated_run(records[:window], encoder, 0.0, True, folder / "warm-up.h5", args)  # first calls
     host = fastest(0.0, False, "host")
     if ms == "balanced":  # the waits of the overlapped run equal the host work
         ms = round(1e6 * host["seconds"] / host["padded_tokens"], 4)
@@ -295,9 +296,8 @@ def main_simulated(args) -> None:
         figures = simulate(records, encoder, args.simulate_device_ms, Path(folder), args)
     cpu = cpu_description()
     print(f"{encoder.info.model_name}, forward simulated at {figures['overlapped']['ms_per_1k_tokens']} ms per 1k "
-          f"padded tokens, {len(records)} records, windows of {args.window or SIMULATED_WINDOW} rows, fastest of {args.repeat}, "
-          f"torch threads "
-          f"{torch.get_num_threads()}: {cpu}")
+          f"padded tokens, {len(records)} records, windows of {args.window or SIMULATED_WINDOW} rows, fastest of "
+          f"{args.repeat}, torch threads {torch.get_num_threads()}: {cpu}")
     print(f"{'run':<12}{'seconds':>9}{'waits':>9}")
     for run in ("host_work", "overlapped", "serial"):
         print(f"{run:<12}{figures[run]['seconds']:>9.3f}{figures[run]['waits']:>9.3f}")
@@ -307,7 +307,8 @@ def main_simulated(args) -> None:
     print(f"serial / (waits + host work)       = {ratios['serial/sum']:.2f}")
     if args.json:
         write_json_atomically(args.json, {"model": encoder.info.model_name, "cpu": cpu, "records": len(records),
-                                          "window": args.window or SIMULATED_WINDOW, "dtype": args.dtype, "repeat": args.repeat,
+                                          "window": args.window or SIMULATED_WINDOW, "dtype": args.dtype,
+                                          "repeat": args.repeat,
                                           "torch_threads": torch.get_num_threads(), **figures})
     print(f"overlap_vs_max={ratios['overlapped/max']:.2f} overlap_vs_sum={ratios['overlapped/sum']:.2f} "
           f"serial_vs_sum={ratios['serial/sum']:.2f}")
