@@ -43,11 +43,14 @@ def resolved(script: str, overrides: tuple[str, ...], run_dir: Path, multirun: b
         cfg.hydra.runtime.output_dir = str(run_dir)
         cfg.hydra.job.override_dirname = ",".join(overrides)
     HydraConfig.instance().set_config(cfg)
-    hydra_section = OmegaConf.to_container(cfg.hydra, resolve=True)
-    with open_dict(cfg):
-        del cfg.hydra
-    check_config(cfg)
-    job = OmegaConf.to_container(cfg, resolve=True)
+    try:
+        hydra_section = OmegaConf.to_container(cfg.hydra, resolve=True)
+        with open_dict(cfg):
+            del cfg.hydra
+        check_config(cfg)
+        job = OmegaConf.to_container(cfg, resolve=True)
+    finally:
+        HydraConfig.instance().cfg = None  # no later test in this process sees this command's Hydra config
     return {"hydra": hydra_section, **job}
 
 
