@@ -13,7 +13,7 @@ import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 from typing import Any
 
-# (figure, bench file, path of keys into its JSON, comparison, target): the table, one row per target.
+# (figure, bench file, keys into its JSON, comparison, target): the GPU targets of docs/benchmarks.md, one row each.
 TARGETS = [
     ("extract end-to-end / bare forward, 1,000 records", "extract", ("ratios", "end_to_end/bare_forward"), ">=", 0.8),
     ("extract end-to-end / bare forward, all records", "extract_all", ("ratios", "end_to_end/bare_forward"), ">=", 0.8),
