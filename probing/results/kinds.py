@@ -19,19 +19,31 @@ Number = float  # an int or a float (JSON's number)
 Scores = dict[str, Any]  # scores by name: numbers (null where nothing was scored), lists by class, counts
 
 
-# The docs of the identity's fields that schema version 2 added, declared by every kind that records the identity.
-WEIGHTS_DTYPE = ("The dtype the model's weights were loaded in (model.dtype): bf16 or fp16; null for float32 or "
-                 "without a model. Added in schema version 2 (null in older results).")
-FORWARD_PRECISION = ("The precision of the model's forward under autocast (features.precision): bf16 or 16; null for "
-                     "float32, or where no forward ran (a baseline of the embeddings, static vectors). Added in schema "
-                     "version 2 (null in older results).")
-
-
 def key(doc: str, *, optional: bool = False) -> Any:
     """A documented field; `optional`: some runs of the kind leave the key out."""
     if optional:
         return dataclasses.field(default=ABSENT, metadata={"doc": doc, "optional": True})
     return dataclasses.field(metadata={"doc": doc})
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class FeaturesKeys:
+    """The fields of the features' identity (probing.features.identity.FeatureIdentity) that say how a model's
+    vectors were made: what probe runs and neuron rankings record alike."""
+
+    weights_sha256: str | None = key("The SHA-256 of the model's weights (tells a fine-tuned encoder apart); null for "
+                                     "features without a model.")
+    pooling: str | None = key("How word pieces become one vector (first, mean, last, ...).")
+    context_size: int | None = key("Words of context on each side; null for the whole sentence.")
+    attention_window: int | None = key("The attention window of a windowed encoder; null for none.")
+    attention_policy: str | None = key("How the window treats special tokens; null without a window.")
+    weights_dtype: str | None = key("The dtype the model's weights were loaded in (model.dtype): bf16 or fp16; null "
+                                    "for float32 or without a model. Added in schema version 2 (null in older "
+                                    "results).")
+    forward_precision: str | None = key("The precision of the model's forward under autocast (features.precision): "
+                                        "bf16 or 16; null for float32, or where no forward ran (a baseline of the "
+                                        "embeddings, static vectors). Added in schema version 2 (null in older "
+                                        "results).")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -52,7 +64,7 @@ class Results:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ProbeResults(Results):
+class ProbeResults(Results, FeaturesKeys):
     """What every probe.py run holds: the task and probe, the model and features, the data, the scores."""
 
     JOB: ClassVar[str] = "probe"
@@ -62,16 +74,9 @@ class ProbeResults(Results):
     probe_family: str = key("The family of the probe network: linear, mlp, rank-k, mass-mean, ...")
     rank: int | None = key("The rank of a low-rank probe; null for full rank.")
     model: str = key("The model's config name (model.name).")
-    # model_name_or_path to attention_policy, weights_dtype, forward_precision, layer and representation: the fields
-    # of the features' identity (probing.features.identity.FeatureIdentity), as saved probes and erasers record it too.
+    # with the fields of FeaturesKeys, model_name_or_path, layer and representation: the features' identity
+    # (probing.features.identity.FeatureIdentity), as saved probes and erasers record it too
     model_name_or_path: str | None = key("Where the model was loaded from; null for a baseline without a model.")
-    weights_sha256: str | None = key("The SHA-256 of the model's weights; tells a fine-tuned encoder apart.")
-    pooling: str | None = key("How word pieces become one vector (first, mean, last, ...).")
-    context_size: int | None = key("Words of context on each side; null for the whole sentence.")
-    attention_window: int | None = key("The attention window of a windowed encoder; null for none.")
-    attention_policy: str | None = key("How the window treats special tokens; null without a window.")
-    weights_dtype: str | None = key(WEIGHTS_DTYPE)
-    forward_precision: str | None = key(FORWARD_PRECISION)
     finetuned_task: str | None = key("The task a fine-tuned encoder was trained on (its task.json); null otherwise.")
     random_init: bool = key("Whether the encoder's weights were randomly initialised.")
     data: str = key("The data set's config name (data.name).")
@@ -260,7 +265,7 @@ class AttentionSimilarityResults(AnalysisResults):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class NeuronsResults(AnalysisResults):
+class NeuronsResults(AnalysisResults, FeaturesKeys):
     """analysis=neurons (Dalvi et al. 2019; Antverg & Belinkov 2022): neuron rankings, ablations, sparse probes."""
 
     KIND: ClassVar[str] = "neurons"
@@ -269,14 +274,6 @@ class NeuronsResults(AnalysisResults):
     labels: list[str] = key("The task's labels.")
     layer: Any = key("The layer of the neurons.")
     representation: str = key("The representation's label.")
-    # the features' identity (probing.features.identity.FeatureIdentity), as probe runs record it
-    weights_sha256: str | None = key("The SHA-256 of the model's weights; null for features without a model.")
-    pooling: str | None = key("How word pieces become one vector (first, mean, last, ...).")
-    context_size: int | None = key("Words of context on each side; null for the whole sentence.")
-    attention_window: int | None = key("The attention window of a windowed encoder; null for none.")
-    attention_policy: str | None = key("How the window treats special tokens; null without a window.")
-    weights_dtype: str | None = key(WEIGHTS_DTYPE)
-    forward_precision: str | None = key(FORWARD_PRECISION)
     neurons: int = key("Neurons of the layer.")
     ks: list[int] = key("The numbers of top neurons scored.")
     probe: dict[str, Any] = key("The elastic-net probe's accuracies.")
