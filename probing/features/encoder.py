@@ -321,7 +321,8 @@ class WordEncoder:
         rows, cols, weights = pooling_index([prepared.target_pieces for prepared in batch], self.pooling)
         tensors = (input_ids, padding_mask, rows, cols, weights)
         if self.device.type == "cuda":
-            tensors = tuple(tensor.pin_memory() for tensor in tensors)
+            with torch.cuda.device(self.device):  # the prefetch thread's own current device is the first GPU
+                tensors = tuple(tensor.pin_memory() for tensor in tensors)
         return EncoderBatch(*tensors, inputs=None if self.attention_window is None else list(batch))
 
     def encode_collated(self, batch: EncoderBatch, on_device: bool = False,
