@@ -52,6 +52,20 @@ def layer_axis(ax, label: str = "layer") -> None:
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
+MAX_LAYER_TICKS = 16  # more labels than this overlap on a panel (31 layers of a 30-block decoder)
+
+
+def drawn_layer_ticks(layers) -> list[int]:
+    """The layers to label on an x axis of the drawn `layers`: all of them, or every 2nd, 5th, 10th, ... layer (the
+    multiples of that step), whichever first gives at most MAX_LAYER_TICKS labels."""
+    layers = sorted(set(layers) - {None})
+    for step in (1, 2, 5, 10, 20, 50, 100):
+        ticks = [layer for layer in layers if layer % step == 0] if step > 1 else layers
+        if len(ticks) <= MAX_LAYER_TICKS:
+            return ticks
+    return ticks
+
+
 def save_figure(fig, path: Path) -> bool:
     if fig.get_layout_engine() is None:  # a figure made with layout="constrained" keeps its own
         fig.tight_layout()
@@ -138,7 +152,7 @@ def plot_by_layer(rows: list[dict], path: Path) -> bool:
     label_keys = [k for k in varying_keys(drawn, DISPLAY_KEYS) if k not in ("representation", "level")]
     for group in sweeps:
         _draw_layer_group(ax, group, setting_label(group[0], label_keys), colours)
-    ax.set_xticks(sorted({representation_layer(r["representation"]) for r in drawn} - {None}))
+    ax.set_xticks(drawn_layer_ticks(representation_layer(r["representation"]) for r in drawn))
     return _finish(fig, ax, path, drawn, "S-class probing by layer", "layer (0 = embeddings)",
                    "micro-F1 (Zhao et al. 2020)")
 

@@ -23,7 +23,7 @@ from probing.report.aggregate import (
     value_sort_key,
     with_defaults,
 )
-from probing.report.plots import pyplot, save_figure
+from probing.report.plots import drawn_layer_ticks, pyplot, save_figure
 from probing.report.runs import DATA_VERSION, data_version_notes, group_by
 from probing.report.tables import (
     display_value,
@@ -259,7 +259,7 @@ def plot_by_layer(rows: list[dict], path: Path) -> bool:
     layer_keys = [k for k in keys if k != "rank"]
     return _plot_panels(rows[0]["kind"], lines, [*_linear_levels(drawn, layer_keys), *levels], path,
                         _plot_title(drawn, "structural probe by layer", keys), "layer (0 = embeddings)",
-                        sorted({x for _, points in lines for x, _ in points}))
+                        drawn_layer_ticks(x for _, points in lines for x, _ in points))
 
 
 def best_run(results: list[dict[str, Any]]) -> dict[str, Any] | None:

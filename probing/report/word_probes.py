@@ -25,7 +25,7 @@ from probing.report.aggregate import (
 )
 from probing.report.erasure import erasure_label, erasure_sort_key, guardedness_section
 from probing.report.information import BITS_METRICS, bits_columns, bits_section, weight_decay_choices
-from probing.report.plots import pyplot, save_figure
+from probing.report.plots import drawn_layer_ticks, pyplot, save_figure
 from probing.report.runs import (
     DATA_VERSION,
     config_values,
@@ -294,7 +294,7 @@ def _plot_panels(rows: list[dict], path: Path, title: str, panels: tuple) -> boo
                 _draw(ax, group, key, label + suffix, f"C{index % 10}", style, levels=not suffix)
         ax.set_xlabel("layer (0 = embeddings)")
         ax.set_ylabel(ylabel)
-        ax.set_xticks(sorted({representation_layer(r["representation"]) for r in of_kind(rows, "layer")}))
+        ax.set_xticks(drawn_layer_ticks(representation_layer(r["representation"]) for r in of_kind(rows, "layer")))
         ax.grid(alpha=0.3)
     fixed = setting_label(rows[0], [k for k in LABEL_KEYS if k not in varying_keys(rows, LABEL_KEYS)])
     fig.suptitle(f"{title}\n{fixed}", fontsize=9)

@@ -15,7 +15,7 @@ from probing.errors import DataFormatError
 from probing.report import write_report, written_section
 from probing.report.__main__ import main
 from probing.report.aggregate import aggregate, representation_sort_key
-from probing.report.plots import per_class_by_layer, plot_per_class, write_plots
+from probing.report.plots import drawn_layer_ticks, per_class_by_layer, plot_per_class, write_plots
 from probing.report.runs import distinct_runs, variant_keys
 from probing.report.tables import context_size_tables, markdown_table, representation_tables
 
@@ -473,3 +473,12 @@ def test_runs_whose_config_copied_the_probe_settings_group_with_later_ones():
              "task": {"name": "upos"}}
     runs = [result("mix", 0, config=earlier(0)), result("mix", 1, config=earlier(1)), result("mix", 0, config=later)]
     assert variant_keys(runs) == []
+
+
+def test_the_layer_axis_labels_at_most_sixteen_layers_on_multiples_of_a_round_step():
+    assert drawn_layer_ticks(range(13)) == list(range(13))  # bert-base: every layer
+    assert drawn_layer_ticks([*range(17), None]) == list(range(0, 17, 2))  # 17 layers: every 2nd; a baseline's None
+    assert drawn_layer_ticks(range(31)) == list(range(0, 31, 2))  # a 30-block decoder: 0, 2, ..., 30
+    assert drawn_layer_ticks(range(33)) == list(range(0, 33, 5))  # 0, 2, ..., 32 would be 17
+    assert drawn_layer_ticks([3, 5, 7, 9, 11]) == [3, 5, 7, 9, 11]
+    assert drawn_layer_ticks(range(1, 200)) == list(range(20, 200, 20))
