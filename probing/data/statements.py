@@ -181,11 +181,24 @@ class GeometryOfTruth(StatementFile):
         if folder is None:
             raise ConfigError(f"{setting('data_dir')} is not set. Fix: {setting('data_dir')}=/path/to/the folder of "
                               "the CSV files (cities.csv, ...) of github.com/saprmarks/geometry-of-truth datasets/")
+        if not folder.is_dir():
+            raise ConfigError(f"{setting('data_dir')}={folder}: no such folder. Fix: {setting('data_dir')}=/path/to/"
+                              "the folder of the CSV files (cities.csv, ...)")
+        if not (folder / f"{name}.csv").is_file():
+            raise ConfigError(f"{setting('name')}={name}: {missing_dataset(folder, name)}. Fix: {setting('name')}= "
+                              f"one of those, or {setting('data_dir')}= the folder that holds it")
         super().__init__(str(folder / f"{name}.csv"), name, dev_fraction, test_fraction, seed)
         self.folder = folder
 
     def other(self, name: str) -> StatementFile:
+        if not (self.folder / f"{name}.csv").is_file():
+            raise ValueError(missing_dataset(self.folder, name))
         return GeometryOfTruth(str(self.folder), name, self.dev_fraction, self.test_fraction, self.seed)
+
+
+def missing_dataset(folder: Path, name: str) -> str:
+    found = ", ".join(sorted(path.stem for path in folder.glob("*.csv"))) or "no CSV file"
+    return f"{folder} has no {name}.csv (it has {found})"
 
 
 def read_statements(path: Path, skips: SkipCounter) -> tuple[list[str], list[str], list[str]]:

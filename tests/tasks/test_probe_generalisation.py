@@ -98,6 +98,17 @@ def test_the_papers_datasets_by_name_in_the_same_folder_with_a_gradient_trained_
     with pytest.raises(ConfigError, match=r"yes_no has the labels \['no', 'yes'\]") as error:
         probe.run(compose_job("probe", tmp_path / "labels", *data, "probe.eval_on=[yes_no]"))
     assert "\n" not in str(error.value)
+    with pytest.raises(ConfigError) as error:  # a dataset the folder lacks, named with those it has
+        probe.run(compose_job("probe", tmp_path / "missing", *data, "probe.eval_on=[cites]"))
+    assert str(error.value).startswith(f"probe.eval_on names datasets beside cities, and {folder} has no cites.csv "
+                                       "(it has cities, neg_cities, yes_no). Fix: probe.eval_on=[]")
+    with pytest.raises(ConfigError) as error:
+        probe.run(compose_job("probe", tmp_path / "name", *data, "data.name=cites"))
+    assert str(error.value) == (f"data.name=cites: {folder} has no cites.csv (it has cities, neg_cities, yes_no). "
+                                "Fix: data.name= one of those, or data.data_dir= the folder that holds it")
+    nowhere = tmp_path / "nowhere"
+    with pytest.raises(ConfigError, match=f"^data.data_dir={nowhere}: no such folder. Fix: data.data_dir="):
+        probe.run(compose_job("probe", tmp_path / "folder", *data, f"data.data_dir={nowhere}"))
 
 
 @pytest.mark.slow
