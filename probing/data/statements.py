@@ -165,9 +165,14 @@ class UserStatements(StatementFile):
 
     def __init__(self, path: str | None = None, name: str = "statements", dev_fraction: float = 0.2,
                  test_fraction: float = 0.2, seed: int = 0):
-        if optional_path(setting("path"), path) is None:
-            raise ConfigError(f"{setting('path')} is not set. Fix: {setting('path')}=/path/to/statements.csv (a "
-                              "header with text and label) or .jsonl ({\"text\": ..., \"label\": ...} per line)")
+        given = optional_path(setting("path"), path)
+        fix = (f"Fix: {setting('path')}=/path/to/statements.csv (a header with text and label) or .jsonl "
+               "({\"text\": ..., \"label\": ...} per line)")
+        if given is None:
+            raise ConfigError(f"{setting('path')} is not set. {fix}")
+        if not given.is_file():
+            problem = "is a folder, not a file" if given.is_dir() else "file not found"
+            raise ConfigError(f"{setting('path')}={given}: {problem}. {fix}")
         super().__init__(path, name, dev_fraction, test_fraction, seed)
 
 

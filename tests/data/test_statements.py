@@ -96,6 +96,10 @@ def test_one_label_or_a_missing_setting_is_refused(tmp_path):
         StatementFile(str(path)).load_statements()
     with pytest.raises(ConfigError, match="path is not set"):
         UserStatements(None)
+    with pytest.raises(ConfigError, match=f"^path={tmp_path / 'none.csv'}: file not found. Fix: path="):
+        UserStatements(str(tmp_path / "none.csv"))
+    with pytest.raises(ConfigError, match=f"^path={tmp_path}: is a folder, not a file. Fix: path="):
+        UserStatements(str(tmp_path))
     with pytest.raises(ConfigError, match="data_dir is not set"):
         GeometryOfTruth(None)
     with pytest.raises(ConfigError, match="data=streusle is not the data of a statement task"):
