@@ -91,6 +91,10 @@ def bundled_statements() -> Path:
     return Path(str(resources.files("probing") / "resources" / "statements" / BUNDLED_FILE))
 
 
+PATH_FIX = ("Fix: {path}=/path/to/statements.csv (a header with text and label) or .jsonl ({{\"text\": ..., \"label\": "
+            "...}} per line)")
+
+
 class StatementFile:
     """A statement task from one file: `path` a .csv (header: statement or text, label) or .jsonl file, None for the
     bundled number comparisons; `name` names the task's data. Split by `stratified_split` with `dev_fraction`,
@@ -98,7 +102,11 @@ class StatementFile:
 
     def __init__(self, path: str | None = None, name: str = "statements", dev_fraction: float = 0.2,
                  test_fraction: float = 0.2, seed: int = 0):
-        self.path = optional_path(setting("path"), path) or bundled_statements()
+        given = optional_path(setting("path"), path)
+        if given is not None and not given.is_file():
+            problem = "is a folder, not a file" if given.is_dir() else "file not found"
+            raise ConfigError(f"{setting('path')}={given}: {problem}. {PATH_FIX.format(path=setting('path'))}")
+        self.path = given or bundled_statements()
         self.name = str(name)
         self.dev_fraction = require_fraction(setting("dev_fraction"), dev_fraction)
         self.test_fraction = require_fraction(setting("test_fraction"), test_fraction)
@@ -165,14 +173,8 @@ class UserStatements(StatementFile):
 
     def __init__(self, path: str | None = None, name: str = "statements", dev_fraction: float = 0.2,
                  test_fraction: float = 0.2, seed: int = 0):
-        given = optional_path(setting("path"), path)
-        fix = (f"Fix: {setting('path')}=/path/to/statements.csv (a header with text and label) or .jsonl "
-               "({\"text\": ..., \"label\": ...} per line)")
-        if given is None:
-            raise ConfigError(f"{setting('path')} is not set. {fix}")
-        if not given.is_file():
-            problem = "is a folder, not a file" if given.is_dir() else "file not found"
-            raise ConfigError(f"{setting('path')}={given}: {problem}. {fix}")
+        if optional_path(setting("path"), path) is None:
+            raise ConfigError(f"{setting('path')} is not set. {PATH_FIX.format(path=setting('path'))}")
         super().__init__(path, name, dev_fraction, test_fraction, seed)
 
 
