@@ -41,6 +41,7 @@ POOLINGS = ("mean", "last")  # and `token<N>`: the target's piece N alone (N < 0
 POSITION_POOLING = re.compile(r"token(-?\d+)")
 AUTOCAST_DTYPES = {"32": None, "bf16": torch.bfloat16, "16": torch.float16}
 PRECISION_TAGS = {"32": "", "bf16": ".bf16", "16": ".fp16"}  # in the store's file name
+DEFAULT_MAX_LENGTH = 128  # features.max_length's default: its stores' names carry no length tag, as before the tag
 DTYPE_TAGS = {"fp32": "", "bf16": ".weights-bf16", "fp16": ".weights-fp16"}  # the weights' dtype, in it too
 SKIP_TOO_LONG = "target longer than max_length"
 SKIP_NO_PIECES = "target word has no wordpieces"
@@ -138,7 +139,7 @@ class WordEncoder:
         self,
         name_or_path: str,
         pooling: str = "mean",
-        max_length: int = 128,
+        max_length: int = DEFAULT_MAX_LENGTH,
         context_size: int | str | None = None,
         device: str = "cpu",
         revision: str | None = None,
@@ -218,10 +219,18 @@ class WordEncoder:
     @property
     def store_kind(self) -> str:
         """What the features are, in the store's file name: the pooling of the target's wordpieces, the attention
-        window and its policy where there is one, and the forward precision and the weights' dtype unless float32 (so
-        that stores written before they were recorded keep their names)."""
+        window and its policy where there is one, the sites and layers (`sites_tag`), `max_length` unless the default,
+        and the forward precision and the weights' dtype unless float32 (each tag absent at its default, so that
+        stores written before it existed keep their names)."""
         window = "" if self.attention_window is None else f".attn-{self.attention_window}-{self.attention_policy}"
-        return f"{self.pooling}{window}{self.sites_tag}{PRECISION_TAGS[self.precision]}{DTYPE_TAGS[self.dtype]}"
+        return f"{self.pooling}{window}{self.forward_tags}"
+
+    @property
+    def forward_tags(self) -> str:
+        """The tags of `store_kind` after the pooling and the window: sites and layers, max length, precision and the
+        weights' dtype."""
+        length = "" if self.max_length == DEFAULT_MAX_LENGTH else f".len-{self.max_length}"
+        return f"{self.sites_tag}{length}{PRECISION_TAGS[self.precision]}{DTYPE_TAGS[self.dtype]}"
 
     @property
     def every_layer(self) -> bool:

@@ -50,7 +50,7 @@ def ensure_features(data: WordInContextData, featurizer: Featurizer, *, store_di
                               "split gets words, or use more data")
         records_sha256 = records_fingerprint(data.splits[split])
         path = store_path(root, featurizer.store_name, data.name, split, featurizer.store_kind,
-                          featurizer.context_size, records_sha256)
+                          featurizer.context_size, records_sha256, dtype)
         extract(
             data.splits[split], featurizer, path, class_names=data.classes, records_sha256=records_sha256,
             metadata_extra={"data": data.name, "split": split, **data_files},

@@ -14,7 +14,7 @@ from torch import nn
 from torch.nn.utils.rnn import pad_sequence
 
 from probing.data.records import SkipCounter, WordInContext
-from probing.features.encoder import DTYPE_TAGS, PRECISION_TAGS, PreparedInput, WordEncoder, in_dtype, pooling_index
+from probing.features.encoder import PreparedInput, WordEncoder, in_dtype, pooling_index
 from probing.features.extraction import ExtractionReport, extract_split
 from probing.features.sites import RESIDUAL
 from probing.features.store import data_files_entry, records_fingerprint, store_path
@@ -47,7 +47,7 @@ class SentenceWordEncoder(WordEncoder):
 
     @property
     def store_kind(self) -> str:
-        return f"{self.pooling}.{EVERY_WORD}{self.sites_tag}{PRECISION_TAGS[self.precision]}{DTYPE_TAGS[self.dtype]}"
+        return f"{self.pooling}.{EVERY_WORD}{self.forward_tags}"
 
     def store_metadata(self) -> dict:
         return {**super().store_metadata(), "rows": EVERY_WORD}
@@ -94,7 +94,7 @@ def extract_occurrences(records: Sequence[WordInContext], encoder: SentenceWordE
     the store must match (`data_files`); none where the records identify the data, as their fingerprint does for the
     sentences (a store recording files is then reused whatever they hold now)."""
     fingerprint = records_fingerprint(records)
-    path = store_path(store_dir, encoder.store_name, data_name, split, encoder.store_kind, None, fingerprint)
+    path = store_path(store_dir, encoder.store_name, data_name, split, encoder.store_kind, None, fingerprint, dtype)
     metadata = {"data": data_name, "split": split, **data_files_entry(files), **(extra or {})}
     return extract_split(records, encoder, path, class_names=[records[0].sclass] if records else [],
                          metadata_extra=metadata, dtype=dtype, max_tokens_per_batch=max_tokens_per_batch,

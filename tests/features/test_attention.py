@@ -4,6 +4,7 @@ window, the encoder option, its store and its config."""
 
 from __future__ import annotations
 
+import copy
 from types import SimpleNamespace
 
 import pytest
@@ -26,6 +27,7 @@ from probing.features.attention import (
 from probing.features.encoder import WordEncoder
 from probing.features.extraction import extract_split
 from probing.features.featurizers import built_featurizer
+from probing.features.sentence_store import sentence_encoder_of
 from probing.features.store import store_path
 from tests.helpers.runs import compose_job, tiny_model
 
@@ -549,3 +551,14 @@ def test_config_passes_the_policy_to_the_encoder(tiny_bert_path, tmp_path):
     bad = compose_job("probe", tmp_path, *tiny_model(tiny_bert_path), "features.attention_policy=bogus")
     with pytest.raises(ConfigError, match="features.attention_policy='bogus' is not an attention policy. Fix: "):
         built_featurizer(bad.features, bad.model)
+
+
+def test_max_length_and_a_float32_store_are_named_only_off_their_defaults(encoders, tmp_path):
+    full = encoders[None]
+    short = copy.copy(full)
+    short.max_length = 64
+    assert (full.store_kind, short.store_kind) == ("mean", "mean.len-64")
+    assert sentence_encoder_of(short).store_kind == "mean.every-word.len-64"
+    names = [store_path(tmp_path, full.store_name, "data", "train", "mean", None, "ab" * 32, dtype).name
+             for dtype in ("float16", "float32")]
+    assert names == ["train.mean.ctx-all.ababababab.h5", "train.mean.ctx-all.ababababab.float32.h5"]

@@ -41,8 +41,9 @@ def test_each_split_is_extracted_into_its_store_with_the_settings_given(tmp_path
     paths = ensure_features(data, featurizer, store_dir=tmp_path / "stores", dtype="float32", max_tokens_per_batch=64,
                             lock_wait_s=5.0, splits=["train", "dev"], extract=extract)
     fingerprint = records_fingerprint([record])
-    assert paths == {split: store_path(tmp_path / "stores", "tiny", "toy", split, "mean", None, fingerprint)
+    assert paths == {split: store_path(tmp_path / "stores", "tiny", "toy", split, "mean", None, fingerprint, "float32")
                      for split in ("train", "dev")}
+    assert paths["train"].name == f"train.mean.ctx-all.{fingerprint[:10]}.float32.h5"
     assert [path for path, _ in calls] == [paths["train"], paths["dev"]]
     settings = calls[0][1]
     assert (settings["dtype"], settings["max_tokens_per_batch"], settings["lock_wait_s"]) == ("float32", 64, 5.0)

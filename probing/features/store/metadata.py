@@ -37,15 +37,20 @@ def slugify(text: str) -> str:
     return slug or "unnamed"
 
 
+# The storage dtype in the store's file name: none for float16, the default, so that its stores keep their names.
+DTYPE_NAME_TAGS = {"float16": "", "float32": ".float32"}
+
+
 def store_path(root: str | Path, model_name: str, data_name: str, split: str, pooling: str,
-               context_size: int | None, records_sha256: str | None = None) -> Path:
-    """`root/<model>/<data>/<split>.<pooling>.ctx-<size|all>[.<records>].h5`, every part slugified.
+               context_size: int | None, records_sha256: str | None = None, dtype: str = "float16") -> Path:
+    """`root/<model>/<data>/<split>.<pooling>.ctx-<size|all>[.<records>][.float32].h5`, every part slugified.
 
     With `records_sha256`, its first 10 hex digits name the data selection, so that another split seed or
-    reader option gets a store of its own instead of being refused by the store of the first one."""
+    reader option gets a store of its own instead of being refused by the store of the first one; a float32 store
+    (`dtype`) is named apart from the float16 one for the same reason."""
     context = "all" if context_size is None else str(context_size)
     records = f".{records_sha256[:10]}" if records_sha256 else ""
-    name = f"{slugify(split)}.{slugify(pooling)}.ctx-{context}{records}.h5"
+    name = f"{slugify(split)}.{slugify(pooling)}.ctx-{context}{records}{DTYPE_NAME_TAGS.get(dtype, '')}.h5"
     return Path(root) / slugify(model_name) / slugify(data_name) / name
 
 
