@@ -12,15 +12,19 @@ from omegaconf import DictConfig, open_dict
 from probing.config import keyed_errors
 from probing.data.settings import choose, require_int
 from probing.data.task_records import TASK_KINDS
+from probing.errors import ConfigError
 from probing.features.provision import lock_wait_seconds
+
+MAX_SEED = 2**32 - 1  # numpy's (Lightning's seed_everything seeds it)
 
 
 def check_config(cfg: DictConfig) -> None:
-    """Refuse what Hydra lets through: a seed that is not an integer, a token budget of the stores' extraction below
-    one (every input would be a batch of its own), a task of a kind no job knows. (A top-level key that the config
-    does not have, such as `+laeyr=3`, is refused by the command-line check, `probing.cli`.)"""
-    if "seed" in cfg:
-        require_int("seed", cfg.seed)
+    """Refuse what Hydra lets through: a seed that is not an integer numpy takes, a token budget of the stores'
+    extraction below one (every input would be a batch of its own), a task of a kind no job knows. (A top-level key
+    that the config does not have, such as `+laeyr=3`, is refused by the command-line check, `probing.cli`.)"""
+    if "seed" in cfg and require_int("seed", cfg.seed) not in range(MAX_SEED + 1):
+        raise ConfigError(f"seed={cfg.seed} is outside 0..{MAX_SEED}, the seeds numpy takes. Fix: seed= an integer in "
+                          "that range")
     if "max_tokens_per_batch" in (cfg.get("features") or {}):
         require_int("features.max_tokens_per_batch", cfg.features.max_tokens_per_batch, minimum=1)
     if cfg.get("task") is not None and cfg.task.get("kind") is not None:

@@ -41,6 +41,10 @@ def test_check_config_refuses_a_seed_that_is_no_integer():
     check_config(OmegaConf.create({"task_name": "extract"}))  # a job without a seed
     with pytest.raises(ConfigError, match="seed='abc' is not an integer"):
         check_config(OmegaConf.create({"seed": "abc"}))
+    check_config(OmegaConf.create({"seed": 2**32 - 1}))  # the largest seed numpy takes
+    for seed in (-1, 2**32):  # what numpy refuses, in a traceback from Lightning's seed_everything
+        with pytest.raises(ConfigError, match=rf"^seed={seed} is outside 0\.\.4294967295, the seeds numpy takes"):
+            check_config(OmegaConf.create({"seed": seed}))
 
 
 @pytest.mark.parametrize("budget", [0, -8, 2.5, True])
