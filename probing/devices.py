@@ -12,6 +12,8 @@ from collections.abc import Callable
 
 import torch
 
+from probing.errors import ConfigError, setting
+
 log = logging.getLogger(__name__)
 
 # glibc's mallopt parameters (malloc.h)
@@ -100,3 +102,19 @@ def timed(run: Callable[[], object], device: torch.device) -> float:
     started = synchronized_clock(device)
     run()
     return synchronized_clock(device) - started
+
+
+def check_precision(precision: str, device: torch.device, allow_emulated_bf16: bool = False) -> None:
+    """Refuse a forward precision that `device` cannot run, or (bf16 without bf16 units) would run only emulated."""
+    name = setting("precision")
+    if precision == "16" and device.type != "cuda":
+        raise ConfigError(f"{name}=16 (float16 autocast) runs on CUDA only, but the device is {device}. "
+                          f"Fix: {name}=32 (or bf16 on a CPU with bf16 units)")
+    if precision != "bf16":
+        return
+    if device.type not in ("cpu", "cuda"):
+        raise ConfigError(f"{name}=bf16 runs on a CPU or CUDA, but the device is {device}. Fix: {name}=32")
+    if not allow_emulated_bf16 and not has_native_bf16(device):
+        raise ConfigError(f"{name}=bf16: this {device.type} has no bf16 units, so bf16 would be emulated "
+                          f"and several times slower than float32. Fix: {name}=32, or "
+                          f"{setting('allow_emulated_bf16')}=true to check bf16 accuracy on this machine anyway (slow)")

@@ -17,7 +17,7 @@ from torch.nn.utils.rnn import pad_sequence
 
 from probing.data.records import SkipCounter, WordInContext
 from probing.data.settings import require_bool, require_int
-from probing.devices import has_native_bf16
+from probing.devices import check_precision
 from probing.errors import ConfigError, setting
 from probing.features.attention import (
     DEFAULT_POLICY,
@@ -382,22 +382,6 @@ def layer_runs(layers: Sequence[int]) -> str:
         else:
             runs.append([layer])
     return "-".join(f"{run[0]}to{run[-1]}" if len(run) > 1 else str(run[0]) for run in runs)
-
-
-def check_precision(precision: str, device: torch.device, allow_emulated_bf16: bool = False) -> None:
-    """Refuse a forward precision that `device` cannot run, or (bf16 without bf16 units) would run only emulated."""
-    name = setting("precision")
-    if precision == "16" and device.type != "cuda":
-        raise ConfigError(f"{name}=16 (float16 autocast) runs on CUDA only, but the device is {device}. "
-                          f"Fix: {name}=32 (or bf16 on a CPU with bf16 units)")
-    if precision != "bf16":
-        return
-    if device.type not in ("cpu", "cuda"):
-        raise ConfigError(f"{name}=bf16 runs on a CPU or CUDA, but the device is {device}. Fix: {name}=32")
-    if not allow_emulated_bf16 and not has_native_bf16(device):
-        raise ConfigError(f"{name}=bf16: this {device.type} has no bf16 units, so bf16 would be emulated "
-                          f"and several times slower than float32. Fix: {name}=32, or "
-                          f"{setting('allow_emulated_bf16')}=true to check bf16 accuracy on this machine anyway (slow)")
 
 
 def _check_options(pooling: str, precision: str) -> None:

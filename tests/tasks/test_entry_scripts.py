@@ -83,9 +83,14 @@ def test_minilm_sweep_end_to_end(tmp_path, minilm_path):
     [layer_0] = [path for path in sweep.iterdir() if ",layer=0," in path.name]  # folders named by overrides
     assert (layer_0 / "csv" / "metrics.csv").is_file()
 
-    refused = run_script("probe.py", "layer=4", "features.max_length=64", "logger=none", cwd=tmp_path)
+    # a store whose recorded request differs from the run's (its max_length edited to 64) is refused, not reused
+    import h5py
+
+    with h5py.File(results[4]["stores"]["train"], "r+") as store:
+        store.attrs["max_length"] = 64
+    refused = run_script("probe.py", "layer=4", "logger=none", cwd=tmp_path)
     assert refused.returncode == 2, refused.stderr[-2000:]
-    assert "max_length" in refused.stderr and "64" in refused.stderr and "128" in refused.stderr
+    assert "max_length: store has 64, request has 128" in refused.stderr
 
 
 def test_finished_job_is_not_run_again(tmp_path, tiny_bert_path):
