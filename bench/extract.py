@@ -87,7 +87,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--dtype", default="float16", choices=["float16", "float32"], help="storage dtype")
     parser.add_argument("--naive-records", type=int, default=100, help="evenly spaced subset for the naive loop")
     parser.add_argument("--max-tokens-per-batch", type=int, default=8192)
-    parser.add_argument("--device", default="cpu", help="cpu, cuda or auto")
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda", "auto"], help="auto = cuda if available")
     parser.add_argument("--precision", default="bf16", choices=["bf16", "16"],
                         help="the reduced forward precision compared with float32 (16: CUDA only)")
     parser.add_argument("--warmup", type=int, default=0, help="untimed end-to-end runs of every encoder first")
@@ -97,11 +97,18 @@ def parse_args() -> argparse.Namespace:
                         help="replace the forward by a wait of MS ms per 1k padded tokens, or 'balanced'")
     parser.add_argument("--repeat", type=int, default=3, help="simulated: each run's fastest of this many")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
-    return parser.parse_args()
+    args = parser.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        parser.error("--device cuda: this torch sees no CUDA device; use --device cpu")
+    return args
 
 
 def simulated_ms(value: str) -> float | str:
-    return value if value == "balanced" else float(value)
+    if value == "balanced":
+        return value
+    if float(value) < 0:
+        raise argparse.ArgumentTypeError(f"{value}: a wait is >= 0 ms")
+    return float(value)
 
 
 def bundled_streusle(limit: int):

@@ -48,9 +48,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--precision", default="bf16-mixed", choices=["bf16-mixed", "bf16-true"],
                         help="the trainer.precision of the bf16 settings")
     parser.add_argument("--window", type=int, default=4, help="attention window k of the window settings")
-    parser.add_argument("--accelerator", default="cpu")
+    parser.add_argument("--accelerator", default="cpu", choices=["cpu", "gpu", "cuda"])
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
-    return parser.parse_args()
+    args = parser.parse_args()
+    if args.accelerator != "cpu" and not torch.cuda.is_available():
+        parser.error(f"--accelerator {args.accelerator}: this torch sees no CUDA device; use --accelerator cpu")
+    return args
 
 
 class StepTimer(L.Callback):

@@ -71,6 +71,10 @@ def pytest_counts(folder: Path) -> dict | None:
 
 def main() -> None:
     folder = Path(sys.argv[1] if len(sys.argv) > 1 else "bench-gpu")
+    if not folder.is_dir():
+        print(f"error: {folder} is not a folder of bench/gpu.sh's output. Fix: give the folder it wrote (bench-gpu, "
+              "or GPU_BENCH_DIR)", file=sys.stderr)
+        sys.exit(2)
     device = folder / "device.txt"
     summary = {
         "device": device.read_text(encoding="utf-8").strip() if device.is_file() else None,
