@@ -56,14 +56,14 @@ MAX_LAYER_TICKS = 16  # more labels than this overlap on a panel (31 layers of a
 
 
 def drawn_layer_ticks(layers) -> list[int]:
-    """The layers to label on an x axis of the drawn `layers`: all of them, or every 2nd, 5th, 10th, ... layer (the
-    multiples of that step), whichever first gives at most MAX_LAYER_TICKS labels."""
+    """The layers to label on an x axis of the drawn `layers`: all of them, or the multiples of 2, 5, 10, ... among
+    them, whichever first gives one to MAX_LAYER_TICKS labels (else evenly spaced drawn layers)."""
     layers = sorted(set(layers) - {None})
     for step in (1, 2, 5, 10, 20, 50, 100):
-        ticks = [layer for layer in layers if layer % step == 0] if step > 1 else layers
-        if len(ticks) <= MAX_LAYER_TICKS:
+        ticks = [layer for layer in layers if layer % step == 0]
+        if 0 < len(ticks) <= MAX_LAYER_TICKS:
             return ticks
-    return ticks
+    return layers[::-(-len(layers) // MAX_LAYER_TICKS)] if layers else []
 
 
 def save_figure(fig, path: Path) -> bool:

@@ -482,3 +482,6 @@ def test_the_layer_axis_labels_at_most_sixteen_layers_on_multiples_of_a_round_st
     assert drawn_layer_ticks(range(33)) == list(range(0, 33, 5))  # 0, 2, ..., 32 would be 17
     assert drawn_layer_ticks([3, 5, 7, 9, 11]) == [3, 5, 7, 9, 11]
     assert drawn_layer_ticks(range(1, 200)) == list(range(20, 200, 20))
+    assert drawn_layer_ticks(range(1, 34, 2)) == [5, 15, 25]  # 17 odd layers: no multiple of 2, some of 5
+    assert drawn_layer_ticks(range(1, 1000, 2)) == list(range(1, 1000, 64))  # no round step fits: evenly spaced
+    assert drawn_layer_ticks([None]) == []  # baselines only
