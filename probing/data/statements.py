@@ -86,13 +86,15 @@ class StatementTaskData:
                 for name, split in self.splits.items()}
 
 
+def path_fix() -> str:
+    """The fix of a `path` setting that names no statement file."""
+    return (f"Fix: {setting('path')}=/path/to/statements.csv (a header with text and label) or .jsonl "
+            '({"text": ..., "label": ...} per line)')
+
+
 def bundled_statements() -> Path:
     """The generated number comparisons bundled with the package (probing/resources/statements/, see its README)."""
     return Path(str(resources.files("probing") / "resources" / "statements" / BUNDLED_FILE))
-
-
-PATH_FIX = ("Fix: {path}=/path/to/statements.csv (a header with text and label) or .jsonl ({{\"text\": ..., \"label\": "
-            "...}} per line)")
 
 
 class StatementFile:
@@ -105,7 +107,7 @@ class StatementFile:
         given = optional_path(setting("path"), path)
         if given is not None and not given.is_file():
             problem = "is a folder, not a file" if given.is_dir() else "file not found"
-            raise ConfigError(f"{setting('path')}={given}: {problem}. {PATH_FIX.format(path=setting('path'))}")
+            raise ConfigError(f"{setting('path')}={given}: {problem}. {path_fix()}")
         self.path = given or bundled_statements()
         self.name = str(name)
         self.dev_fraction = require_fraction(setting("dev_fraction"), dev_fraction)
@@ -174,7 +176,7 @@ class UserStatements(StatementFile):
     def __init__(self, path: str | None = None, name: str = "statements", dev_fraction: float = 0.2,
                  test_fraction: float = 0.2, seed: int = 0):
         if optional_path(setting("path"), path) is None:
-            raise ConfigError(f"{setting('path')} is not set. {PATH_FIX.format(path=setting('path'))}")
+            raise ConfigError(f"{setting('path')} is not set. {path_fix()}")
         super().__init__(path, name, dev_fraction, test_fraction, seed)
 
 
